@@ -1,0 +1,15 @@
+"""The mirax dialect: every primitive declared once, in one module per family.
+
+`PRIMITIVES` maps an op name (without the `mirax.` prefix) to its `Primitive`.
+`irdl_text()` derives the IRDL definition checked in as `dialect/mirax.irdl.mlir`.
+"""
+from pathlib import Path
+
+from . import dtypes
+from .core import PRIMITIVES, Aval, MiraxError, Primitive
+from . import creation, elementwise, reduction, shape, indexing, linalg  # noqa: F401  (declare ops)
+from .irdl import irdl_text
+
+IRDL_PATH = Path(__file__).with_name("mirax.irdl.mlir")
+
+__all__ = ["PRIMITIVES", "Aval", "MiraxError", "Primitive", "dtypes", "irdl_text", "IRDL_PATH"]

@@ -1,0 +1,119 @@
+"""Primitives that create arrays from attributes: `constant` and `arange`.
+
+    %0 = "mirax.constant"() {value = dense<1.0> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+    %1 = "mirax.arange"() {start = 0.0 : f64, step = 1.0 : f64} : () -> tensor<5xi32>
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .core import F64, Aval, Dense, MiraxError, primitive
+
+
+def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
+    """A DenseElementsAttr holding `value` (needs an active MLIR context); `lowered`
+    gives the element type lowered code uses (signless, bool as i8)."""
+    from mlir import ir
+    elt = dtype.memory if lowered else dtype.mlir
+    if value.ndim == 0:
+        # the buffer path cannot make a 0-d attribute: make a 1-element one and re-type it
+        one = dense_attr(value.reshape(1), dtype, lowered)
+        text = str(one)
+        body = text[text.index("<") + 1:text.rindex(">")].split(">")[0]
+        body = body.strip("[]") if not body.startswith('"') else body
+        return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<{body}> : tensor<{elt}>"))
+    ttype = ir.RankedTensorType.get(list(value.shape), ir.Type.parse(elt))
+    if dtype.kind == "c":
+        flat = value.reshape(-1)
+        if value.size and np.all(flat == flat[0]):
+            body = f"({flat[0].real!r}, {flat[0].imag!r})"
+        else:
+            body = "[" + ", ".join(f"({v.real!r}, {v.imag!r})" for v in flat) + "]"
+            if value.ndim != 1:
+                # a flat literal needs the shape spelled out: reshape through nested lists
+                body = _nested_complex(value)
+        return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<{body}> : {ttype}"))
+    if dtype.kind == "b" and not lowered:
+        return ir.DenseElementsAttr.get(np.ascontiguousarray(value, np.bool_), type=ttype.element_type)
+    raw = np.ascontiguousarray(value).view(dtype.storage)
+    if dtype.kind in "ub" and lowered:
+        raw = raw.view(f"i{dtype.size}")
+    return ir.DenseElementsAttr.get(raw, type=ttype.element_type, shape=list(value.shape))
+
+
+def _nested_complex(value):
+    if value.ndim == 0:
+        v = complex(value)
+        return f"({v.real!r}, {v.imag!r})"
+    return "[" + ", ".join(_nested_complex(v) for v in value) + "]"
+
+
+def attr_to_numpy(attr, dtype: dt.Dtype) -> np.ndarray:
+    from mlir import ir
+    a = ir.DenseElementsAttr(attr)
+    shape = tuple(ir.ShapedType(a.type).shape)
+    if dtype.kind == "c":
+        vals = [complex(x) for x in _parse_complex(str(a))]
+        arr = np.array(vals, np.complex64)
+        return np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
+    if a.is_splat:
+        v = np.array(a.get_splat_value().value if dtype.kind != "b" else bool(ir.BoolAttr(a.get_splat_value()).value))
+        return np.full(shape, v, dtype.storage) if dtype is not dt.bfloat16 else _bf16_splat(a, shape)
+    return np.array(a, copy=True).view(dtype.storage).reshape(shape)
+
+
+def _bf16_splat(a, shape):
+    return np.full(shape, np.float32(a.get_splat_value().value).view(np.uint32) >> 16, np.uint16)
+
+
+def _parse_complex(text):
+    import re
+    body = text[text.index("<") + 1:text.rindex(">")].split(":")[0]
+    for m in re.finditer(r"\(([^,()]+),\s*([^()]+)\)", body):
+        yield complex(float(m.group(1)), float(m.group(2)))
+
+
+def _constant_shape(avals, value):
+    raise MiraxError("mirax.constant takes its type from its value")  # built directly, never inferred
+
+
+def _constant_lower(e, ins, in_avals, out, value):
+    if out.dtype.kind in "ub":
+        value = dense_attr(attr_to_numpy(value, out.dtype), out.dtype, lowered=True)
+    return e.op(f"arith.constant {value}", "cst")
+
+
+primitive("constant", [], _constant_shape, _constant_lower, lambda value: value,
+          attrs={"value": Dense()}, summary="an array given by its value", typed_result=True, dtypes=[dt.float32, dt.int32, dt.bool_])
+
+
+def arange_length(start, stop, step):
+    if step == 0:
+        raise MiraxError("mirax.arange: step must not be zero")
+    return max(0, int(np.ceil((stop - start) / step)))
+
+
+def _arange_shape(avals, start, step):
+    raise MiraxError("mirax.arange takes its length from its result type")
+
+
+def _arange_lower(e, ins, in_avals, out, start, step):
+    """out[i] = start + i * step, computed in f64 then converted (as numpy)."""
+    from .elementwise import _convert
+
+    def body(b, o):
+        i = b.op("linalg.index 0 : index")
+        i64 = b.op(f"arith.index_cast {i} : index to i64")
+        f = b.op(f"arith.sitofp {i64} : i64 to f64")
+        s = b.const(start, "f64")
+        st = b.const(step, "f64")
+        v = b.op(f"math.fma {f}, {st}, {s} : f64")
+        return _convert(b, v, dt.float64, out.dtype)
+    from ..lowering.emit import identity_map
+    return e.generic([], [], out, body, [identity_map(1)], ["parallel"])
+
+
+primitive("arange", [], _arange_shape, _arange_lower,
+          lambda start, step, n=0, dtype=np.float32: start + np.arange(n) * step,
+          attrs={"start": F64(), "step": F64()}, summary="start + i * step", typed_result=True, dtypes=[dt.float32, dt.int32])

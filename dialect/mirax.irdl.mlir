@@ -1,0 +1,361 @@
+// The mirax dialect, generated from dialect/*.py by `python -m mirax.dialect`.
+// Do not edit: test_dialect.py fails when this file is stale.
+irdl.dialect @mirax {
+  irdl.operation @abs {
+    // |x|
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @add {
+    // x + y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @arange {
+    // start + i * step
+    %out = irdl.base "!builtin.tensor"
+    %attr_start = irdl.base "#builtin.float"
+    %attr_step = irdl.base "#builtin.float"
+    irdl.results(result: %out)
+    irdl.attributes {"start" = %attr_start, "step" = %attr_step}
+  }
+  irdl.operation @arctan2 {
+    // atan2(x, y)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @astype {
+    // dtype conversion (C casts; float to int truncates)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_dtype = irdl.base "#builtin.type"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"dtype" = %attr_dtype}
+  }
+  irdl.operation @broadcast_to {
+    // numpy broadcasting to `shape`
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+  irdl.operation @ceil {
+    // ceil(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @constant {
+    // an array given by its value
+    %out = irdl.base "!builtin.tensor"
+    %attr_value = irdl.base "#builtin.dense_int_or_fp_elements"
+    irdl.results(result: %out)
+    irdl.attributes {"value" = %attr_value}
+  }
+  irdl.operation @cos {
+    // cos(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @divide {
+    // x / y (inexact dtypes)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @equal {
+    // x equal y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @erf {
+    // erf(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @erfinv {
+    // inverse of erf
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @exp {
+    // exp(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @expm1 {
+    // expm1(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @floor {
+    // floor(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @greater {
+    // x greater y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @greater_equal {
+    // x greater_equal y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @less {
+    // x less y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @less_equal {
+    // x less_equal y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @log {
+    // log(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @log1p {
+    // log1p(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @logical_and {
+    // x and y (bool)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @logical_not {
+    // x == 0
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @logical_or {
+    // x or y (bool)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @maximum {
+    // max(x, y), NaN-propagating
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @minimum {
+    // min(x, y), NaN-propagating
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @multiply {
+    // x * y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @negative {
+    // -x
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @not_equal {
+    // x not_equal y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @power {
+    // x ** y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @reciprocal {
+    // 1/x
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @remainder {
+    // x mod y with the sign of y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @reshape {
+    // same elements, new shape (row-major)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+  irdl.operation @round {
+    // round half to even
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @rsqrt {
+    // rsqrt(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @sigmoid {
+    // 1/(1+exp(-x))
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @sign {
+    // -1, 0 or 1 (x/|x| for complex)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @sin {
+    // sin(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @sqrt {
+    // sqrt(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @square {
+    // x*x
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @stop_gradient {
+    // identity whose derivative is zero
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @subtract {
+    // x - y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @tan {
+    // tan(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @tanh {
+    // tanh(x)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @transpose {
+    // permute axes
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_permutation = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"permutation" = %attr_permutation}
+  }
+  irdl.operation @where {
+    // x where condition else y
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(condition: %in0, x: %in1, y: %in2)
+    irdl.results(result: %out)
+  }
+}

@@ -1,0 +1,136 @@
+"""`convert-mirax-to-linalg`: every mirax op becomes upstream linalg/tensor/arith/math.
+
+Each op's lowering rule writes a private function (one per op, attributes and types);
+the op becomes a `func.call` of it, and the upstream inliner puts the body in line.
+
+    %0 = "mirax.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  becomes
+    %0 = linalg.generic {...} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+      ^bb0(%a: f32, %o: f32):  %1 = math.exp %a : f32  linalg.yield %1 : f32 }
+"""
+from __future__ import annotations
+
+import hashlib
+
+from mlir import ir
+from mlir.dialects import func
+
+from ..dialect import PRIMITIVES
+from ..dialect.core import Aval
+from ..dialect import dtypes as dt
+from .emit import kernel_function
+from .pass_base import MiraxPass, PassError
+
+NAME = "convert-mirax-to-linalg"
+
+
+def aval_of(t: ir.Type) -> Aval:
+    rt = ir.RankedTensorType(t)
+    return Aval(tuple(rt.shape), dt.from_mlir(str(rt.element_type)))
+
+
+def mirax_ops(root: ir.Operation):
+    """All mirax ops nested in `root`, in program order."""
+    out = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name.startswith("mirax."):
+                        out.append(child)
+                    visit(child)
+    visit(root)
+    return out
+
+
+def op_signature(op):
+    """(primitive, params, input avals, output aval) of a mirax op, or a PassError."""
+    name = op.name[len("mirax."):]
+    prim = PRIMITIVES.get(name)
+    if prim is None:
+        raise PassError(op, f"'{op.name}' is not a mirax primitive")
+    try:
+        params = prim.params_from_ir(op)
+        ins = [aval_of(v.type) for v in op.operands]
+        out = aval_of(op.results[0].type)
+    except (KeyError, ValueError, TypeError) as err:
+        raise PassError(op, f"'{op.name}': {err}") from None
+    return prim, params, ins, out
+
+
+def _is(cls, t):
+    try:
+        cls(t)
+        return True
+    except ValueError:
+        return False
+
+
+def lowered_type(t: ir.Type) -> ir.Type:
+    """The type lowered code uses: arith is signless (tensor<4xui8> becomes tensor<4xi8>)
+    and bool is stored one byte per element (tensor<4xi1> becomes tensor<4xi8>)."""
+    if _is(ir.RankedTensorType, t):
+        rt = ir.RankedTensorType(t)
+        elt = str(rt.element_type)
+        try:
+            mem = dt.from_mlir(elt).memory
+        except TypeError:
+            return t
+        if mem != elt:
+            return ir.RankedTensorType.get(rt.shape, ir.Type.parse(mem))
+    return t
+
+
+def lower_signatures(module: ir.Operation):
+    """Give every function's arguments and results their lowered types."""
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name != "func.func":
+            continue
+        op = op.operation
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        ins = [lowered_type(t) for t in ftype.inputs]
+        outs = [lowered_type(t) for t in ftype.results]
+        if list(ftype.inputs) == ins and list(ftype.results) == outs:
+            continue
+        if op.regions[0].blocks:
+            for arg, t in zip(op.regions[0].blocks[0].arguments, ins):
+                arg.set_type(t)
+        op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs, context=op.context))
+
+
+class ConvertMiraxToLinalg(MiraxPass):
+    name = NAME
+    summary = "Lower mirax ops to linalg, tensor, arith and math"
+    after = ["inline", "symbol-dce"]  # upstream passes that finish the conversion
+
+    def run(self, module: ir.Operation):
+        ctx = module.context
+        block = module.regions[0].blocks[0]
+        made = {}
+        # read every op's avals before retyping values to their lowered types
+        ops = [(op, op_signature(op), f"{op.name}|{op.attributes}|{[str(v.type) for v in op.operands]}"
+                f"|{op.results[0].type}") for op in mirax_ops(module)]
+        with ctx:
+            lower_signatures(module)
+        for op, (prim, params, ins, out), key in ops:
+            fname = made.get(key)
+            if fname is None:
+                fname = f"__mirax_{prim.name}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+                try:
+                    text = kernel_function(fname, prim, params, ins, out)
+                except Exception as err:  # a rule that cannot lower these types
+                    raise PassError(op, f"'{op.name}' cannot be lowered for {ins} -> {out}: {err}") from None
+                with ctx, ir.Location.unknown():
+                    try:
+                        snippet = ir.Module.parse(text)
+                    except ir.MLIRError as err:
+                        raise PassError(op, f"internal error lowering '{op.name}': {err}\n{text}") from None
+                    block.append(snippet.body.operations[0])
+                made[key] = fname
+            with ctx, op.location, ir.InsertionPoint(op):
+                call = func.CallOp([lowered_type(op.results[0].type)], ir.FlatSymbolRefAttr.get(fname),
+                                   list(op.operands))
+            op.results[0].replace_all_uses_with(call.results[0])
+            op.erase()

@@ -1,0 +1,15 @@
+"""mirax: an MLX-style array framework whose primitives are an MLIR dialect.
+
+    import mirax as mr
+    x = mr.array([1.0, 2.0, 3.0])
+    print(mr.exp(x).sum())
+"""
+from .dialect.dtypes import (bfloat16, bool_, complex64, float16, float32, float64, int8, int16,  # noqa: F401
+                              int32, int64, uint8, uint16, uint32, uint64, Dtype)
+from .dialect.core import MiraxError  # noqa: F401
+from .array import Array, TraceError, array, eval  # noqa: F401
+from .device import Device, cpu, default_device, set_default_device  # noqa: F401
+from .ops import *  # noqa: F401,F403
+from .trace import trace  # noqa: F401
+
+__version__ = "0.1.0"

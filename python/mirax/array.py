@@ -1,0 +1,289 @@
+"""Lazy arrays: each op records a node; `eval` runs one JIT kernel per primitive.
+
+    a = mr.array([1.0, 2.0])
+    b = mr.exp(a) + 1        # nothing runs yet
+    mr.eval(b)               # two cached kernels run: exp, add
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .dialect import PRIMITIVES, dtypes as dt
+from .dialect.core import Aval, MiraxError
+from . import device as _device
+
+_PKG_DIRS = None
+
+
+def _pkg_dirs():
+    global _PKG_DIRS
+    if _PKG_DIRS is None:
+        root = __name__.rsplit(".", 1)[0]
+        mods = [sys.modules[root + s] for s in ("", ".dialect", ".lowering", ".runtime")]
+        _PKG_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in mods)
+    return _PKG_DIRS
+
+
+def user_frame():
+    """(filename, line, source) of the first caller outside mirax, for error messages."""
+    f = sys._getframe(1)
+    dirs = _pkg_dirs()
+    while f is not None and f.f_code.co_filename.startswith(dirs):
+        f = f.f_back
+    if f is None:
+        return None
+    import linecache
+    return f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+
+
+def where_text():
+    fr = user_frame()
+    if fr is None:
+        return ""
+    fn, ln, src = fr
+    return f"\n  at {fn}:{ln}" + (f": {src}" if src else "")
+
+
+class TraceError(RuntimeError):
+    """An array that depends on a traced input was evaluated inside the trace."""
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.tracing = 0  # depth of active traces: record source locations while > 0
+
+
+STATE = _State()
+
+
+class Array:
+    """An n-dimensional array, computed lazily.
+
+    A node holds its primitive, inputs and parameters until it is evaluated; then it
+    holds a numpy buffer (`_data`) and forgets its inputs.
+    """
+
+    __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, obj=None, dtype=None):
+        if obj is None:
+            return
+        a = _from_python(obj, dtype)
+        self.aval, self._data = a.aval, a._data
+        self._prim = None
+        self._inputs = ()
+        self._params = None
+        self._tracer = None
+        self._loc = None
+
+    # ---- construction ----------------------------------------------------------------
+    @staticmethod
+    def _node(prim, inputs, params, aval):
+        a = Array.__new__(Array)
+        a.aval = aval
+        a._prim = prim
+        a._inputs = inputs
+        a._params = params
+        a._data = None
+        tr = None
+        for x in inputs:
+            if x._tracer is not None:
+                tr = x._tracer
+                break
+        a._tracer = tr
+        a._loc = user_frame() if STATE.tracing else None
+        return a
+
+    @staticmethod
+    def _leaf(data: np.ndarray, dtype: dt.Dtype):
+        a = Array.__new__(Array)
+        a.aval = Aval(tuple(data.shape), dtype)
+        a._prim = None
+        a._inputs = ()
+        a._params = None
+        a._data = data
+        a._tracer = None
+        a._loc = None
+        return a
+
+    # ---- properties ------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self.aval.shape)
+
+    @property
+    def size(self):
+        return self.aval.size
+
+    @property
+    def itemsize(self):
+        return self.aval.dtype.size
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # ---- evaluation ------------------------------------------------------------------
+    def _numpy(self) -> np.ndarray:
+        """The evaluated buffer (bfloat16 widened to float32, since numpy lacks it)."""
+        eval(self)
+        d = self._data
+        if self.dtype is dt.bfloat16:
+            return (d.astype(np.uint32) << 16).view(np.float32)
+        return d
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item() needs an array of size 1, got shape {self.shape}")
+        return self._numpy().reshape(()).item()
+
+    def tolist(self):
+        return self._numpy().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._numpy()
+        return a.astype(dtype) if dtype is not None else a.copy() if copy else a
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __repr__(self):
+        if self._tracer is not None:
+            return f"array(<traced {self.aval}>)"
+        a = self._numpy()
+        body = np.array2string(a, separator=", ", prefix="array(")
+        return f"array({body}, dtype={self.dtype.name})"
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+
+def _from_python(obj, dtype=None) -> Array:
+    if isinstance(obj, Array):
+        return obj if dtype is None or dt.to_dtype(dtype) is obj.dtype else obj.astype(dtype)
+    d = dt.to_dtype(dtype) if dtype is not None else None
+    if isinstance(obj, (bool, int, float, complex)) and d is None:
+        d = dt.to_dtype(type(obj))
+    if isinstance(obj, (list, tuple)) and any(isinstance(x, Array) for x in _flat(obj)):
+        from .ops import stack
+        arr = stack([x if isinstance(x, Array) else Array(x) for x in obj])
+        return arr if d is None else arr.astype(d)
+    a = np.asarray(obj)
+    if d is None:
+        if a.dtype == np.float64:
+            d = dt.float32  # MLX: Python floats make float32 arrays
+        elif a.dtype == np.int64 and not (isinstance(obj, np.ndarray)):
+            d = dt.int32  # MLX: Python ints make int32 arrays
+        else:
+            d = dt.from_numpy(a.dtype)
+    if d is dt.bfloat16:
+        bits = np.array(a, np.float32, order="C").view(np.uint32)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+        return Array._leaf(np.asarray(bits, np.uint16).reshape(a.shape), d)
+    if a.dtype.kind == "c" and d.kind != "c":
+        raise TypeError(f"cannot make a {d.name} array from complex values")
+    return Array._leaf(np.array(a, dtype=d.storage, order="C", copy=True), d)
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    else:
+        yield x
+
+
+def array(obj, dtype=None) -> Array:
+    """`mr.array([[1, 2], [3, 4]], dtype=mr.float32)`, like `mx.array`."""
+    return Array(obj, dtype)
+
+
+# ---- applying primitives -------------------------------------------------------------
+
+def apply(name: str, inputs, **params) -> Array:
+    """Record primitive `name` on `inputs`; shape/dtype errors name the op and user line."""
+    prim = PRIMITIVES[name]
+    try:
+        aval = prim.check([x.aval for x in inputs], params)
+    except MiraxError as err:
+        raise MiraxError(f"{err}{where_text()}") from None
+    return Array._node(prim, tuple(inputs), params, aval)
+
+
+def apply_typed(name: str, inputs, aval: Aval, **params) -> Array:
+    """Record a primitive whose result type is given (constant, arange)."""
+    return Array._node(PRIMITIVES[name], tuple(inputs), params, aval)
+
+
+def _topo(outputs):
+    """Unevaluated nodes reachable from `outputs`, inputs before users."""
+    order, seen = [], set()
+    stack = [(o, False) for o in outputs if o._data is None]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for x in node._inputs:
+            if x._data is None and id(x) not in seen:
+                stack.append((x, False))
+    return order
+
+
+def eval(*trees) -> None:
+    """Evaluate every array in `trees` (arrays, lists, tuples, dicts)."""
+    from .tree import tree_leaves
+    outs = [x for x in tree_leaves(trees) if isinstance(x, Array) and x._data is None]
+    if not outs:
+        return
+    for o in outs:
+        if o._tracer is not None:
+            raise TraceError(
+                "cannot evaluate an array inside a traced function (transform or compile): "
+                "its value is not known while tracing; evaluate the results instead"
+                + where_text())
+    dev = _device.default_device()
+    for node in _topo(outs):
+        if node._prim is None:
+            raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
+        ins = [x._data for x in node._inputs]
+        node._data = dev.run(node._prim, node._params, [x.aval for x in node._inputs], node.aval, ins)
+        node._inputs = ()
+        node._params = None

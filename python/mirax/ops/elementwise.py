@@ -1,0 +1,249 @@
+"""Elementwise ops with MLX's broadcasting and type promotion.
+
+    mr.exp(x)        mr.maximum(x, 0.0)        mr.where(x > 0, x, 0)
+
+Binary ops promote both sides (Python scalars are weakly typed, as in MLX), then
+broadcast with explicit `broadcast_to` ops, so each primitive sees equal avals.
+"""
+from __future__ import annotations
+
+from ..dialect import dtypes as dt
+from ..dialect.core import MiraxError, broadcast_shapes
+from ..array import Array, apply, array, where_text
+
+_UNARY = ["abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
+          "sin", "cos", "tan", "tanh", "sigmoid", "erf", "erfinv", "floor", "ceil"]
+_FLOAT_ONLY = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh",
+               "sigmoid", "erf", "erfinv"}
+
+__all__ = _UNARY + ["negative", "round", "logical_not", "astype", "stop_gradient", "add", "subtract",
+                    "multiply", "divide", "power", "maximum", "minimum", "remainder", "equal", "not_equal",
+                    "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+                    "arctan2", "where", "floor_divide", "isnan", "isinf", "clip", "array_equal", "allclose",
+                    "isclose"]
+
+
+def _arr(x) -> Array:
+    return x if isinstance(x, Array) else array(x)
+
+
+def astype(a, dtype) -> Array:
+    a = _arr(a)
+    d = dt.to_dtype(dtype)
+    if a.dtype is d:
+        return a
+    return apply("astype", [a], dtype=d.name)
+
+
+def _unary(name):
+    def op(a):
+        a = _arr(a)
+        if name in _FLOAT_ONLY and a.dtype.kind not in "fc":
+            a = astype(a, dt.float32)  # MLX: integer inputs of float functions become float32
+        return apply(name, [a])
+    op.__name__ = name
+    op.__doc__ = f"Elementwise `{name}`, as `mx.{name}`."
+    return op
+
+
+for _n in _UNARY:
+    globals()[_n] = _unary(_n)
+
+
+def negative(a):
+    a = _arr(a)
+    if a.dtype is dt.bool_:
+        raise MiraxError(f"negative: not supported for bool arrays{where_text()}")
+    return apply("negative", [a])
+
+
+def round(a, decimals=0):
+    a = _arr(a)
+    if decimals == 0:
+        return apply("round", [a])
+    s = 10.0 ** decimals
+    return divide(apply("round", [multiply(a, s)]), s)
+
+
+def logical_not(a):
+    return apply("logical_not", [_arr(a)])
+
+
+def stop_gradient(a):
+    return apply("stop_gradient", [_arr(a)])
+
+
+def result_dtype(a, b) -> dt.Dtype:
+    """MLX promotion with weakly typed Python scalars."""
+    if isinstance(a, Array) and isinstance(b, Array):
+        return dt.promote(a.dtype, b.dtype)
+    if isinstance(a, Array):
+        return dt.weak_scalar_dtype(b, a.dtype) if _is_scalar(b) else dt.promote(a.dtype, array(b).dtype)
+    if isinstance(b, Array):
+        return dt.weak_scalar_dtype(a, b.dtype) if _is_scalar(a) else dt.promote(array(a).dtype, b.dtype)
+    return dt.promote(array(a).dtype, array(b).dtype)
+
+
+def _is_scalar(x):
+    return isinstance(x, (bool, int, float, complex))
+
+
+def _prepare(name, a, b, dtype=None):
+    """Promote and broadcast two operands to one dtype and shape."""
+    d = dtype or result_dtype(a, b)
+    a = astype(_arr(a) if isinstance(a, Array) else array(a, d), d)
+    b = astype(_arr(b) if isinstance(b, Array) else array(b, d), d)
+    try:
+        shape = broadcast_shapes(a.shape, b.shape, op=name)
+    except MiraxError as err:
+        raise MiraxError(f"{err}{where_text()}") from None
+    from .shape import broadcast_to
+    return broadcast_to(a, shape), broadcast_to(b, shape)
+
+
+def _binary(name, float_only=False, bool_only=False):
+    def op(a, b):
+        d = result_dtype(a, b)
+        if float_only and d.kind not in "fc":
+            d = dt.float32
+        if bool_only:
+            d = dt.bool_
+        x, y = _prepare(name, a, b, d)
+        return apply(name, [x, y])
+    op.__name__ = name
+    op.__doc__ = f"Elementwise `{name}` with broadcasting, as `mx.{name}`."
+    return op
+
+
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
+divide = _binary("divide", float_only=True)
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+remainder = _binary("remainder")
+arctan2 = _binary("arctan2", float_only=True)
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+logical_and = _binary("logical_and", bool_only=True)
+logical_or = _binary("logical_or", bool_only=True)
+
+
+def power(a, b):
+    d = result_dtype(a, b)
+    x, y = _prepare("power", a, b, d)
+    if d.kind == "b":
+        x, y = astype(x, dt.int32), astype(y, dt.int32)
+    if d.kind == "u":
+        x, y = astype(x, dt.int64), astype(y, dt.int64)
+        return astype(apply("power", [x, y]), d)
+    return apply("power", [x, y])
+
+
+def floor_divide(a, b):
+    d = result_dtype(a, b)
+    if d.kind in "fc":
+        return apply("floor", [divide(a, b)])
+    x, y = _prepare("floor_divide", a, b, d)
+    # (x - x mod y) / y is exact for integers
+    r = apply("remainder", [x, y])
+    q = divide(subtract(x, r), y)
+    return astype(q, d)
+
+
+def where(condition, x, y):
+    """`x` where `condition` else `y`, broadcasting all three."""
+    c = astype(_arr(condition), dt.bool_)
+    d = result_dtype(x, y)
+    xa, ya = _prepare("where", x, y, d)
+    try:
+        shape = broadcast_shapes(c.shape, xa.shape, op="where")
+    except MiraxError as err:
+        raise MiraxError(f"{err}{where_text()}") from None
+    from .shape import broadcast_to
+    return apply("where", [broadcast_to(c, shape), broadcast_to(xa, shape), broadcast_to(ya, shape)])
+
+
+def isnan(a):
+    a = _arr(a)
+    return not_equal(a, a)
+
+
+def isinf(a):
+    a = _arr(a)
+    if a.dtype.kind not in "fc":
+        return not_equal(a, a)  # integers are never infinite: all False
+    return equal(globals()["abs"](a), float("inf"))
+
+
+def clip(a, a_min=None, a_max=None):
+    a = _arr(a)
+    if a_min is not None:
+        a = maximum(a, a_min)
+    if a_max is not None:
+        a = minimum(a, a_max)
+    return a
+
+
+def isclose(a, b, rtol=1e-5, atol=1e-8):
+    a, b = _arr(a), _arr(b)
+    return less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8):
+    from .reduction import all as _all
+    return _all(isclose(a, b, rtol, atol))
+
+
+def array_equal(a, b):
+    from .reduction import all as _all
+    a, b = _arr(a), _arr(b)
+    if a.shape != b.shape:
+        return array(False)
+    return _all(equal(a, b))
+
+
+# ---- operators on Array ----------------------------------------------------------------
+
+def _rev(fn):
+    return lambda self, other: fn(other, self)
+
+
+Array.__add__ = add
+Array.__radd__ = _rev(add)
+Array.__sub__ = subtract
+Array.__rsub__ = _rev(subtract)
+Array.__mul__ = multiply
+Array.__rmul__ = _rev(multiply)
+Array.__truediv__ = divide
+Array.__rtruediv__ = _rev(divide)
+Array.__floordiv__ = floor_divide
+Array.__rfloordiv__ = _rev(floor_divide)
+Array.__mod__ = remainder
+Array.__rmod__ = _rev(remainder)
+Array.__pow__ = power
+Array.__rpow__ = _rev(power)
+Array.__neg__ = negative
+Array.__abs__ = lambda self: globals()["abs"](self)
+Array.__eq__ = equal
+Array.__ne__ = not_equal
+Array.__lt__ = less
+Array.__le__ = less_equal
+Array.__gt__ = greater
+Array.__ge__ = greater_equal
+Array.__invert__ = lambda self: logical_not(self) if self.dtype is dt.bool_ else _bitwise_unsupported()
+Array.__and__ = logical_and
+Array.__or__ = logical_or
+Array.__hash__ = object.__hash__
+Array.astype = astype
+for _n in ["abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "sigmoid",
+           "round"]:
+    setattr(Array, _n, globals()[_n])
+
+
+def _bitwise_unsupported():
+    raise TypeError("~ is only supported on bool arrays")

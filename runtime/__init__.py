@@ -1,0 +1,1 @@
+"""mirax's runtime: the shared MLIR context, devices, kernel caches and launchers."""
