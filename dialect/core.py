@@ -114,6 +114,17 @@ class Dense(AttrKind):
     def from_ir(self, attr):
         return attr  # converted by the constant primitive, which knows the dtype
 
+    @staticmethod
+    def read(op, name):
+        """The attribute, or its text when the bindings cannot wrap it (complex values)."""
+        try:
+            return op.attributes[name]
+        except TypeError:
+            import re
+            from .creation import ComplexDenseText
+            m = re.search(name + r" = (dense<.*?> : tensor<[^>]*>>?)", str(op))
+            return ComplexDenseText(m.group(1))
+
 
 F64_NEG_INF = float("-inf")
 
@@ -156,7 +167,8 @@ class Primitive:
         return "{" + ", ".join(parts) + "}"
 
     def params_from_ir(self, op) -> dict:
-        return {k: kind.from_ir(op.attributes[k]) for k, kind in self.attrs.items()}
+        return {k: kind.from_ir(Dense.read(op, k) if isinstance(kind, Dense) else op.attributes[k])
+                for k, kind in self.attrs.items()}
 
 
 PRIMITIVES: dict[str, Primitive] = {}

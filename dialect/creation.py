@@ -27,19 +27,28 @@ def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
     if dtype.kind == "c":
         flat = value.reshape(-1)
         if value.size and np.all(flat == flat[0]):
-            body = f"({flat[0].real!r}, {flat[0].imag!r})"
+            body = f"({float(flat[0].real)!r}, {float(flat[0].imag)!r})"
         else:
-            body = "[" + ", ".join(f"({v.real!r}, {v.imag!r})" for v in flat) + "]"
+            body = "[" + ", ".join(f"({float(v.real)!r}, {float(v.imag)!r})" for v in flat) + "]"
             if value.ndim != 1:
                 # a flat literal needs the shape spelled out: reshape through nested lists
                 body = _nested_complex(value)
-        return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<{body}> : {ttype}"))
+        # The bindings cannot hold complex dense attributes as Python objects (their
+        # downcast fails), so the attribute travels as its text.
+        return ComplexDenseText(f"dense<{body}> : {ttype}")
     if dtype.kind == "b" and not lowered:
-        return ir.DenseElementsAttr.get(np.ascontiguousarray(value, np.bool_), type=ttype.element_type)
+        # the bindings cannot build i1 attributes from a buffer: go through i8 text
+        i8 = str(dense_attr(value.astype(np.int8), dt.int8))
+        body = i8[len("dense<"):i8.rindex(" : ")].rstrip(">").replace("1", "true").replace("0", "false")
+        return ir.Attribute.parse(f"dense<{body}> : {ttype}")
     raw = np.ascontiguousarray(value).view(dtype.storage)
     if dtype.kind in "ub" and lowered:
         raw = raw.view(f"i{dtype.size}")
     return ir.DenseElementsAttr.get(raw, type=ttype.element_type, shape=list(value.shape))
+
+
+class ComplexDenseText(str):
+    """The text of a complex DenseElementsAttr (see dense_attr)."""
 
 
 def _nested_complex(value):

@@ -203,7 +203,7 @@ def _from_python(obj, dtype=None) -> Array:
         return arr if d is None else arr.astype(d)
     a = np.asarray(obj)
     if d is None:
-        if a.dtype == np.float64:
+        if a.dtype == np.float64 and not isinstance(obj, np.ndarray):
             d = dt.float32  # MLX: Python floats make float32 arrays
         elif a.dtype == np.int64 and not (isinstance(obj, np.ndarray)):
             d = dt.int32  # MLX: Python ints make int32 arrays

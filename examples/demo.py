@@ -1,0 +1,32 @@
+"""A short tour of mirax on the CPU: lazy arrays, kernels through MLIR, and tracing."""
+import time
+
+import numpy as np
+
+import mirax as mr
+
+x = mr.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+w = mr.arange(3, dtype=mr.float32)
+print("x =", x)
+print("x @ w =", x @ w)
+print("softmax(x) =", mr.softmax(x, axis=-1))
+print("mean, var =", x.mean().item(), x.var().item())
+print("gelu(x) =", x * (1 + mr.erf(x / np.sqrt(2))) / 2)
+print("x[:, ::2] =", x[:, ::2])
+
+
+def layer(x, w):
+    return mr.tanh(x @ w + 1.0).sum(axis=-1)
+
+
+print("\nThe traced function, as mirax IR:")
+print(mr.trace(layer, x, mr.ones((3, 4))))
+
+t0 = time.perf_counter()
+y = mr.exp(mr.ones((4,)))
+mr.eval(y)
+t1 = time.perf_counter()
+for _ in range(1000):
+    mr.eval(mr.exp(mr.ones((4,))))
+t2 = time.perf_counter()
+print(f"first exp (JIT compile): {1e3 * (t1 - t0):.1f} ms; cached op: {1e6 * (t2 - t1) / 1000:.1f} us per op pair")

@@ -1,0 +1,62 @@
+"""The table of primitive test cases: one row per primitive of the dialect.
+
+Elementwise primitives get rows generated from their declarations (dtypes, domain);
+the others list (operand shapes, parameters) cases here. `test_every_op_has_a_row`
+fails when an op of dialect/mirax.irdl.mlir has no row.
+"""
+import numpy as np
+
+from mirax.dialect import PRIMITIVES, dtypes as dt
+from mirax.dialect.elementwise import BINARY, UNARY
+
+SHAPES = [(), (5,), (2, 3), (0, 4)]
+
+# name -> list of (operand shapes, params, dtype-or-None); None uses the declared dtypes
+CASES = {
+    "astype": [([s], {"dtype": d}, None) for s in [(3,), (2, 2)] for d in ["float32", "int32", "bool", "float16",
+                                                                            "uint8", "float64", "complex64"]],
+    "where": [([s, s, s], {}, None) for s in SHAPES],
+    "reshape": [([(2, 3)], {"shape": (3, 2)}, None), ([(6,)], {"shape": (1, 2, 3)}, None),
+                ([()], {"shape": (1,)}, None), ([(1,)], {"shape": ()}, None), ([(0, 3)], {"shape": (3, 0)}, None)],
+    "broadcast_to": [([(3,)], {"shape": (2, 3)}, None), ([(2, 1)], {"shape": (2, 4)}, None),
+                     ([()], {"shape": (2, 2)}, None), ([(1, 1)], {"shape": (3, 1, 2)}, None)],
+    "transpose": [([(2, 3)], {"permutation": (1, 0)}, None), ([(2, 3, 4)], {"permutation": (2, 0, 1)}, None),
+                  ([()], {"permutation": ()}, None)],
+}
+
+# primitives whose result type is given rather than inferred have their own tests
+TYPED = {"constant", "arange"}
+
+
+def rows():
+    """(name, operand shapes, params, dtype) for every case in the table."""
+    out = []
+    for name, p in sorted(PRIMITIVES.items()):
+        if name in TYPED:
+            continue
+        dtypes = p.test.get("dtypes", [dt.float32])
+        if name in UNARY:
+            out += [(name, [s], {}, d) for d in dtypes for s in SHAPES]
+        elif name in BINARY:
+            out += [(name, [s, s], {}, d) for d in dtypes for s in SHAPES]
+        for shapes, params, d in CASES.get(name, []):
+            out += [(name, shapes, params, dd) for dd in ([d] if d else dtypes)]
+    return out
+
+
+def random_input(rng, shape, d, domain=None):
+    lo, hi = domain or (-3, 3)
+    if d.kind == "b":
+        return rng.random(shape) < 0.5
+    if d.kind in "iu":
+        lo, hi = (max(lo, 0), hi) if d.kind == "u" else (lo, hi)
+        return rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, size=shape).astype(d.storage)
+    x = rng.uniform(lo, hi, size=shape)
+    if d.kind == "c":
+        x = x + 1j * rng.uniform(lo, hi, size=shape)
+    return np.asarray(x).astype(d.storage)
+
+
+def tolerance(d):
+    return {"float16": (2e-3, 2e-3), "bfloat16": (1e-2, 1e-2), "float32": (2e-5, 2e-6),
+            "float64": (1e-12, 1e-12), "complex64": (2e-5, 2e-6)}.get(d.name, (0, 0))
