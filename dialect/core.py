@@ -187,9 +187,9 @@ def primitive(name, operands, shape, lower, reference, attrs=None, summary="", t
 # ---- shape-rule helpers shared by the families -------------------------------------
 
 def normalize_axis(axis, ndim, op):
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -ndim <= axis < ndim:  # as numpy: a 0-d array has no axis
         raise MiraxError(f"{op}: axis {axis} is out of bounds for an array of {ndim} dimensions")
-    return axis % ndim if ndim else 0
+    return axis % ndim
 
 
 def normalize_axes(axes, ndim, op):

@@ -1,1 +1,217 @@
-"""(to be filled)"""
+"""Indexing primitives: `take`, `take_along_axis` and `scatter_add` (the adjoint of take).
+
+Indices may have any integer dtype. Negative indices wrap once (numpy); indices still out
+of range are *clamped* to [0, n-1], as MLX and JAX do on gather, so no index a user
+computes can read or write outside a buffer (numpy would raise, but the index values are
+only known when the kernel runs).
+
+    %0 = "mirax.take"(%x, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2xi32>) -> tensor<2x3xf32>
+    %1 = "mirax.take_along_axis"(%x, %j) {axis = 1 : i64} : (tensor<5x3xf32>, tensor<5x1xi32>) -> tensor<5x1xf32>
+    %2 = "mirax.scatter_add"(%x, %i, %u) {axis = 0 : i64}
+         : (tensor<5x3xf32>, tensor<2xi32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .core import I64, Aval, MiraxError, primitive
+from ..lowering.emit import _affine, identity_map, ttype
+
+INDEX_TEST = [dt.float32, dt.int32, dt.bool_]
+
+
+def _check_indices(op, x, idx):
+    if idx.dtype.kind not in "iu":
+        raise MiraxError(f"mirax.{op}: indices must have an integer dtype, got {idx.dtype.name} "
+                         f"(x {x.shape}, indices {idx.shape})")
+
+
+def _check_axis(op, axis, x, *others):
+    if x.ndim == 0 or not 0 <= axis < x.ndim:
+        raise MiraxError(f"mirax.{op}: axis {axis} is out of bounds for x of shape {x.shape} "
+                         + " ".join(f"and {o.shape}" for o in others))
+
+
+def _clamped_index(b, raw, idx_dtype, n):
+    """An `index` in [0, n-1] from an integer scalar: negative values wrap once, the rest clamp."""
+    t = idx_dtype.signless
+    cast = "arith.index_castui" if idx_dtype.kind == "u" else "arith.index_cast"
+    i = b.op(f"{cast} {raw} : {t} to index")
+    if idx_dtype.kind != "u":
+        zero = b.index(0)
+        nn = b.index(n)
+        neg = b.op(f"arith.cmpi slt, {i}, {zero} : index")
+        wrapped = b.op(f"arith.addi {i}, {nn} : index")
+        i = b.op(f"arith.select {neg}, {wrapped}, {i} : index")
+        i = b.op(f"arith.maxsi {i}, {zero} : index")
+    hi = b.index(max(n - 1, 0))
+    return b.op(f"arith.minui {i}, {hi} : index") if idx_dtype.kind == "u" else b.op(
+        f"arith.minsi {i}, {hi} : index")
+
+
+def _extract(b, src, src_aval, coords, out_dtype):
+    v = b.op(f"tensor.extract {src}[{', '.join(coords)}] : {ttype(src_aval)}")
+    if out_dtype.memory != out_dtype.signless:  # bool: the generic body works on i1
+        v = b.op(f"arith.trunci {v} : {out_dtype.memory} to {out_dtype.signless}")
+    return v
+
+
+# ---- take --------------------------------------------------------------------------------
+
+def _take_shape(avals, axis):
+    x, idx = avals
+    _check_indices("take", x, idx)
+    _check_axis("take", axis, x, idx)
+    if x.shape[axis] == 0 and idx.size:
+        raise MiraxError(f"mirax.take: cannot take from axis {axis} of size 0 (x {x.shape}, indices {idx.shape})")
+    return Aval(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_lower(e, ins, in_avals, out, axis):
+    """A generic over the result: d[axis : axis+k] index `indices`, the rest index x directly."""
+    x, idx = in_avals
+    k, n = idx.ndim, out.ndim
+    src = ins[0]
+
+    def body(b, raw, o):
+        i = _clamped_index(b, raw, idx.dtype, x.shape[axis])
+        coords = [b.op(f"linalg.index {d} : index") for d in range(axis)] + [i] + [
+            b.op(f"linalg.index {d} : index") for d in range(axis + k, n)]
+        return _extract(b, src, x, coords, out.dtype)
+    maps = [_affine(n, [f"d{d}" for d in range(axis, axis + k)]), identity_map(n)]
+    return e.generic([ins[1]], [idx], out, body, maps, ["parallel"] * n)
+
+
+def _take_ref(x, indices, axis):
+    n = x.shape[axis]
+    i = np.asarray(indices).astype(np.int64)
+    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
+    return np.take(x, i, axis=axis)
+
+
+primitive("take", ["x", "indices"], _take_shape, _take_lower, _take_ref, attrs={"axis": I64()},
+          summary="numpy take along `axis` (negative indices wrap, out-of-range ones clamp)",
+          dtypes=INDEX_TEST)
+
+
+# ---- take_along_axis ---------------------------------------------------------------------
+
+def _tala_shape(avals, axis):
+    x, idx = avals
+    _check_indices("take_along_axis", x, idx)
+    _check_axis("take_along_axis", axis, x, idx)
+    if idx.ndim != x.ndim or any(a != b for d, (a, b) in enumerate(zip(x.shape, idx.shape)) if d != axis):
+        raise MiraxError(f"mirax.take_along_axis: x {x.shape} and indices {idx.shape} must have the same "
+                         f"shape except along axis {axis} (broadcast first)")
+    if x.shape[axis] == 0 and idx.size:
+        raise MiraxError(f"mirax.take_along_axis: cannot take from axis {axis} of size 0 "
+                         f"(x {x.shape}, indices {idx.shape})")
+    return Aval(idx.shape, x.dtype)
+
+
+def _tala_lower(e, ins, in_avals, out, axis):
+    x, idx = in_avals
+    n = out.ndim
+    src = ins[0]
+
+    def body(b, raw, o):
+        i = _clamped_index(b, raw, idx.dtype, x.shape[axis])
+        coords = [i if d == axis else b.op(f"linalg.index {d} : index") for d in range(n)]
+        return _extract(b, src, x, coords, out.dtype)
+    return e.generic([ins[1]], [idx], out, body, [identity_map(n)] * 2, ["parallel"] * n)
+
+
+def _tala_ref(x, indices, axis):
+    n = x.shape[axis]
+    i = np.asarray(indices).astype(np.int64)
+    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
+    return np.take_along_axis(x, i, axis=axis)
+
+
+primitive("take_along_axis", ["x", "indices"], _tala_shape, _tala_lower, _tala_ref, attrs={"axis": I64()},
+          summary="numpy take_along_axis (same-shaped indices; negative wrap, out-of-range clamp)",
+          dtypes=INDEX_TEST)
+
+
+# ---- scatter_add -------------------------------------------------------------------------
+
+def _scatter_shape(avals, axis):
+    x, idx, upd = avals
+    _check_indices("scatter_add", x, idx)
+    _check_axis("scatter_add", axis, x, idx, upd)
+    want = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    if upd.shape != want or upd.dtype is not x.dtype:
+        raise MiraxError(f"mirax.scatter_add: updates must be {x.dtype.name}{list(want)} for x {x.shape}, "
+                         f"indices {idx.shape} and axis {axis}; got {upd}")
+    if x.shape[axis] == 0 and idx.size:
+        raise MiraxError(f"mirax.scatter_add: cannot scatter into axis {axis} of size 0 "
+                         f"(x {x.shape}, indices {idx.shape})")
+    return x
+
+
+def _scatter_lower(e, ins, in_avals, out, axis):
+    """out = copy(x); then one scf.for nest over `updates`, each step out[..] += u[..]."""
+    x, idx, upd = in_avals
+    d = x.dtype
+    t = d.memory
+    # copy x explicitly: a function argument counts as writable, so an in-place loop on it
+    # would overwrite the caller's input buffer
+    acc = e.op(f"bufferization.alloc_tensor() copy({ins[0]}) : {ttype(x)}", "acc")
+    if upd.size == 0:
+        return acc
+    zero, one = e.index(0), e.index(1)
+    ivs, loops, ems = [], [], [e]
+    carried = acc
+    for ext in upd.shape:
+        em = ems[-1]
+        iv, arg = em.fresh("i"), em.fresh("t")
+        ub = em.index(ext)
+        r = em.fresh("loop")
+        em.line(f"{r} = scf.for {iv} = {zero} to {ub} step {one} iter_args({arg} = {carried}) -> ({ttype(x)}) {{")
+        loops.append(r)
+        ivs.append(iv)
+        carried = arg
+        ems.append(em.sub("  "))
+    body = ems[-1]
+    k = idx.ndim
+    raw = body.op(f"tensor.extract {ins[1]}[{', '.join(ivs[axis:axis + k])}] : {ttype(idx)}")
+    i = _clamped_index(body, raw, idx.dtype, x.shape[axis])
+    coords = ivs[:axis] + [i] + ivs[axis + k:]
+    u = body.op(f"tensor.extract {ins[2]}[{', '.join(ivs)}] : {ttype(upd)}")
+    old = body.op(f"tensor.extract {carried}[{', '.join(coords)}] : {ttype(x)}")
+    if d.kind == "f":
+        new = body.op(f"arith.addf {old}, {u} : {t}")
+    elif d.kind == "c":
+        new = body.op(f"complex.add {old}, {u} : {t}")
+    elif d.kind == "b":
+        new = body.op(f"arith.ori {old}, {u} : {t}")  # bool add is logical or (numpy)
+    else:
+        new = body.op(f"arith.addi {old}, {u} : {t}")
+    yielded = body.op(f"tensor.insert {new} into {carried}[{', '.join(coords)}] : {ttype(x)}")
+    for lvl in range(len(loops) - 1, -1, -1):
+        ems[lvl + 1].line(f"scf.yield {yielded} : {ttype(x)}")
+        ems[lvl].lines.extend(ems[lvl + 1].lines)
+        ems[lvl].line("}")
+        yielded = loops[lvl]
+    return loops[0]
+
+
+def _scatter_ref(x, indices, updates, axis):
+    n = x.shape[axis]
+    i = np.asarray(indices).astype(np.int64)
+    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0)).reshape(-1)
+    out = np.moveaxis(x.copy(), axis, 0)
+    u = np.moveaxis(updates.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 1:]), axis, 0)
+    if x.dtype == np.bool_:
+        for j, v in zip(i, u):
+            out[j] |= v
+    else:
+        np.add.at(out, i, u)
+    return np.moveaxis(out, 0, axis)
+
+
+primitive("scatter_add", ["x", "indices", "updates"], _scatter_shape, _scatter_lower, _scatter_ref,
+          attrs={"axis": I64()},
+          summary="x with updates added at `indices` along `axis` (the adjoint of take; indices clamp)",
+          dtypes=INDEX_TEST)

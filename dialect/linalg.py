@@ -1,1 +1,63 @@
-"""(to be filled)"""
+"""Linear-algebra primitives: matmul.
+
+`matmul` multiplies (..., M, K) by (..., K, N) with equal batch dims and one dtype; the
+Python API broadcasts the batch dims, promotes, and handles 1-D operands first.
+
+    %0 = "mirax.matmul"(%a, %b) : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+
+Lowering: `linalg.matmul` (2-D) or `linalg.batch_matmul` (leading dims collapsed to
+one with `tensor.reshape`) into a zero `linalg.fill`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .core import Aval, MiraxError, primitive
+from .reduction import _reshape
+from ..lowering.emit import ttype
+
+MATMUL_TEST = [dt.float32, dt.float64, dt.int32]
+
+
+def _matmul_shape(avals):
+    a, b = avals
+    if a.dtype is not b.dtype:
+        raise MiraxError(f"mirax.matmul: operand dtypes differ: {a.dtype.name} and {b.dtype.name}")
+    if a.dtype.kind not in "iuf":
+        raise MiraxError(f"mirax.matmul does not support dtype {a.dtype.name}")
+    if a.ndim < 2 or b.ndim < 2 or a.ndim != b.ndim:
+        raise MiraxError(f"mirax.matmul: operands must have equal rank >= 2, got shapes {a.shape} and {b.shape}")
+    if a.shape[:-2] != b.shape[:-2]:
+        raise MiraxError(f"mirax.matmul: batch dims differ: shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
+        raise MiraxError(f"mirax.matmul: contraction dims differ: shapes {a.shape} and {b.shape} "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    return Aval(a.shape[:-1] + (b.shape[-1],), a.dtype)
+
+
+def _matmul_lower(e, ins, in_avals, out):
+    a, b = in_avals
+    x, y = ins
+    if a.ndim == 2:
+        init = e.fill(0, out)
+        return e.op(f"linalg.matmul ins({x}, {y} : {ttype(a)}, {ttype(b)}) outs({init} : {ttype(out)}) "
+                    f"-> {ttype(out)}")
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    a3 = Aval((batch,) + a.shape[-2:], a.dtype)
+    b3 = Aval((batch,) + b.shape[-2:], b.dtype)
+    o3 = Aval((batch,) + out.shape[-2:], out.dtype)
+    x3, y3 = _reshape(e, x, a, a3), _reshape(e, y, b, b3)
+    init = e.fill(0, o3)
+    r = e.op(f"linalg.batch_matmul ins({x3}, {y3} : {ttype(a3)}, {ttype(b3)}) outs({init} : {ttype(o3)}) "
+             f"-> {ttype(o3)}")
+    return _reshape(e, r, o3, out)
+
+
+def _matmul_ref(a, b):
+    return np.matmul(a, b).astype(a.dtype)
+
+
+primitive("matmul", ["lhs", "rhs"], _matmul_shape, _matmul_lower, _matmul_ref,
+          summary="batched matrix product (..., M, K) x (..., K, N) -> (..., M, N)",
+          dtypes=MATMUL_TEST)

@@ -32,6 +32,26 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @argmax {
+    // index (uint32) of the first maximum along the one axis in `axes`
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @argmin {
+    // index (uint32) of the first minimum along the one axis in `axes`
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
   irdl.operation @astype {
     // dtype conversion (C casts; float to int truncates)
     %in0 = irdl.base "!builtin.tensor"
@@ -57,6 +77,16 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @concatenate {
+    // join two arrays along `axis` (N arrays are a chain)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @constant {
     // an array given by its value
     %out = irdl.base "!builtin.tensor"
@@ -70,6 +100,17 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
     irdl.results(result: %out)
+  }
+  irdl.operation @cumsum {
+    // running sum along `axis` (optionally reversed, exclusive)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reverse = irdl.base "#builtin.integer"
+    %attr_inclusive = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
   }
   irdl.operation @divide {
     // x / y (inexact dtypes)
@@ -191,6 +232,24 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @matmul {
+    // batched matrix product (..., M, K) x (..., K, N) -> (..., M, N)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @max {
+    // maximum over `axes` (NaN propagates)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
   irdl.operation @maximum {
     // max(x, y), NaN-propagating
     %in0 = irdl.base "!builtin.tensor"
@@ -198,6 +257,16 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
+  }
+  irdl.operation @min {
+    // minimum over `axes` (NaN propagates)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
   }
   irdl.operation @minimum {
     // min(x, y), NaN-propagating
@@ -230,6 +299,17 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @pad {
+    // constant padding: `low`/`high` elements before/after each axis
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_low = irdl.base "#builtin.dense_array"
+    %attr_high = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in0, value: %in1)
+    irdl.results(result: %out)
+    irdl.attributes {"low" = %attr_low, "high" = %attr_high}
+  }
   irdl.operation @power {
     // x ** y
     %in0 = irdl.base "!builtin.tensor"
@@ -237,6 +317,16 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
+  }
+  irdl.operation @prod {
+    // product over `axes`
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
   }
   irdl.operation @reciprocal {
     // 1/x
@@ -276,6 +366,17 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @scatter_add {
+    // x with updates added at `indices` along `axis` (the adjoint of take; indices clamp)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1, updates: %in2)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @sigmoid {
     // 1/(1+exp(-x))
     %in0 = irdl.base "!builtin.tensor"
@@ -296,6 +397,17 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
     irdl.results(result: %out)
+  }
+  irdl.operation @slice {
+    // x[start:stop:strides] with normalized, in-bounds start/stop and positive strides
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_start = irdl.base "#builtin.dense_array"
+    %attr_stop = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"start" = %attr_start, "stop" = %attr_stop, "strides" = %attr_strides}
   }
   irdl.operation @sqrt {
     // sqrt(x)
@@ -325,6 +437,36 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
+  }
+  irdl.operation @sum {
+    // sum over `axes`
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_keepdims = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @take {
+    // numpy take along `axis` (negative indices wrap, out-of-range ones clamp)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+  irdl.operation @take_along_axis {
+    // numpy take_along_axis (same-shaped indices; negative wrap, out-of-range clamp)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
   }
   irdl.operation @tan {
     // tan(x)

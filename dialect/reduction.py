@@ -1,1 +1,289 @@
-"""(to be filled)"""
+"""Reduction primitives: sum, prod, max, min, argmax, argmin and cumsum.
+
+Each reduces over `axes` (sorted, non-negative; the Python API normalizes them) and
+keeps the reduced dims as size 1 when `keepdims` is set. The result dtype is the input
+dtype (argmax/argmin give uint32, as MLX); the API promotes first (`sum` of bool is int32).
+
+    %0 = "mirax.sum"(%x) {axes = array<i64: 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xf32>
+    %1 = "mirax.argmax"(%x) {axes = array<i64: 0>, keepdims = true} : (tensor<2x3xf32>) -> tensor<1x3xui32>
+    %2 = "mirax.cumsum"(%x) {axis = 1 : i64, reverse = false, inclusive = true} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+
+Lowering: a `linalg.generic` with parallel iterators on the kept dims and reduction
+iterators on `axes`, accumulating into a `linalg.fill` of the op's identity, then a
+`tensor.reshape` for `keepdims`. argmax/argmin carry (value, index) in a two-output
+generic; cumsum is an `scf.for` over the axis carrying the running sum.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .core import Aval, Bool, I64, I64Array, MiraxError, primitive
+from ..lowering.emit import identity_map, memory_type, projected_map, ttype
+
+RED_TEST = [dt.float32, dt.int32, dt.float64]
+ARG_TEST = [dt.float32, dt.int32, dt.float64]
+
+
+# ---- shape rules ---------------------------------------------------------------------
+
+def _check_axes(name, a, axes):
+    axes = tuple(int(x) for x in axes)
+    if any(not 0 <= x < a.ndim for x in axes) or list(axes) != sorted(set(axes)):
+        raise MiraxError(f"mirax.{name}: axes {axes} must be sorted, distinct and in [0, {a.ndim}) "
+                         f"for an array of shape {a.shape}")
+    return axes
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def _reduce_rule(name, kinds, empty_ok):
+    def rule(avals, axes, keepdims):
+        (a,) = avals
+        if a.dtype.kind not in kinds:
+            raise MiraxError(f"mirax.{name} does not support dtype {a.dtype.name} (shape {a.shape})")
+        axes = _check_axes(name, a, axes)
+        if not empty_ok and any(a.shape[x] == 0 for x in axes):
+            raise MiraxError(f"mirax.{name}: zero-size array to reduction operation {name} which has no "
+                             f"identity (shape {a.shape}, axes {axes})")
+        return Aval(_reduced_shape(a.shape, axes, keepdims), a.dtype)
+    return rule
+
+
+def _arg_rule(name):
+    def rule(avals, axes, keepdims):
+        (a,) = avals
+        if a.dtype.kind not in "biuf":
+            raise MiraxError(f"mirax.{name} does not support dtype {a.dtype.name} (shape {a.shape})")
+        axes = _check_axes(name, a, axes)
+        if len(axes) != 1:
+            raise MiraxError(f"mirax.{name} reduces exactly one axis, got axes {axes} for shape {a.shape}")
+        if a.shape[axes[0]] == 0:
+            raise MiraxError(f"mirax.{name}: attempt to get {name} of an empty sequence "
+                             f"(shape {a.shape}, axis {axes[0]})")
+        return Aval(_reduced_shape(a.shape, axes, keepdims), dt.uint32)
+    return rule
+
+
+# ---- lowering helpers ----------------------------------------------------------------
+
+def _reshape(e, value, src: Aval, dst: Aval):
+    """`tensor.reshape` between static shapes of the same size (keepdims, batch collapse)."""
+    if src.shape == dst.shape:
+        return value
+    shp = e.op(f"arith.constant dense<[{', '.join(str(d) for d in dst.shape)}]> : tensor<{dst.ndim}xi64>"
+               if dst.ndim else "arith.constant dense<> : tensor<0xi64>", "shape")
+    return e.op(f"tensor.reshape {value}({shp}) : ({ttype(src)}, tensor<{dst.ndim}xi64>) -> {ttype(dst)}")
+
+
+def _identity_value(kind, d: dt.Dtype):
+    """The identity of a reduction as a Python value for `Emitter.const` (signless)."""
+    if kind == "sum":
+        return 0
+    if kind == "prod":
+        return 1
+    if d.kind == "f":
+        return float("-inf") if kind == "max" else float("inf")
+    if d.kind == "b":
+        return 0 if kind == "max" else 1
+    if d.kind == "u":
+        return 0 if kind == "max" else -1  # all ones: the largest unsigned value
+    lo, hi = -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+    return lo if kind == "max" else hi
+
+
+def _combine(kind, b, x, acc, d: dt.Dtype):
+    t = d.signless
+    if d.kind == "c":
+        op = {"sum": "add", "prod": "mul"}[kind]
+        return b.op(f"complex.{op} {x}, {acc} : {d.mlir}")
+    if kind == "sum":
+        return b.op(f"arith.add{'f' if d.kind == 'f' else 'i'} {x}, {acc} : {t}")
+    if kind == "prod":
+        return b.op(f"arith.mul{'f' if d.kind == 'f' else 'i'} {x}, {acc} : {t}")
+    if d.kind == "f":  # maximumf/minimumf propagate NaN, as numpy
+        return b.op(f"arith.{kind}imumf {x}, {acc} : {t}")
+    sign = "s" if d.kind == "i" else "u"
+    return b.op(f"arith.{kind}{sign}i {x}, {acc} : {t}")
+
+
+def _reduce_lower(kind):
+    def lower(e, ins, in_avals, out, axes, keepdims):
+        a = in_avals[0]
+        n = a.ndim
+        kept = [i for i in range(n) if i not in axes]
+        red = Aval(tuple(a.shape[i] for i in kept), a.dtype)
+        init = e.fill(_identity_value(kind, a.dtype), red)
+        maps = [identity_map(n), projected_map(n, kept)]
+        its = ["reduction" if i in axes else "parallel" for i in range(n)]
+        r = e.generic(ins, in_avals, red, lambda b, x, acc: _combine(kind, b, x, acc, a.dtype),
+                      maps, its, init=init)
+        return _reshape(e, r, red, out)
+    return lower
+
+
+def _np_reduce(fn):
+    def ref(x, axes, keepdims):
+        return np.asarray(fn(x, axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
+    return ref
+
+
+for _k, _fn, _kinds, _empty_ok, _summary in [
+        ("sum", np.sum, "iufc", True, "sum over `axes`"),
+        ("prod", np.prod, "iufc", True, "product over `axes`"),
+        ("max", np.max, "biuf", False, "maximum over `axes` (NaN propagates)"),
+        ("min", np.min, "biuf", False, "minimum over `axes` (NaN propagates)")]:
+    primitive(_k, ["x"], _reduce_rule(_k, _kinds, _empty_ok), _reduce_lower(_k), _np_reduce(_fn),
+              attrs={"axes": I64Array(), "keepdims": Bool()}, summary=_summary,
+              dtypes=RED_TEST)
+
+
+# ---- argmax / argmin -----------------------------------------------------------------
+
+def _arg_lower(kind):
+    """A two-output linalg.generic carrying (best value, its index).
+
+    The combine is order-independent: a candidate wins when it is strictly better, or
+    equal with a smaller index (first occurrence), so any reduction order gives numpy's
+    answer. For floats a NaN beats every number (numpy returns the first NaN)."""
+    def lower(e, ins, in_avals, out, axes, keepdims):
+        a = in_avals[0]
+        d = a.dtype
+        n = a.ndim
+        (axis,) = axes
+        kept = [i for i in range(n) if i not in axes]
+        red_v = Aval(tuple(a.shape[i] for i in kept), d)
+        red_i = Aval(red_v.shape, dt.uint32)
+        v0 = e.fill(_identity_value("max" if kind == "argmax" else "min", d), red_v)
+        i0 = e.fill(0, red_i)
+        mt = memory_type(d)  # i8 for bool: 0/1 compare correctly as unsigned
+        b = e.sub("  ")
+        xa, va, ia = b.fresh("a"), b.fresh("o"), b.fresh("o")
+        idx = b.op(f"linalg.index {axis} : index")
+        idx = b.op(f"arith.index_cast {idx} : index to i32")
+        first = b.op(f"arith.cmpi ult, {idx}, {ia} : i32")
+        if d.kind == "f":
+            better = b.op(f"arith.cmpf {'ogt' if kind == 'argmax' else 'olt'}, {xa}, {va} : {mt}")
+            eq = b.op(f"arith.cmpf oeq, {xa}, {va} : {mt}")
+            xnan = b.op(f"arith.cmpf uno, {xa}, {xa} : {mt}")
+            vnan = b.op(f"arith.cmpf uno, {va}, {va} : {mt}")
+            vnum = b.op(f"arith.xori {vnan}, {b.const(1, 'i1')} : i1")
+            # equal values (or both NaN) tie-break on the index
+            both_nan = b.op(f"arith.andi {xnan}, {vnan} : i1")
+            tie = b.op(f"arith.ori {eq}, {both_nan} : i1")
+            tie_first = b.op(f"arith.andi {tie}, {first} : i1")
+            nan_wins = b.op(f"arith.andi {xnan}, {vnum} : i1")
+            take = b.op(f"arith.ori {better}, {tie_first} : i1")
+            take = b.op(f"arith.ori {take}, {nan_wins} : i1")
+        else:
+            s = "s" if d.kind == "i" else "u"
+            pred = ("gt" if kind == "argmax" else "lt")
+            better = b.op(f"arith.cmpi {s}{pred}, {xa}, {va} : {mt}")
+            eq = b.op(f"arith.cmpi eq, {xa}, {va} : {mt}")
+            tie_first = b.op(f"arith.andi {eq}, {first} : i1")
+            take = b.op(f"arith.ori {better}, {tie_first} : i1")
+        nv = b.op(f"arith.select {take}, {xa}, {va} : {mt}")
+        ni = b.op(f"arith.select {take}, {idx}, {ia} : i32")
+        maps = ", ".join([identity_map(n), projected_map(n, kept), projected_map(n, kept)])
+        its = ", ".join(f'"{"reduction" if i in axes else "parallel"}"' for i in range(n))
+        res = e.fresh("g")
+        e.line(f"{res}:2 = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{its}]}} "
+               f"ins({ins[0]} : {ttype(a)}) outs({v0}, {i0} : {ttype(red_v)}, {ttype(red_i)}) {{")
+        e.lines.append(e.indent + f"^bb0({xa}: {mt}, {va}: {mt}, {ia}: i32):")
+        e.lines.extend(b.lines)
+        e.line(f"  linalg.yield {nv}, {ni} : {mt}, i32")
+        e.line(f"}} -> ({ttype(red_v)}, {ttype(red_i)})")
+        return _reshape(e, f"{res}#1", red_i, out)
+    return lower
+
+
+def _np_arg(fn):
+    def ref(x, axes, keepdims):
+        (axis,) = axes
+        r = fn(x, axis=axis)
+        if keepdims:
+            r = np.expand_dims(r, axis)
+        return np.asarray(r).astype(np.uint32)
+    return ref
+
+
+primitive("argmax", ["x"], _arg_rule("argmax"), _arg_lower("argmax"), _np_arg(np.argmax),
+          attrs={"axes": I64Array(), "keepdims": Bool()},
+          summary="index (uint32) of the first maximum along the one axis in `axes`",
+          dtypes=ARG_TEST)
+primitive("argmin", ["x"], _arg_rule("argmin"), _arg_lower("argmin"), _np_arg(np.argmin),
+          attrs={"axes": I64Array(), "keepdims": Bool()},
+          summary="index (uint32) of the first minimum along the one axis in `axes`",
+          dtypes=ARG_TEST)
+
+
+# ---- cumsum --------------------------------------------------------------------------
+
+def _cumsum_shape(avals, axis, reverse, inclusive):
+    (a,) = avals
+    if a.dtype.kind not in "iufc":
+        raise MiraxError(f"mirax.cumsum does not support dtype {a.dtype.name} (shape {a.shape})")
+    if not 0 <= int(axis) < a.ndim:
+        raise MiraxError(f"mirax.cumsum: axis {axis} is out of bounds for an array of shape {a.shape}")
+    return Aval(a.shape, a.dtype)
+
+
+def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
+    """scf.for over the axis: the running sum (the array without the axis) and the
+    result are loop-carried tensors; each step reads one slice and writes one slice."""
+    a = in_avals[0]
+    d = a.dtype
+    n, ax = a.ndim, int(axis)
+    size = a.shape[ax]
+    row = Aval(a.shape[:ax] + a.shape[ax + 1:], d)
+    if out.size == 0:  # nothing to compute (and zero-size slices fail to verify)
+        return e.empty(out)
+    acc0 = e.fill(0, row)
+    out0 = e.empty(out)
+    c0, c1, cn = e.index(0), e.index(1), e.index(size)
+    last = e.index(size - 1)
+    acc, res = e.fresh("acc"), e.fresh("res")
+    loop = e.fresh("loop")
+    i = e.fresh("i")
+    e.line(f"{loop}:2 = scf.for {i} = {c0} to {cn} step {c1} iter_args({acc} = {acc0}, {res} = {out0}) "
+           f"-> ({ttype(row)}, {ttype(out)}) {{")
+    b = e.sub("  ")
+    j = b.op(f"arith.subi {last}, {i} : index") if reverse else i
+    offs = ", ".join(j if k == ax else "0" for k in range(n))
+    sizes = ", ".join("1" if k == ax else str(s) for k, s in enumerate(a.shape))
+    strides = ", ".join("1" for _ in range(n))
+    sl = b.op(f"tensor.extract_slice {ins[0]}[{offs}] [{sizes}] [{strides}] : {ttype(a)} to {ttype(row)}")
+    # accumulate in place (outs = the iter_arg), so the loop bufferizes without copies
+    ident = identity_map(row.ndim)
+
+    def insert(v):
+        return b.op(f"tensor.insert_slice {v} into {res}[{offs}] [{sizes}] [{strides}] "
+                    f": {ttype(row)} into {ttype(out)}")
+    if not inclusive:
+        res2 = insert(acc)
+    added = b.generic([sl], [row], row, lambda bb, x, y: _combine("sum", bb, x, y, d), [ident, ident],
+                      ["parallel"] * row.ndim, init=acc)
+    if inclusive:
+        res2 = insert(added)
+    b.line(f"scf.yield {added}, {res2} : {ttype(row)}, {ttype(out)}")
+    e.lines.extend(b.lines)
+    e.line("}")
+    return f"{loop}#1"
+
+
+def _cumsum_ref(x, axis, reverse, inclusive):
+    y = np.flip(x, axis) if reverse else x
+    c = np.cumsum(y, axis=axis, dtype=x.dtype)
+    if not inclusive:
+        c = c - y
+    return np.flip(c, axis) if reverse else c
+
+
+primitive("cumsum", ["x"], _cumsum_shape, _cumsum_lower, _cumsum_ref,
+          attrs={"axis": I64(), "reverse": Bool(), "inclusive": Bool()},
+          summary="running sum along `axis` (optionally reversed, exclusive)",
+          dtypes=RED_TEST)

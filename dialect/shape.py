@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
-from .core import I64Array, Aval, MiraxError, broadcast_shapes, primitive
+from .core import I64, I64Array, Aval, MiraxError, broadcast_shapes, primitive
 from ..lowering.emit import ttype, _affine
 
 SHAPE_TEST = [dt.float32, dt.int32, dt.bool_]
@@ -77,6 +77,8 @@ def _transpose_shape(avals, permutation):
 
 
 def _transpose_lower(e, ins, in_avals, out, permutation):
+    if tuple(permutation) == tuple(range(out.ndim)):
+        return ins[0]  # linalg.transpose rejects (asserts on) rank 0
     init = e.empty(out)
     perm = ", ".join(str(p) for p in permutation)
     return e.op(f"linalg.transpose ins({ins[0]} : {ttype(in_avals[0])}) outs({init} : {ttype(out)}) "
@@ -86,3 +88,109 @@ def _transpose_lower(e, ins, in_avals, out, permutation):
 primitive("transpose", ["x"], _transpose_shape, _transpose_lower,
           lambda x, permutation: np.transpose(x, permutation), attrs={"permutation": I64Array()},
           summary="permute axes", dtypes=SHAPE_TEST)
+
+
+# ---- slice, concatenate, pad -----------------------------------------------------------
+
+def _slice_shape(avals, start, stop, strides):
+    (a,) = avals
+    start, stop, strides = tuple(start), tuple(stop), tuple(strides)
+    if not len(start) == len(stop) == len(strides) == a.ndim:
+        raise MiraxError(f"mirax.slice: start {start}, stop {stop} and strides {strides} need one entry "
+                         f"per axis of {a.shape}")
+    out = []
+    for i, (b, e, s, d) in enumerate(zip(start, stop, strides, a.shape)):
+        if s <= 0:
+            raise MiraxError(f"mirax.slice: strides must be positive, got {strides} for {a.shape}")
+        if not 0 <= b <= e <= d:
+            raise MiraxError(f"mirax.slice: axis {i}: need 0 <= start <= stop <= {d}, got start {b}, "
+                             f"stop {e} for shape {a.shape}")
+        out.append(-(-(e - b) // s))
+    return Aval(tuple(out), a.dtype)
+
+
+def _slice_lower(e, ins, in_avals, out, start, stop, strides):
+    if out.ndim == 0:
+        return ins[0]
+    if out.size == 0:  # the verifier rejects an offset at the end even for an empty slice
+        return e.empty(out)
+    lst = lambda v: ", ".join(str(int(x)) for x in v)  # noqa: E731
+    return e.op(f"tensor.extract_slice {ins[0]}[{lst(start)}] [{lst(out.shape)}] [{lst(strides)}] : "
+                f"{ttype(in_avals[0])} to {ttype(out)}")
+
+
+primitive("slice", ["x"], _slice_shape, _slice_lower,
+          lambda x, start, stop, strides: x[tuple(slice(b, e, s) for b, e, s in zip(start, stop, strides))].copy(),
+          attrs={"start": I64Array(), "stop": I64Array(), "strides": I64Array()},
+          summary="x[start:stop:strides] with normalized, in-bounds start/stop and positive strides",
+          dtypes=SHAPE_TEST)
+
+
+def _concat_shape(avals, axis):
+    a, b = avals
+    if a.ndim != b.ndim or a.ndim == 0:
+        raise MiraxError(f"mirax.concatenate: operands need the same rank >= 1, got {a.shape} and {b.shape}")
+    if not 0 <= axis < a.ndim:
+        raise MiraxError(f"mirax.concatenate: axis {axis} is out of bounds for shapes {a.shape} and {b.shape}")
+    if any(x != y for i, (x, y) in enumerate(zip(a.shape, b.shape)) if i != axis):
+        raise MiraxError(f"mirax.concatenate: shapes {a.shape} and {b.shape} differ outside axis {axis}")
+    if a.dtype is not b.dtype:
+        raise MiraxError(f"mirax.concatenate: operand dtypes differ: {a.dtype.name}, {b.dtype.name}")
+    shape = list(a.shape)
+    shape[axis] += b.shape[axis]
+    return Aval(tuple(shape), a.dtype)
+
+
+def _concat_lower(e, ins, in_avals, out, axis):
+    # insert both operands into one destination; bufferization writes them in place
+    lst = lambda v: ", ".join(str(int(x)) for x in v)  # noqa: E731
+    ones = [1] * out.ndim
+    r = e.empty(out)
+    off = 0
+    for x, av in zip(ins, in_avals):
+        if av.size == 0:  # nothing to insert (and its offset may equal the extent)
+            off += av.shape[axis]
+            continue
+        offs = [0] * out.ndim
+        offs[axis] = off
+        r = e.op(f"tensor.insert_slice {x} into {r}[{lst(offs)}] [{lst(av.shape)}] [{lst(ones)}] : "
+                 f"{ttype(av)} into {ttype(out)}")
+        off += av.shape[axis]
+    return r
+
+
+primitive("concatenate", ["lhs", "rhs"], _concat_shape, _concat_lower,
+          lambda lhs, rhs, axis: np.concatenate([lhs, rhs], axis), attrs={"axis": I64()},
+          summary="join two arrays along `axis` (N arrays are a chain)", dtypes=SHAPE_TEST)
+
+
+def _pad_shape(avals, low, high):
+    a, v = avals
+    low, high = tuple(low), tuple(high)
+    if len(low) != a.ndim or len(high) != a.ndim:
+        raise MiraxError(f"mirax.pad: low {low} and high {high} need one entry per axis of {a.shape}")
+    if any(x < 0 for x in low + high):
+        raise MiraxError(f"mirax.pad: low {low} and high {high} must be non-negative (shape {a.shape})")
+    if v.ndim != 0 or v.dtype is not a.dtype:
+        raise MiraxError(f"mirax.pad: the value must be a 0-d {a.dtype.name} array, got {v}")
+    return Aval(tuple(d + lo + hi for d, lo, hi in zip(a.shape, low, high)), a.dtype)
+
+
+def _pad_lower(e, ins, in_avals, out, low, high):
+    if out.ndim == 0:
+        return ins[0]
+    lst = lambda v: ", ".join(str(int(x)) for x in v)  # noqa: E731
+    v = e.op(f"tensor.extract {ins[1]}[] : {ttype(in_avals[1])}")
+    r = e.fresh("pad")
+    idx = ", ".join(f"%i{k}_{r[1:]}: index" for k in range(out.ndim))
+    e.line(f"{r} = tensor.pad {ins[0]} low[{lst(low)}] high[{lst(high)}] {{")
+    e.lines.append(e.indent + f"^bb0({idx}):")
+    e.line(f"  tensor.yield {v} : {out.dtype.memory}")
+    e.line(f"}} : {ttype(in_avals[0])} to {ttype(out)}")
+    return r
+
+
+primitive("pad", ["x", "value"], _pad_shape, _pad_lower,
+          lambda x, value, low, high: np.pad(x, list(zip(low, high)), constant_values=value),
+          attrs={"low": I64Array(), "high": I64Array()},
+          summary="constant padding: `low`/`high` elements before/after each axis", dtypes=SHAPE_TEST)

@@ -112,7 +112,7 @@ class ConvertMiraxToLinalg(MiraxPass):
         # read every op's avals before retyping values to their lowered types
         ops = [(op, op_signature(op), f"{op.name}|{op.attributes}|{[str(v.type) for v in op.operands]}"
                 f"|{op.results[0].type}") for op in mirax_ops(module)]
-        with ctx:
+        with ctx, ir.Location.unknown():
             lower_signatures(module)
         for op, (prim, params, ins, out), key in ops:
             fname = made.get(key)

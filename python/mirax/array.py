@@ -73,13 +73,9 @@ class Array:
     def __init__(self, obj=None, dtype=None):
         if obj is None:
             return
-        a = _from_python(obj, dtype)
-        self.aval, self._data = a.aval, a._data
-        self._prim = None
-        self._inputs = ()
-        self._params = None
-        self._tracer = None
-        self._loc = None
+        a = _from_python(obj, dtype)  # may be a lazy node (a list of arrays is a stack)
+        for k in Array.__slots__[:-1]:
+            setattr(self, k, getattr(a, k))
 
     # ---- construction ----------------------------------------------------------------
     @staticmethod

@@ -33,13 +33,13 @@ class CpuDevice(Device):
 
     def run(self, prim, params, in_avals, out_aval, inputs):
         """Run one primitive on numpy buffers; returns the new output buffer."""
+        out = np.empty(out_aval.shape, out_aval.dtype.storage)
+        if out.size == 0:
+            return out
         key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
         kernel = self.kernels.get(key)
         if kernel is None:
             kernel = self.kernels.compile(key, kernel_module_text(prim, params, in_avals, out_aval))
-        out = np.empty(out_aval.shape, out_aval.dtype.storage)
-        if out.size == 0:
-            return out
         kernel(inputs, [out])
         return out
 
@@ -51,7 +51,8 @@ def _params_key(params):
 def kernel_module_text(prim, params, in_avals, out_aval) -> str:
     """A module whose `@kernel` applies one primitive: the eager kernel's source."""
     args = [f"%arg{i}" for i in range(len(in_avals))]
-    sig = ", ".join(f"{a}: {av.tensor_type()}" for a, av in zip(args, in_avals))
+    # inputs are the caller's buffers: bufferization must never write into them
+    sig = ", ".join(f"{a}: {av.tensor_type()} {{bufferization.writable = false}}" for a, av in zip(args, in_avals))
     body = op_text(prim, "%0", args, in_avals, out_aval, params)
     return (f"func.func @kernel({sig}) -> {out_aval.tensor_type()} attributes {{llvm.emit_c_interface}} {{\n"
             f"  {body}\n  return %0 : {out_aval.tensor_type()}\n}}\n")

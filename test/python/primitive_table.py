@@ -24,6 +24,32 @@ CASES = {
                   ([()], {"permutation": ()}, None)],
 }
 
+R = lambda axes, kd: {"axes": axes, "keepdims": kd}  # noqa: E731
+CASES.update({
+    "sum": [([(2, 3)], R((1,), False), None), ([(2, 3, 4)], R((0, 2), True), None),
+            ([(0, 4)], R((0,), False), None), ([()], R((), False), None)],
+    "prod": [([(2, 3)], R((1,), False), None), ([(2, 3, 4)], R((0, 2), True), None), ([(0, 4)], R((0,), False), None)],
+    "max": [([(2, 3)], R((1,), False), None), ([(2, 3, 4)], R((0, 2), True), None), ([(0, 4)], R((1,), False), None)],
+    "min": [([(2, 3)], R((0,), True), None), ([(2, 3, 4)], R((1,), False), None), ([(5,)], R((0,), False), None)],
+    "argmax": [([(2, 3)], R((1,), False), None), ([(2, 3, 4)], R((0,), True), None)],
+    "argmin": [([(2, 3)], R((0,), False), None), ([(2, 3, 4)], R((2,), True), None)],
+    "cumsum": [([(5,)], {"axis": 0, "reverse": False, "inclusive": True}, None),
+               ([(2, 3)], {"axis": 1, "reverse": True, "inclusive": False}, None),
+               ([(2, 3, 4)], {"axis": 0, "reverse": True, "inclusive": True}, None)],
+    "matmul": [([(3, 4), (4, 5)], {}, None), ([(2, 3, 4), (2, 4, 5)], {}, None),
+               ([(2, 2, 3, 4), (2, 2, 4, 5)], {}, None), ([(3, 0), (0, 2)], {}, None)],
+    "slice": [([(4, 5)], {"start": (1, 0), "stop": (4, 5), "strides": (2, 2)}, None),
+              ([(6,)], {"start": (2,), "stop": (2,), "strides": (1,)}, None)],
+    "concatenate": [([(2, 3), (1, 3)], {"axis": 0}, None), ([(2, 1), (2, 2)], {"axis": 1}, None)],
+    "pad": [([(2, 3), ()], {"low": (1, 0), "high": (0, 2)}, None), ([(0,), ()], {"low": (2,), "high": (1,)}, None)],
+    "take": [([(4, 3), (2,)], {"axis": 0}, None), ([(4, 3), (2, 2)], {"axis": 1}, None)],
+    "take_along_axis": [([(3, 4), (3, 2)], {"axis": 1}, None)],
+    "scatter_add": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
+})
+
+# operands that are indices: drawn as int32 in [-2, 2] (negative indices wrap)
+INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1}
+
 # primitives whose result type is given rather than inferred have their own tests
 TYPED = {"constant", "arange"}
 

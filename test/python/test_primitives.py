@@ -6,7 +6,7 @@ import mirax as mr
 from mirax.array import apply
 from mirax.dialect import IRDL_PATH, PRIMITIVES, dtypes as dt, irdl_text
 
-from primitive_table import CASES, TYPED, rows, random_input, tolerance
+from primitive_table import CASES, INDEX_OPERANDS, TYPED, rows, random_input, tolerance
 
 ROWS = rows()
 
@@ -23,6 +23,10 @@ def test_primitive_matches_numpy(name, shapes, params, dtype, rng):
     else:
         xs = [random_input(rng, s, dtype, domain) for s in shapes]
         ins = [mr.array(x, dtype) for x in xs]
+        if name in INDEX_OPERANDS:
+            i = INDEX_OPERANDS[name]
+            xs[i] = rng.integers(-2, 3, size=shapes[i]).astype(np.int32)
+            ins[i] = mr.array(xs[i])
     out = apply(name, ins, **params)
     got = np.asarray(out)
     with np.errstate(all="ignore"):

@@ -1,2 +1,326 @@
-"""(to be filled)"""
-__all__ = []
+"""Indexing: take, take_along_axis, scatter_add, `a[...]` and `a.at[...].add(...)`.
+
+    x[1:, ::-1]        x[None, ..., 0]        x[[2, 0, 1]]        x[:, idx]
+    mr.take(x, idx, axis=1)       mr.take_along_axis(x, mr.argsort(x), -1)
+
+Constant indices (Python ints, lists, numpy arrays) are bounds-checked like numpy and
+raise IndexError. Indices held in mirax arrays are only known when the kernel runs: a
+negative one wraps once and one still out of range is *clamped* to the nearest valid
+index (as MLX and JAX do), so no index can read or write outside a buffer.
+Arrays are immutable: `a[i] = v` raises; use `a.at[i].add(v)` or `mr.where`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dialect.core import MiraxError, broadcast_shapes, normalize_axis
+from ..array import Array, apply, array, where_text
+
+__all__ = ["take", "take_along_axis", "scatter_add"]
+
+
+def _arr(x):
+    return x if isinstance(x, Array) else array(x)
+
+
+def _err(err):
+    return MiraxError(f"{err}{where_text()}")
+
+
+def _axis(axis, ndim, op):
+    try:
+        return normalize_axis(axis, ndim, op)
+    except MiraxError as err:
+        raise _err(err) from None
+
+
+def _indices(indices):
+    """An integer Array from an Array, int, list or numpy array."""
+    if isinstance(indices, Array):
+        return indices
+    n = np.asarray(indices)
+    if n.dtype.kind not in "iu":
+        if n.size == 0:
+            n = n.astype(np.int32)
+        else:
+            raise _err(MiraxError(f"indices must be integers, got {n.dtype}"))
+    if n.dtype.kind == "i" and n.dtype.itemsize == 8 and n.size and \
+            np.iinfo(np.int32).min <= n.min() and n.max() <= np.iinfo(np.int32).max:
+        n = n.astype(np.int32)
+    return array(n)
+
+
+def take(a, indices, axis=None) -> Array:
+    """numpy `take`: `axis=None` takes from the flattened array."""
+    from .shape import reshape
+    a = _arr(a)
+    idx = _indices(indices)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return apply("take", [a, idx], axis=_axis(axis, a.ndim, "take"))
+
+
+def take_along_axis(a, indices, axis) -> Array:
+    """numpy `take_along_axis`; `indices` broadcasts against `a` outside `axis`."""
+    from .shape import broadcast_to, reshape
+    a = _arr(a)
+    idx = _indices(indices)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    if idx.ndim != a.ndim:
+        raise _err(MiraxError(f"take_along_axis: indices {idx.shape} must have as many dimensions as "
+                              f"the array {a.shape}"))
+    ax = _axis(axis, a.ndim, "take_along_axis")
+    one = lambda s: tuple(1 if i == ax else d for i, d in enumerate(s))  # noqa: E731
+    try:
+        b = broadcast_shapes(one(a.shape), one(idx.shape), op="take_along_axis")
+    except MiraxError as err:
+        raise _err(err) from None
+    with_axis = lambda n: tuple(n if i == ax else d for i, d in enumerate(b))  # noqa: E731
+    a = broadcast_to(a, with_axis(a.shape[ax]))
+    idx = broadcast_to(idx, with_axis(idx.shape[ax]))
+    return apply("take_along_axis", [a, idx], axis=ax)
+
+
+def scatter_add(a, indices, updates, axis=0) -> Array:
+    """The adjoint of `take(a, indices, axis)`: a copy of `a` with `updates[..., i, ...]`
+    added at `indices[i]` along `axis` (repeated indices accumulate; indices clamp)."""
+    from .elementwise import astype
+    from .shape import broadcast_to
+    a = _arr(a)
+    idx = _indices(indices)
+    ax = _axis(axis, a.ndim, "scatter_add")
+    u = astype(_arr(updates), a.dtype)
+    shape = a.shape[:ax] + idx.shape + a.shape[ax + 1:]
+    try:
+        if broadcast_shapes(u.shape, shape, op="scatter_add") != shape:
+            raise MiraxError(f"scatter_add: updates {u.shape} do not broadcast to {shape}")
+    except MiraxError as err:
+        raise _err(err) from None
+    return apply("scatter_add", [a, idx, broadcast_to(u, shape)], axis=ax)
+
+
+# ---- a[key] ------------------------------------------------------------------------------
+
+def _index_error(msg):
+    return IndexError(f"{msg}{where_text()}")
+
+
+def _parse_key(key, ndim):
+    """Entries: None, ('slice', s), ('int', i), ('arr', Array) or ('np', int64 array);
+    Ellipsis expanded and trailing axes filled with full slices."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = []
+    for k in key:
+        if k is None or k is Ellipsis:
+            items.append(k)
+        elif isinstance(k, slice):
+            items.append(("slice", k))
+        elif isinstance(k, (bool, np.bool_)):
+            raise _index_error("boolean scalar indices are not supported")
+        elif isinstance(k, (int, np.integer)):
+            items.append(("int", int(k)))
+        elif isinstance(k, Array):
+            if k.dtype.kind == "b":
+                raise _index_error("boolean mask indexing of a mirax array needs a data-dependent shape; "
+                                   "use mr.where instead")
+            if k.dtype.kind not in "iu":
+                raise _index_error(f"arrays used as indices must be integers, got {k.dtype.name}")
+            items.append(("arr", k))
+        elif isinstance(k, (list, tuple, np.ndarray)):
+            n = np.asarray(k)
+            if n.dtype == np.bool_ and n.ndim >= 1:
+                items.extend(("np", z) for z in np.nonzero(n))  # a mask is its nonzero positions
+            elif n.dtype.kind in "iu" or n.size == 0:
+                items.append(("np", n.astype(np.int64)))
+            else:
+                raise _index_error(f"arrays used as indices must be integers, got {n.dtype}")
+        else:
+            raise _index_error("only integers, slices (`:`), ellipsis (`...`), None and integer "
+                               f"arrays are valid indices, got {type(k).__name__}")
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        raise _index_error("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if used > ndim:
+        raise _index_error(f"too many indices for array: array is {ndim}-dimensional, but {used} were indexed")
+    fill = [("slice", slice(None))] * (ndim - used)
+    if Ellipsis in [k for k in items if k is Ellipsis]:
+        i = next(j for j, k in enumerate(items) if k is Ellipsis)
+        items = items[:i] + fill + items[i + 1:]
+    else:
+        items = items + fill
+    return items
+
+
+def _getitem(a: Array, key) -> Array:
+    from .shape import reshape, strided_slice, transpose
+    items = _parse_key(key, a.ndim)
+    start, stop, strides = [0] * a.ndim, list(a.shape), [1] * a.ndim
+    reverse = []        # axes whose selection runs backwards
+    advanced = []       # (axis, index Array or wrapped numpy array)
+    adv_pos = []        # positions in `items` of advanced entries (for numpy's placement rule)
+    ints = []           # (axis, position in items)
+    ax = 0
+    for pos, k in enumerate(items):
+        if k is None:
+            continue
+        kind, v = k
+        d = a.shape[ax]
+        if kind == "slice":
+            r = range(*v.indices(d))
+            if len(r) == 0:
+                start[ax] = stop[ax] = 0
+            elif r.step > 0:
+                start[ax], stop[ax], strides[ax] = r.start, r[-1] + 1, r.step
+            else:
+                start[ax], stop[ax], strides[ax] = r[-1], r[0] + 1, -r.step
+                reverse.append(ax)
+        elif kind == "int":
+            if not -d <= v < d:
+                raise _index_error(f"index {v} is out of bounds for axis {ax} with size {d}")
+            v %= d
+            start[ax], stop[ax] = v, v + 1
+            ints.append((ax, pos))
+        else:
+            if kind == "np":
+                if v.size and (v.min() < -d or v.max() >= d):
+                    bad = v[(v < -d) | (v >= d)].flat[0]
+                    raise _index_error(f"index {bad} is out of bounds for axis {ax} with size {d}")
+                v = np.where(v < 0, v + d, v)
+            advanced.append((ax, v))
+            adv_pos.append(pos)
+        ax += 1
+
+    x = strided_slice(a, start, stop, strides)
+    for r_ax in reverse:
+        n = x.shape[r_ax]
+        if n > 1:
+            x = take(x, np.arange(n - 1, -1, -1, dtype=np.int32), r_ax)
+
+    # labels of x's axes: original axis numbers, or "B" for the broadcast index block
+    labels = list(range(a.ndim))
+    nb = 0
+    if len(advanced) == 1:
+        (adv_ax, v), = advanced
+        idx = _indices(v)
+        x = take(x, idx, adv_ax)
+        nb = idx.ndim
+        labels = labels[:adv_ax] + ["B"] * nb + labels[adv_ax + 1:]
+    elif advanced:
+        x, nb = _take_many(x, advanced)
+        adv_axes = [p for p, _ in advanced]
+        labels = ["B"] * nb + [i for i in range(a.ndim) if i not in adv_axes]
+    if advanced:
+        all_pos = sorted(adv_pos + [p for _, p in ints])
+        adjacent = all_pos == list(range(all_pos[0], all_pos[-1] + 1))
+        rest = [lab for lab in labels if lab != "B"]
+        if adjacent:
+            first = advanced[0][0]
+            before = [lab for lab in rest if lab < first]
+            want = before + ["B"] * nb + rest[len(before):]
+        else:
+            want = ["B"] * nb + rest
+        if want != labels:
+            bpos = [i for i, lab in enumerate(labels) if lab == "B"]
+            perm = [labels.index(lab) if lab != "B" else None for lab in want]
+            it = iter(bpos)
+            perm = [next(it) if p is None else p for p in perm]
+            x = transpose(x, perm)
+            labels = want
+
+    # the result's shape in numpy's order: None adds a 1, an int drops its (size-1) axis, a
+    # slice keeps its axis, the index block sits at the first advanced entry when advanced
+    # entries are adjacent and in front otherwise; x already has that order, so a reshape
+    # (which only adds or drops 1s) finishes
+    bdims = [d for d, lab in zip(x.shape, labels) if lab == "B"]
+    out = [] if not advanced or adjacent else list(bdims)
+    ax = 0
+    for pos, k in enumerate(items):
+        if k is None:
+            out.append(1)
+            continue
+        if k[0] == "slice":
+            out.append(x.shape[labels.index(ax)])
+        elif k[0] != "int" and advanced and adjacent and pos == adv_pos[0]:
+            out.extend(bdims)
+        ax += 1
+    return reshape(x, tuple(out))
+
+
+def _take_many(x, advanced):
+    """Index several axes at once: move them to the front, merge them, take a linear index."""
+    from .elementwise import add, astype, clip, multiply, where
+    from .shape import reshape, transpose
+    axes = [p for p, _ in advanced]
+    dims = [x.shape[p] for p in axes]
+    consts = all(not isinstance(v, Array) for _, v in advanced)
+    if consts:
+        try:
+            bs = np.broadcast_shapes(*[v.shape for _, v in advanced])
+        except ValueError:
+            raise _index_error("shape mismatch: indexing arrays could not be broadcast together with shapes "
+                               + " ".join(str(v.shape) for _, v in advanced)) from None
+        lin = np.zeros(bs, np.int64)
+        for (p, v), d in zip(advanced, dims):
+            lin = lin * d + v
+        idx = _indices(lin)
+    else:
+        try:
+            broadcast_shapes(*[v.shape for _, v in advanced], op="indexing")
+        except MiraxError as err:
+            raise _index_error(f"shape mismatch: {err}") from None
+        lin = None
+        for (p, v), d in zip(advanced, dims):
+            v = astype(_indices(v), "int32") if isinstance(v, Array) else _indices(v)
+            if isinstance(v, Array) and v.dtype.kind == "i":
+                v = where(v < 0, v + d, v)
+            v = clip(astype(v, "int32"), 0, max(d - 1, 0))  # clamp per axis before merging
+            lin = v if lin is None else add(multiply(lin, d), v)
+        idx = lin
+    rest = [i for i in range(x.ndim) if i not in axes]
+    x = transpose(x, axes + rest)
+    x = reshape(x, (int(np.prod(dims)),) + tuple(x.shape[len(axes):]))
+    y = take(x, idx, 0)
+    return y, idx.ndim
+
+
+def _setitem(self, key, value):
+    raise TypeError("mirax arrays are immutable: use `a = a.at[key].add(value)` or `mr.where(mask, value, a)` "
+                    "instead of item assignment" + where_text())
+
+
+class _AtIndexer:
+    __slots__ = ("_a",)
+
+    def __init__(self, a):
+        self._a = a
+
+    def __getitem__(self, key):
+        return _AtUpdate(self._a, key)
+
+
+class _AtUpdate:
+    __slots__ = ("_a", "_key")
+
+    def __init__(self, a, key):
+        self._a, self._key = a, key
+
+    def add(self, value) -> Array:
+        """`a.at[key].add(v)`: a copy of `a` with `v` added at `a[key]` (repeats accumulate)."""
+        from .shape import broadcast_to, reshape
+        a = self._a
+        pos = _getitem(array(np.arange(a.size, dtype=np.int32).reshape(a.shape)), self._key)
+        u = broadcast_to(_arr(value), pos.shape) if _arr(value).shape != pos.shape else _arr(value)
+        flat = scatter_add(reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,)), 0)
+        return reshape(flat, a.shape)
+
+    def subtract(self, value) -> Array:
+        from .elementwise import negative
+        return self.add(negative(_arr(value)))
+
+
+Array.__getitem__ = _getitem
+Array.__setitem__ = _setitem
+Array.at = property(lambda self: _AtIndexer(self))
+Array.take = lambda self, indices, axis=None: take(self, indices, axis)

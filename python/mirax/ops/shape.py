@@ -139,3 +139,165 @@ Array.flatten = flatten
 Array.squeeze = squeeze
 Array.swapaxes = swapaxes
 Array.moveaxis = moveaxis
+
+
+# ---- slicing, joining, splitting, padding ----------------------------------------------
+
+__all__ += ["concatenate", "stack", "split", "pad", "slice", "repeat", "tile"]
+
+def strided_slice(a, start, stop, strides=None) -> Array:
+    """`a[start:stop:strides]` per axis with normalized, in-bounds bounds and positive strides
+    (one `mirax.slice` op; a no-op slice records nothing)."""
+    a = _arr(a)
+    start, stop = tuple(int(s) for s in start), tuple(int(s) for s in stop)
+    strides = tuple(int(s) for s in strides) if strides is not None else (1,) * a.ndim
+    if start == (0,) * a.ndim and stop == a.shape and all(
+            s == 1 or d <= 1 for s, d in zip(strides, a.shape)):
+        return a
+    return apply("slice", [a], start=start, stop=stop, strides=strides)
+
+
+def slice(a, start_indices, axes=None, slice_size=None) -> Array:
+    """MLX's `slice` with static starts: `slice_size[i]` elements of `axes[i]` from
+    `start_indices[i]` (negative starts count from the end)."""
+    a = _arr(a)
+    starts = (start_indices,) if isinstance(start_indices, int) else tuple(int(s) for s in start_indices)
+    axes = tuple(range(len(starts))) if axes is None else ((axes,) if isinstance(axes, int) else tuple(axes))
+    if slice_size is None:
+        raise _err(MiraxError("slice: slice_size is required"))
+    sizes = (slice_size,) if isinstance(slice_size, int) else tuple(int(s) for s in slice_size)
+    if not len(starts) == len(axes) == len(sizes):
+        raise _err(MiraxError(f"slice: start_indices {starts}, axes {axes} and slice_size {sizes} differ in length"))
+    b, e = [0] * a.ndim, list(a.shape)
+    for s, ax, n in zip(starts, axes, sizes):
+        try:
+            ax = normalize_axis(ax, a.ndim, "slice")
+        except MiraxError as err:
+            raise _err(err) from None
+        s = s + a.shape[ax] if s < 0 else s
+        if s < 0 or n < 0 or s + n > a.shape[ax]:
+            raise _err(MiraxError(f"slice: start {s} and size {n} out of bounds for axis {ax} of {a.shape}"))
+        b[ax], e[ax] = s, s + n
+    return strided_slice(a, b, e)
+
+
+def concatenate(arrays, axis=0) -> Array:
+    """Join arrays along `axis`: a chain of binary `mirax.concatenate` ops."""
+    from .elementwise import astype
+    from ..dialect import dtypes as dt
+    arrays = [_arr(x) for x in arrays]
+    if not arrays:
+        raise _err(MiraxError("concatenate: need at least one array"))
+    nd = arrays[0].ndim
+    if nd == 0 or any(x.ndim != nd for x in arrays):
+        raise _err(MiraxError("concatenate: arrays need the same number of dimensions (>= 1), got shapes "
+                              + ", ".join(str(x.shape) for x in arrays)))
+    try:
+        ax = normalize_axis(axis, nd, "concatenate")
+    except MiraxError as err:
+        raise _err(err) from None
+    for x in arrays[1:]:
+        if any(p != q for i, (p, q) in enumerate(zip(x.shape, arrays[0].shape)) if i != ax):
+            raise _err(MiraxError(f"concatenate: all dimensions except axis {ax} must match, got shapes "
+                                  + ", ".join(str(x.shape) for x in arrays)))
+    d = arrays[0].dtype
+    for x in arrays[1:]:
+        d = dt.promote(d, x.dtype)
+    # operands empty along the axis add nothing (all of them empty: keep the first)
+    arrays = [astype(x, d) for x in arrays if x.shape[ax]] or [astype(arrays[0], d)]
+    out = None
+    for x in arrays:
+        out = x if out is None else apply("concatenate", [out, x], axis=ax)
+    return out
+
+
+def stack(arrays, axis=0) -> Array:
+    arrays = [_arr(x) for x in arrays]
+    if not arrays:
+        raise _err(MiraxError("stack: need at least one array"))
+    if any(x.shape != arrays[0].shape for x in arrays):
+        raise _err(MiraxError("stack: all arrays must have the same shape, got "
+                              + ", ".join(str(x.shape) for x in arrays)))
+    try:
+        ax = normalize_axis(axis, arrays[0].ndim + 1, "stack")
+    except MiraxError as err:
+        raise _err(err) from None
+    return concatenate([expand_dims(x, ax) for x in arrays], ax)
+
+
+def split(a, indices_or_sections, axis=0):
+    """numpy/MLX split: a number of equal sections, or the indices where pieces start."""
+    a = _arr(a)
+    try:
+        ax = normalize_axis(axis, a.ndim, "split")
+    except MiraxError as err:
+        raise _err(err) from None
+    n = a.shape[ax]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0 or n % k:
+            raise _err(MiraxError(f"split: array of size {n} along axis {ax} cannot be split into {k} equal sections"))
+        cuts = [n // k * i for i in range(1, k)]
+    else:
+        cuts = [int(c) for c in indices_or_sections]
+    bounds = [0] + [min(max(c + n if c < 0 else c, 0), n) for c in cuts] + [n]
+    out = []
+    for b, e in zip(bounds[:-1], bounds[1:]):
+        e = max(b, e)
+        start, stop = [0] * a.ndim, list(a.shape)
+        start[ax], stop[ax] = b, e
+        out.append(strided_slice(a, start, stop))
+    return out
+
+
+def pad(a, pad_width, mode="constant", constant_values=0) -> Array:
+    """MLX/numpy pad: `pad_width` is an int, a (before, after) pair, or one pair per axis."""
+    from .elementwise import astype
+    a = _arr(a)
+    if mode != "constant":
+        raise _err(MiraxError(f"pad: only mode='constant' is supported, got {mode!r}"))
+    import numpy as _np
+    try:
+        pw = _np.asarray(pad_width, _np.int64)
+        if pw.ndim == 0 or pw.shape == (1,):
+            pw = _np.full((a.ndim, 2), int(pw.reshape(-1)[0]))
+        elif pw.shape in ((2,), (1, 2)):
+            pw = _np.broadcast_to(pw.reshape(1, 2), (a.ndim, 2))
+        elif pw.shape != (a.ndim, 2):
+            raise ValueError
+    except (ValueError, TypeError):
+        raise _err(MiraxError(f"pad: pad_width {pad_width!r} does not fit an array of shape {a.shape}")) from None
+    if (pw < 0).any():
+        raise _err(MiraxError(f"pad: pad_width must be non-negative, got {pad_width!r}"))
+    if not pw.any():
+        return a
+    v = constant_values
+    v = astype(v if isinstance(v, Array) else array(v, a.dtype), a.dtype)
+    if v.ndim:
+        raise _err(MiraxError("pad: constant_values must be a scalar"))
+    return apply("pad", [a, v], low=tuple(int(x) for x in pw[:, 0]), high=tuple(int(x) for x in pw[:, 1]))
+
+
+def repeat(a, repeats, axis=None) -> Array:
+    """numpy repeat with an int `repeats` (a take with constant indices)."""
+    import numpy as _np
+    from .indexing import take
+    a = _arr(a)
+    if axis is None:
+        a, axis = flatten(a), 0
+    ax = normalize_axis(axis, a.ndim, "repeat")
+    if not isinstance(repeats, int) or repeats < 0:
+        raise _err(MiraxError(f"repeat: repeats must be a non-negative int, got {repeats!r}"))
+    return take(a, array(_np.repeat(_np.arange(a.shape[ax], dtype=_np.int32), repeats)), ax)
+
+
+def tile(a, reps) -> Array:
+    """numpy tile: broadcast a (1, d) view of each axis to (r, d) and merge."""
+    a = _arr(a)
+    reps = (reps,) if isinstance(reps, int) else tuple(int(r) for r in reps)
+    nd = max(a.ndim, len(reps))
+    shape = (1,) * (nd - a.ndim) + a.shape
+    reps = (1,) * (nd - len(reps)) + reps
+    x = reshape(a, [v for d in shape for v in (1, d)])
+    x = broadcast_to(x, [v for r, d in zip(reps, shape) for v in (r, d)])
+    return reshape(x, [r * d for r, d in zip(reps, shape)])

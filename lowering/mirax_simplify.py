@@ -1,0 +1,232 @@
+"""`mirax-simplify`: CSE, DCE, safe identities and constant folding on mirax ops.
+
+Upstream cse/canonicalize leave IRDL ops alone (they carry no side-effect information),
+so mirax simplifies at its own level; every mirax op is pure.
+
+    %0 = "mirax.reshape"(%x) {shape = array<i64: 4>} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = "mirax.add"(%0, %zero) ...           // %zero a splat integer 0
+  becomes %x. Ops whose operands are all `mirax.constant` and whose result has at most
+`FOLD_LIMIT` elements are evaluated by mirax's own CPU kernels (never numpy) and
+replaced by a `mirax.constant`. `stop_gradient` is kept: it means something to grad.
+"""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+
+from ..dialect import PRIMITIVES
+from ..dialect import dtypes as dt
+from ..dialect.core import Aval
+from .pass_base import MiraxPass
+
+NAME = "mirax-simplify"
+FOLD_LIMIT = 1024
+KEEP = {"stop_gradient"}  # never folded, CSE'd away from its uses, or removed
+
+
+def _aval(t: ir.Type) -> Aval:
+    rt = ir.RankedTensorType(t)
+    return Aval(tuple(rt.shape), dt.from_mlir(str(rt.element_type)))
+
+
+def _defining(v: ir.Value, name: str):
+    """The op defining `v` when it is a `name` op, else None."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    return owner if owner.name == name else None
+
+
+def _splat(v: ir.Value):
+    """The scalar of a splat mirax.constant defining `v` (int, float or bool), else None."""
+    c = _defining(v, "mirax.constant")
+    if c is None:
+        return None
+    a = ir.DenseElementsAttr(c.attributes["value"])
+    if not a.is_splat:
+        return None
+    s = a.get_splat_value()
+    for cls in (ir.FloatAttr, ir.IntegerAttr):
+        try:
+            return cls(s).value
+        except ValueError:
+            pass
+    try:
+        return bool(ir.BoolAttr(s).value)
+    except ValueError:
+        return None
+
+
+def _is_zero(v, kind, negative_zero_only):
+    x = _splat(v)
+    if x is None or x != 0:
+        return False
+    if kind == "f" and negative_zero_only:
+        return math.copysign(1.0, x) < 0
+    return True
+
+
+def _identity(op: ir.Operation):
+    """A value equal to `op`'s result by a safe identity, or None."""
+    name = op.name[len("mirax."):]
+    rtype = op.results[0].type
+    ops = list(op.operands)
+    if name in ("reshape", "broadcast_to", "astype") and ops[0].type == rtype:
+        return ops[0]
+    if name == "transpose":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        if perm == list(range(len(perm))):
+            return ops[0]
+        return None
+    if name not in ("add", "subtract", "multiply", "divide"):
+        return None
+    try:
+        d = _aval(rtype).dtype
+    except TypeError:
+        return None
+    if d.kind not in "iuf":
+        return None
+    lhs, rhs = ops
+    if name == "add":
+        # x + 0.0 is not x for x = -0.0: only -0.0 is an additive identity of floats
+        if _is_zero(rhs, d.kind, True) and lhs.type == rtype:
+            return lhs
+        if _is_zero(lhs, d.kind, True) and rhs.type == rtype:
+            return rhs
+    if name == "subtract" and _is_zero(rhs, d.kind, False) and lhs.type == rtype:
+        return lhs
+    if name == "multiply":
+        if _splat(rhs) == 1 and lhs.type == rtype:
+            return lhs
+        if _splat(lhs) == 1 and rhs.type == rtype:
+            return rhs
+    if name == "divide" and _splat(rhs) == 1 and lhs.type == rtype:
+        return lhs
+    return None
+
+
+def _compose_transpose(op: ir.Operation):
+    """transpose(transpose(x, p), q) as one transpose of x (or x itself), else None."""
+    if op.name != "mirax.transpose":
+        return None
+    inner = _defining(op.operands[0], "mirax.transpose")
+    if inner is None:
+        return None
+    p = list(ir.DenseI64ArrayAttr(inner.attributes["permutation"]))
+    q = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    perm = [p[i] for i in q]
+    x = inner.operands[0]
+    if perm == list(range(len(perm))) and x.type == op.results[0].type:
+        return x
+    with op.context, op.location, ir.InsertionPoint(op):
+        new = ir.Operation.create("mirax.transpose", results=[op.results[0].type], operands=[x],
+                                  attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)})
+    return new.results[0]
+
+
+def _fold(op: ir.Operation):
+    """A new mirax.constant holding `op`'s value when all its operands are constants."""
+    name = op.name[len("mirax."):]
+    prim = PRIMITIVES.get(name)
+    if prim is None or name in KEEP or name == "constant":
+        return None
+    consts = [_defining(v, "mirax.constant") for v in op.operands]
+    if any(c is None for c in consts):
+        return None
+    try:
+        out = _aval(op.results[0].type)
+        ins = [_aval(v.type) for v in op.operands]
+    except (ValueError, TypeError):
+        return None
+    if out.size > FOLD_LIMIT or any(a.dtype in (dt.bfloat16, dt.complex64) for a in ins + [out]):
+        return None
+    from ..dialect.creation import attr_to_numpy, dense_attr
+    from ..device import cpu
+    try:
+        params = prim.params_from_ir(op)
+        inputs = [attr_to_numpy(c.attributes["value"], a.dtype) for c, a in zip(consts, ins)]
+        value = cpu.run(prim, params, ins, out, inputs)
+        with op.context, op.location:
+            attr = dense_attr(value, out.dtype)
+    except Exception:  # an op the CPU path cannot run here: leave it unfolded
+        return None
+    with op.context, op.location, ir.InsertionPoint(op):
+        new = ir.Operation.create("mirax.constant", results=[op.results[0].type],
+                                  attributes={"value": attr})
+    return new.results[0]
+
+
+def _cse_key(op: ir.Operation):
+    return (op.name, tuple(op.operands), tuple((k, op.attributes[k]) for k in op.attributes),
+            tuple(r.type for r in op.results))
+
+
+def _blocks(op: ir.Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            yield block
+            for child in block.operations:
+                yield from _blocks(child.operation)
+
+
+def _simplify_block(block: ir.Block) -> bool:
+    changed = False
+    seen = {}
+    for op in list(block.operations):
+        op = op.operation
+        if not op.name.startswith("mirax.") or len(op.results) != 1:
+            continue
+        repl = None
+        if op.name[len("mirax."):] not in KEEP:
+            repl = _identity(op) or _compose_transpose(op) or _fold(op)
+        if repl is None:
+            key = _cse_key(op)
+            repl = seen.get(key)
+            if repl is None:
+                seen[key] = op.results[0]
+                continue
+        op.results[0].replace_all_uses_with(repl)
+        op.erase()
+        changed = True
+    return changed
+
+
+def _dce_block(block: ir.Block) -> bool:
+    changed = False
+    for op in reversed(list(block.operations)):
+        op = op.operation
+        if op.name.startswith("mirax.") and all(not list(r.uses) for r in op.results):
+            op.erase()
+            changed = True
+    return changed
+
+
+def simplify(module, max_iterations=10) -> None:
+    """Simplify every block of `module` until nothing changes."""
+    root = module.operation if isinstance(module, ir.Module) else module
+    for _ in range(max_iterations):
+        changed = False
+        for block in list(_blocks(root)):
+            changed |= _simplify_block(block)
+            changed |= _dce_block(block)
+        if not changed:
+            return
+
+
+class MiraxSimplify(MiraxPass):
+    name = NAME
+    summary = "CSE, DCE, safe algebraic identities and constant folding of mirax ops"
+    options = {"max-iterations": (10, "sweeps at most, stopping when nothing changes")}
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        try:
+            self.opts["max-iterations"] = int(self.opts["max-iterations"])
+        except (TypeError, ValueError):
+            raise ValueError(f"pass '{self.name}': max-iterations must be an integer, "
+                             f"got {self.opts['max-iterations']!r}") from None
+
+    def run(self, module: ir.Operation):
+        simplify(module, self.opts["max-iterations"])

@@ -1,0 +1,128 @@
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg | FileCheck %s
+
+// CHECK-LABEL: func.func @exp
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[E:.+]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[R:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel"]
+// CHECK-SAME: ins(%[[X]] : tensor<4xf32>) outs(%[[E]] : tensor<4xf32>)
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
+// CHECK-NEXT: %[[V:.+]] = math.exp %[[IN]] : f32
+// CHECK-NEXT: linalg.yield %[[V]] : f32
+// CHECK: return %[[R]] : tensor<4xf32>
+// CHECK-NOT: mirax.
+func.func @exp(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "mirax.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @add_i32
+// CHECK-SAME: (%[[A:.+]]: tensor<2x3xi32>, %[[B:.+]]: tensor<2x3xi32>)
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%[[A]], %[[B]] : tensor<2x3xi32>, tensor<2x3xi32>)
+// CHECK: arith.addi %{{.+}}, %{{.+}} : i32
+func.func @add_i32(%a: tensor<2x3xi32>, %b: tensor<2x3xi32>) -> tensor<2x3xi32> {
+  %0 = "mirax.add"(%a, %b) : (tensor<2x3xi32>, tensor<2x3xi32>) -> tensor<2x3xi32>
+  return %0 : tensor<2x3xi32>
+}
+
+// -----
+
+// A bool result is stored one byte per element: the signature becomes i8.
+// CHECK-LABEL: func.func @less_bool
+// CHECK-SAME: -> tensor<4xi8>
+// CHECK: linalg.generic
+// CHECK-SAME: outs(%{{.+}} : tensor<4xi8>)
+// CHECK: %[[C:.+]] = arith.cmpf olt, %{{.+}}, %{{.+}} : f32
+// CHECK-NEXT: %[[B:.+]] = arith.extui %[[C]] : i1 to i8
+// CHECK-NEXT: linalg.yield %[[B]] : i8
+func.func @less_bool(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xi1> {
+  %0 = "mirax.less"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @where
+// CHECK-SAME: (%[[C:.+]]: tensor<4xi8>, %[[A:.+]]: tensor<4xf32>, %[[B:.+]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: ^bb0(%[[IC:.+]]: i8, %[[IA:.+]]: f32, %[[IB:.+]]: f32, %{{.+}}: f32):
+// CHECK-NEXT: %[[T:.+]] = arith.trunci %[[IC]] : i8 to i1
+// CHECK-NEXT: arith.select %[[T]], %[[IA]], %[[IB]] : f32
+func.func @where(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "mirax.where"(%c, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Unsigned types become signless; the ops carry the signedness.
+// CHECK-LABEL: func.func @unsigned
+// CHECK-SAME: (%{{.+}}: tensor<4xi8>, %{{.+}}: tensor<4xi8>) -> (tensor<4xi8>, tensor<4xi8>)
+// CHECK: arith.remui %{{.+}}, %{{.+}} : i8
+// CHECK: arith.maxui %{{.+}}, %{{.+}} : i8
+func.func @unsigned(%a: tensor<4xui8>, %b: tensor<4xui8>) -> (tensor<4xui8>, tensor<4xui8>) {
+  %0 = "mirax.remainder"(%a, %b) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
+  %1 = "mirax.maximum"(%a, %b) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
+  return %0, %1 : tensor<4xui8>, tensor<4xui8>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3xf32>)
+// CHECK: %[[E:.+]] = tensor.empty() : tensor<3x2xf32>
+// CHECK: linalg.transpose ins(%[[X]] : tensor<2x3xf32>) outs(%[[E]] : tensor<3x2xf32>) permutation = [1, 0]
+func.func @transpose(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %0 = "mirax.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+// CHECK-DAG: #[[ROW:.+]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @broadcast
+// CHECK: linalg.generic {indexing_maps = [#[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]] : f32
+func.func @broadcast(%x: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = "mirax.broadcast_to"(%x) {shape = array<i64: 2, 3>} : (tensor<3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @astype
+// CHECK: arith.fptosi %{{.+}} : f32 to i32
+func.func @astype(%x: tensor<4xf32>) -> tensor<4xi32> {
+  %0 = "mirax.astype"(%x) {dtype = i32} : (tensor<4xf32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @sum
+// CHECK: %[[Z:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[F:.+]] = linalg.fill ins(%[[Z]] : f32) outs(%{{.+}} : tensor<2xf32>) -> tensor<2xf32>
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: outs(%[[F]] : tensor<2xf32>)
+// CHECK: arith.addf
+func.func @sum(%x: tensor<2x3xf32>) -> tensor<2xf32> {
+  %0 = "mirax.sum"(%x) {axes = array<i64: 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @constant_bool
+// CHECK-SAME: -> tensor<3xi8>
+// CHECK: %[[C:.+]] = arith.constant dense<[1, 0, 1]> : tensor<3xi8>
+// CHECK: return %[[C]] : tensor<3xi8>
+func.func @constant_bool() -> tensor<3xi1> {
+  %0 = "mirax.constant"() {value = dense<[true, false, true]> : tensor<3xi1>} : () -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}

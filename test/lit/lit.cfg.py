@@ -1,0 +1,68 @@
+# -*- Python -*-
+"""lit configuration for mirax's .mlir tests.
+
+Works from CMake (`check-mirax`, through the generated lit.site.cfg.py) and directly:
+    .venv/bin/lit -v test/lit
+Tools come from the Python environment running lit (or the one CMake found): mirax-opt
+beside the interpreter, mlir-opt from the `mlir` package, FileCheck/not/count from `llvm`.
+"""
+import importlib.util
+import os
+import shutil
+import sys
+
+import lit.formats
+
+config.name = "mirax"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Output"]
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+config.test_exec_root = getattr(config, "mirax_obj_root", None) or os.path.join(config.test_source_root, "Output")
+src_root = getattr(config, "mirax_src_root", None) or os.path.dirname(os.path.dirname(config.test_source_root))
+
+python = getattr(config, "python_executable", None) or sys.executable
+
+
+def package_bin(package):
+    """The bin/ folder shipped inside an installed Python package (mlir, llvm)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if os.path.isdir(os.path.join(loc, "bin")):
+            return os.path.join(loc, "bin")
+    # lit may run under another interpreter than the venv's: look in the venv's site-packages
+    prefix = os.path.dirname(os.path.dirname(python))
+    for lib in ("lib", "lib64"):
+        base = os.path.join(prefix, lib)
+        for pyver in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            d = os.path.join(base, pyver, "site-packages", package, "bin")
+            if os.path.isdir(d):
+                return d
+    return None
+
+
+python_bin = os.path.dirname(python)
+tool_dirs = [d for d in (python_bin, package_bin("mlir"), package_bin("llvm")) if d]
+path = os.pathsep.join(tool_dirs + [config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.environment["PATH"] = path
+
+for tool in ("mlir-opt", "FileCheck", "not", "count"):
+    if not shutil.which(tool, path=path):
+        lit_config.fatal(f"cannot find {tool} (looked in {', '.join(tool_dirs)})")
+
+mirax_opt = shutil.which("mirax-opt", path=path)
+if mirax_opt is None:  # not installed as a console script: run the module
+    mirax_opt = f"{python} -m mirax.opt"
+
+config.substitutions.append(("%mirax-opt", mirax_opt))
+config.substitutions.append(("%mlir-opt", shutil.which("mlir-opt", path=path)))
+config.substitutions.append(("%irdl", os.path.join(src_root, "dialect", "mirax.irdl.mlir")))
+config.substitutions.append(("%PYTHON", python))
+
+# keep kernels the CPU folding compiles out of the user's cache and the lit run quiet
+for var in ("HOME", "TMPDIR", "MIRAX_CACHE_DIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]

@@ -1,0 +1,137 @@
+// RUN: %mirax-opt %s -split-input-file --mirax-simplify | FileCheck %s
+
+// CHECK-LABEL: func.func @cse
+// CHECK-SAME: (%[[A:.+]]: tensor<4xf32>, %[[B:.+]]: tensor<4xf32>)
+// CHECK: %[[S:.+]] = "mirax.add"(%[[A]], %[[B]])
+// CHECK-NOT: "mirax.add"
+// CHECK: %[[M:.+]] = "mirax.multiply"(%[[S]], %[[S]])
+// CHECK: return %[[M]]
+func.func @cse(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "mirax.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = "mirax.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %2 = "mirax.multiply"(%0, %1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}
+
+// -----
+
+// Operand order and attributes are part of an op's identity.
+// CHECK-LABEL: func.func @no_cse_different
+// CHECK-SAME: (%[[A:.+]]: tensor<2x2xf32>, %[[B:.+]]: tensor<2x2xf32>)
+// CHECK: "mirax.subtract"(%[[A]], %[[B]])
+// CHECK: "mirax.subtract"(%[[B]], %[[A]])
+// CHECK: "mirax.sum"(%{{.+}}) {axes = array<i64: 0>
+// CHECK: "mirax.sum"(%{{.+}}) {axes = array<i64: 1>
+func.func @no_cse_different(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %0 = "mirax.subtract"(%a, %b) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %1 = "mirax.subtract"(%b, %a) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %2 = "mirax.sum"(%a) {axes = array<i64: 0>, keepdims = false} : (tensor<2x2xf32>) -> tensor<2xf32>
+  %3 = "mirax.sum"(%a) {axes = array<i64: 1>, keepdims = false} : (tensor<2x2xf32>) -> tensor<2xf32>
+  return %0, %1, %2, %3 : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @dce
+// CHECK-SAME: (%[[A:.+]]: tensor<4xf32>)
+// CHECK-NOT: mirax.exp
+// CHECK-NOT: mirax.log
+// CHECK: return %[[A]]
+func.func @dce(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "mirax.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "mirax.log"(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @same_type_identities
+// CHECK-SAME: (%[[A:.+]]: tensor<2x3xf32>)
+// CHECK-NOT: mirax.
+// CHECK: return %[[A]], %[[A]], %[[A]], %[[A]]
+func.func @same_type_identities(%a: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = "mirax.reshape"(%a) {shape = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = "mirax.broadcast_to"(%a) {shape = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = "mirax.transpose"(%a) {permutation = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = "mirax.astype"(%a) {dtype = f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0, %1, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// A transpose of a square matrix keeps its type but is not the identity.
+// CHECK-LABEL: func.func @square_transpose_kept
+// CHECK: "mirax.transpose"
+func.func @square_transpose_kept(%a: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %0 = "mirax.transpose"(%a) {permutation = array<i64: 1, 0>} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME: (%[[A:.+]]: tensor<2x3x4xf32>)
+// CHECK: %[[T:.+]] = "mirax.transpose"(%[[A]]) {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NOT: "mirax.transpose"
+// CHECK: return %[[T]], %[[A]]
+func.func @transpose_of_transpose(%a: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, tensor<2x3x4xf32>) {
+  %0 = "mirax.transpose"(%a) {permutation = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %1 = "mirax.transpose"(%0) {permutation = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  %2 = "mirax.transpose"(%0) {permutation = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+  return %1, %2 : tensor<4x2x3xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// x + 0 and x * 1 for integers; for floats x * 1 and x + (-0.0), but not x + 0.0
+// (-0.0 + 0.0 is +0.0).
+// CHECK-LABEL: func.func @algebra
+// CHECK-SAME: (%[[I:.+]]: tensor<4xi32>, %[[F:.+]]: tensor<4xf32>)
+// CHECK: %[[Z:.+]] = "mirax.constant"() {value = dense<0.000000e+00> : tensor<4xf32>}
+// CHECK: %[[K:.+]] = "mirax.add"(%[[F]], %[[Z]])
+// CHECK: return %[[I]], %[[I]], %[[F]], %[[F]], %[[K]]
+func.func @algebra(%i: tensor<4xi32>, %f: tensor<4xf32>) -> (tensor<4xi32>, tensor<4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %zi = "mirax.constant"() {value = dense<0> : tensor<4xi32>} : () -> tensor<4xi32>
+  %oi = "mirax.constant"() {value = dense<1> : tensor<4xi32>} : () -> tensor<4xi32>
+  %of = "mirax.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %nz = "mirax.constant"() {value = dense<-0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %pz = "mirax.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = "mirax.add"(%zi, %i) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %1 = "mirax.multiply"(%i, %oi) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %2 = "mirax.multiply"(%of, %f) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %3 = "mirax.add"(%f, %nz) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %4 = "mirax.add"(%f, %pz) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2, %3, %4 : tensor<4xi32>, tensor<4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Constants fold through mirax's own CPU kernels.
+// CHECK-LABEL: func.func @fold
+// CHECK-NEXT: %[[C:.+]] = "mirax.constant"() {value = dense<[2.000000e+00, 5.000000e+00, 1.000000e+01]> : tensor<3xf32>} : () -> tensor<3xf32>
+// CHECK-NEXT: %[[B:.+]] = "mirax.constant"() {value = dense<[false, true, true]> : tensor<3xi1>} : () -> tensor<3xi1>
+// CHECK-NEXT: return %[[C]], %[[B]]
+func.func @fold() -> (tensor<3xf32>, tensor<3xi1>) {
+  %0 = "mirax.arange"() {start = 1.0 : f64, step = 1.0 : f64} : () -> tensor<3xf32>
+  %1 = "mirax.multiply"(%0, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %one = "mirax.constant"() {value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %2 = "mirax.add"(%1, %one) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %3 = "mirax.greater"(%2, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  %4 = "mirax.constant"() {value = dense<[false, true, true]> : tensor<3xi1>} : () -> tensor<3xi1>
+  %5 = "mirax.logical_and"(%3, %4) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  return %2, %5 : tensor<3xf32>, tensor<3xi1>
+}
+
+// -----
+
+// Large results are not folded; stop_gradient is never removed.
+// CHECK-LABEL: func.func @no_fold
+// CHECK: "mirax.exp"
+// CHECK: "mirax.stop_gradient"
+func.func @no_fold() -> (tensor<2048xf32>, tensor<2xf32>) {
+  %0 = "mirax.constant"() {value = dense<1.0> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %1 = "mirax.exp"(%0) : (tensor<2048xf32>) -> tensor<2048xf32>
+  %2 = "mirax.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %3 = "mirax.stop_gradient"(%2) : (tensor<2xf32>) -> tensor<2xf32>
+  return %1, %3 : tensor<2048xf32>, tensor<2xf32>
+}
