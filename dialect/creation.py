@@ -16,6 +16,16 @@ def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
     gives the element type lowered code uses (signless, bool as i8)."""
     from mlir import ir
     elt = dtype.memory if lowered else dtype.mlir
+    if dtype.kind == "c":
+        # The bindings cannot hold complex dense attributes as Python objects (their
+        # downcast fails), so the attribute travels as its text.
+        flat = value.reshape(-1)
+        if value.size and np.all(flat == flat[0]):
+            body = f"({float(flat[0].real)!r}, {float(flat[0].imag)!r})"
+        else:
+            body = _nested_complex(value)
+        dims = "".join(f"{d}x" for d in value.shape)
+        return ComplexDenseText(f"dense<{body}> : tensor<{dims}{elt}>")
     if value.ndim == 0:
         # the buffer path cannot make a 0-d attribute: make a 1-element one and re-type it
         one = dense_attr(value.reshape(1), dtype, lowered)
@@ -24,18 +34,6 @@ def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
         body = body.strip("[]") if not body.startswith('"') else body
         return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<{body}> : tensor<{elt}>"))
     ttype = ir.RankedTensorType.get(list(value.shape), ir.Type.parse(elt))
-    if dtype.kind == "c":
-        flat = value.reshape(-1)
-        if value.size and np.all(flat == flat[0]):
-            body = f"({float(flat[0].real)!r}, {float(flat[0].imag)!r})"
-        else:
-            body = "[" + ", ".join(f"({float(v.real)!r}, {float(v.imag)!r})" for v in flat) + "]"
-            if value.ndim != 1:
-                # a flat literal needs the shape spelled out: reshape through nested lists
-                body = _nested_complex(value)
-        # The bindings cannot hold complex dense attributes as Python objects (their
-        # downcast fails), so the attribute travels as its text.
-        return ComplexDenseText(f"dense<{body}> : {ttype}")
     if dtype.kind == "b" and not lowered:
         # the bindings cannot build i1 attributes from a buffer: go through i8 text
         i8 = str(dense_attr(value.astype(np.int8), dt.int8))

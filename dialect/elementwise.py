@@ -532,3 +532,157 @@ primitive("where", ["condition", "x", "y"], _where_shape, _where_lower, np.where
 
 unary("stop_gradient", {k: _identity for k in ALL}, lambda x: x.copy(),
       summary="identity whose derivative is zero", dtypes=[dt.float32, dt.int32])
+
+
+# ---- complex parts ----------------------------------------------------------------------
+
+def _part(name, op):
+    def body(b, x, d):
+        if d.kind == "c":
+            return b.op(f"complex.{op} {x} : {d.mlir}")
+        if name == "imag":
+            return b.const(0, d.signless)
+        return x
+    return body
+
+
+unary("real", {"c": _part("real", "re"), "f": _part("real", "re")}, np.real, result=_float_to_float32,
+      summary="real part", dtypes=[dt.complex64, dt.float32])
+unary("imag", {"c": _part("imag", "im"), "f": _part("imag", "im")},
+      lambda x: np.imag(x).astype(np.float32 if x.dtype == np.complex64 else x.dtype), result=_float_to_float32,
+      summary="imaginary part", dtypes=[dt.complex64, dt.float32])
+unary("conjugate", {"c": _complex("conj"), "f": _identity}, np.conjugate, summary="complex conjugate",
+      dtypes=[dt.complex64, dt.float32])
+
+
+# ---- transform rules ----------------------------------------------------------------------
+# Rules use mirax's own API (they emit mirax ops). vjp rules multiply the cotangent by the
+# conjugate derivative, MLX's convention for complex values.
+
+def _rules():
+    import math
+
+    import mirax as mr
+    from .rules import defbatch, defjvp, deflinear, defvjp, elementwise_batch
+
+    def conj(x):
+        return mr.conjugate(x) if x.dtype.kind == "c" else x
+
+    def unary_rule(name, deriv):
+        """d out = g * deriv(x, out)."""
+        defjvp(name, lambda g, x, out: g * deriv(x, out))
+        defvjp(name, lambda ct, x, out: ct * conj(deriv(x, out)))
+
+    unary_rule("exp", lambda x, out: out)
+    unary_rule("log", lambda x, out: mr.reciprocal(x))
+    unary_rule("log1p", lambda x, out: mr.reciprocal(1 + x))
+    unary_rule("expm1", lambda x, out: out + 1)
+    unary_rule("sqrt", lambda x, out: 0.5 / out)
+    unary_rule("rsqrt", lambda x, out: -0.5 * out / x)
+    unary_rule("sin", lambda x, out: mr.cos(x))
+    unary_rule("cos", lambda x, out: -mr.sin(x))
+    unary_rule("tan", lambda x, out: 1 + out * out)
+    unary_rule("tanh", lambda x, out: 1 - out * out)
+    unary_rule("erf", lambda x, out: (2 / math.sqrt(math.pi)) * mr.exp(-x * x))
+    unary_rule("erfinv", lambda x, out: (math.sqrt(math.pi) / 2) * mr.exp(out * out))
+    unary_rule("reciprocal", lambda x, out: -out * out)
+    unary_rule("square", lambda x, out: 2 * x)
+    unary_rule("sigmoid", lambda x, out: out * (1 - out))
+
+    def abs_jvp(g, x, out):
+        if x.dtype.kind == "c":
+            return mr.real(mr.conjugate(x) * g) / mr.where(out == 0, 1, out)
+        return g * mr.sign(x)
+
+    def abs_vjp(ct, x, out):
+        if x.dtype.kind == "c":
+            return ct.astype(x.dtype) * x / mr.where(out == 0, 1, out).astype(x.dtype)
+        return ct * mr.sign(x)
+    defjvp("abs", abs_jvp)
+    defvjp("abs", abs_vjp)
+
+    for name in ["sign", "floor", "ceil", "round", "logical_not"]:
+        defjvp(name, None)
+        defvjp(name, None)
+    for name in ["negative", "conjugate"]:
+        deflinear(name)
+    defvjp("negative", lambda ct, x, out: -ct)
+    defvjp("conjugate", lambda ct, x, out: conj(ct))
+    deflinear("real")
+    deflinear("imag")
+    defvjp("real", lambda ct, x, out: ct.astype(x.dtype))
+    defvjp("imag", lambda ct, x, out: ct.astype(x.dtype) * mr.array(1j) if x.dtype.kind == "c"
+           else mr.zeros_like(x))
+
+    # stop_gradient: no derivative at all
+    defjvp("stop_gradient", None)
+    defvjp("stop_gradient", None)
+
+    def astype_vjp(ct, x, out, dtype):
+        if x.dtype.kind != "c" and ct.dtype.kind == "c":
+            ct = mr.real(ct)
+        return ct.astype(x.dtype)
+    defjvp("astype", lambda g, x, out, dtype: g.astype(dtype))
+    defvjp("astype", astype_vjp)
+
+    deflinear("add")
+    deflinear("subtract")
+    defvjp("add", lambda ct, x, y, out: ct, lambda ct, x, y, out: ct)
+    defvjp("subtract", lambda ct, x, y, out: ct, lambda ct, x, y, out: -ct)
+    defjvp("multiply", lambda g, x, y, out: g * y, lambda g, x, y, out: x * g)
+    defvjp("multiply", lambda ct, x, y, out: ct * conj(y), lambda ct, x, y, out: ct * conj(x))
+    defjvp("divide", lambda g, x, y, out: g / y, lambda g, x, y, out: -g * out / y)
+    defvjp("divide", lambda ct, x, y, out: ct / conj(y), lambda ct, x, y, out: -ct * conj(out / y))
+
+    def pow_dx(x, y, out):
+        # y * x^(y-1), with 0^0 terms giving 0 as JAX does
+        return mr.where(y == 0, 0, y * mr.power(x, y - 1))
+
+    def pow_dy(x, y, out):
+        safe = mr.where(x == 0, 1, x)
+        return mr.where(x == 0, 0, out * mr.log(safe))
+    defjvp("power", lambda g, x, y, out: g * pow_dx(x, y, out), lambda g, x, y, out: g * pow_dy(x, y, out))
+    defvjp("power", lambda ct, x, y, out: ct * conj(pow_dx(x, y, out)),
+           lambda ct, x, y, out: ct * conj(pow_dy(x, y, out)))
+
+    def select_share(x, y, mine, other):
+        # ties share the gradient equally, as JAX
+        return mr.where(mine, 1.0, mr.where(other, 0.0, 0.5)).astype(x.dtype)
+    defjvp("maximum", lambda g, x, y, out: g * select_share(x, y, x > y, x < y),
+           lambda g, x, y, out: g * select_share(x, y, y > x, y < x))
+    defvjp("maximum", lambda ct, x, y, out: ct * select_share(x, y, x > y, x < y),
+           lambda ct, x, y, out: ct * select_share(x, y, y > x, y < x))
+    defjvp("minimum", lambda g, x, y, out: g * select_share(x, y, x < y, x > y),
+           lambda g, x, y, out: g * select_share(x, y, y < x, y > x))
+    defvjp("minimum", lambda ct, x, y, out: ct * select_share(x, y, x < y, x > y),
+           lambda ct, x, y, out: ct * select_share(x, y, y < x, y > x))
+    defjvp("remainder", lambda g, x, y, out: g, lambda g, x, y, out: -g * mr.floor(x / y))
+    defvjp("remainder", lambda ct, x, y, out: ct, lambda ct, x, y, out: -ct * mr.floor(x / y))
+    defjvp("arctan2", lambda g, x, y, out: g * y / (x * x + y * y),
+           lambda g, x, y, out: -g * x / (x * x + y * y))
+    defvjp("arctan2", lambda ct, x, y, out: ct * y / (x * x + y * y),
+           lambda ct, x, y, out: -ct * x / (x * x + y * y))
+    for name in ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+                 "logical_or"]:
+        defjvp(name, None, None)
+        defvjp(name, None, None)
+
+    def where_jvp(primals, tangents, out):
+        c, x, y = primals
+        _, gx, gy = tangents
+        if gx is None and gy is None:
+            return None
+        gx = gx if gx is not None else mr.zeros_like(x)
+        gy = gy if gy is not None else mr.zeros_like(y)
+        return mr.where(c, gx, gy)
+    from .core import PRIMITIVES
+    PRIMITIVES["where"].jvp = where_jvp
+    defvjp("where", None, lambda ct, c, x, y, out: mr.where(c, ct, mr.zeros_like(ct)),
+           lambda ct, c, x, y, out: mr.where(c, mr.zeros_like(ct), ct))
+
+    for name in list(UNARY) + list(BINARY) + ["where", "astype"]:
+        elementwise_batch(name)
+    del defbatch
+
+
+_rules()

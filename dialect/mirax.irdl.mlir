@@ -87,6 +87,13 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis}
   }
+  irdl.operation @conjugate {
+    // complex conjugate
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
   irdl.operation @constant {
     // an array given by its value
     %out = irdl.base "!builtin.tensor"
@@ -177,6 +184,13 @@ irdl.dialect @mirax {
     %in1 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @imag {
+    // imaginary part
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
   irdl.operation @less {
@@ -327,6 +341,13 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @real {
+    // real part
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
   }
   irdl.operation @reciprocal {
     // 1/x

@@ -11,5 +11,7 @@ from .array import Array, TraceError, array, eval  # noqa: F401
 from .device import Device, cpu, default_device, set_default_device  # noqa: F401
 from .ops import *  # noqa: F401,F403
 from .trace import trace  # noqa: F401
+from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap  # noqa: F401
+from . import utils  # noqa: F401
 
 __version__ = "0.1.0"

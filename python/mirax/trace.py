@@ -48,50 +48,53 @@ def _loc_text(loc):
     return f'loc("{fn}":{line}:1)'
 
 
-def to_mlir_text(placeholders, outputs, name="main") -> str:
-    """The text of `func.func @name` computing `outputs` from `placeholders`."""
-    from .array import _topo
-    outs = [o for o in tree_leaves(outputs)]
+LIFT_SIZE = 64  # captured arrays larger than this become arguments, not constants
+
+
+def to_mlir_text(placeholders, outputs, name="main", lift=True):
+    """(text of `func.func @name`, lifted arrays): the function computing `outputs`
+    from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
+    elements become extra trailing arguments (returned, to be passed by the caller);
+    smaller ones become `mirax.constant` ops."""
+    outs = list(tree_leaves(outputs))
     for o in outs:
         if not isinstance(o, Array):
-            raise TypeError(f"traced function must return arrays, got {type(o).__name__}")
+            raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
     names = {id(p): f"%arg{i}" for i, p in enumerate(placeholders)}
+    lifted = []
     lines = []
     counter = [0]
 
-    def name_of(node):
-        n = names.get(id(node))
-        if n is None:
-            n = emit(node)
-        return n
-
     def emit(node):
-        counter[0] += 1
-        res = f"%{counter[0] - 1}"
         if node._prim is None:
             if node._data is None:
-                raise TraceError("an input of another trace leaked into this one")
+                raise TraceError("an input of another trace leaked into this one (a traced array "
+                                 "was stored and used outside its transform)")
+            if lift and node.size > LIFT_SIZE:
+                names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
+                lifted.append(node)
+                return
             from .ops.creation import constant
             c = constant(np.asarray(node._data), node.dtype)
+            res = f"%{counter[0]}"
             lines.append("    " + op_text(c._prim, res, [], [], c.aval, c._params))
         else:
-            ins = [name_of(x) for x in node._inputs]
+            res = f"%{counter[0]}"
+            ins = [names[id(x)] for x in node._inputs]
             lines.append("    " + op_text(node._prim, res, ins, [x.aval for x in node._inputs], node.aval,
                                           node._params, _loc_text(node._loc)))
+        counter[0] += 1
         names[id(node)] = res
-        return res
 
-    # evaluate nodes in dependency order (inputs first), iteratively
-    order = _topo_all(outs, names)
-    for node in order:
-        if id(node) not in names:
-            emit(node)
-    sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}" for i, p in enumerate(placeholders))
+    for node in _topo_all(outs, names):
+        emit(node)
+    args = list(placeholders) + lifted
+    sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}" for i, p in enumerate(args))
     rets = [names[id(o)] for o in outs]
     rtypes = ", ".join(o.aval.tensor_type() for o in outs)
     body = "\n".join(lines)
     ret = f"    return {', '.join(rets)} : {rtypes}" if outs else "    return"
-    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}"
+    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}", lifted
 
 
 def _topo_all(outputs, known):
@@ -117,6 +120,7 @@ def trace(fun, *args, name="main"):
     from mlir import ir
     from .runtime.context import context
     ph, out = trace_function(fun, args, name)
-    text = "module {\n" + to_mlir_text(ph, out, name) + "\n}\n"
+    text, _ = to_mlir_text(ph, out, name, lift=False)
+    text = "module {\n" + text + "\n}\n"
     with context():
         return ir.Module.parse(text)

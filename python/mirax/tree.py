@@ -1,32 +1,165 @@
-"""Trees of arrays: nested lists, tuples, dicts (and None), as in `mlx.utils`.
+"""Trees of arrays, as in `mlx.utils`: lists, tuples, dicts, None, NamedTuples,
+dataclasses and registered custom nodes. Anything else is a leaf.
 
     leaves, treedef = tree_flatten({"w": w, "b": [b1, b2]})
+    tree_unflatten(treedef, [2 * x for x in leaves])
+    tree_map(lambda x: x * 2, params)
+
+`register_tree_node(cls, flatten, unflatten)` makes a class a node: `flatten(obj)`
+returns (children, aux) and `unflatten(aux, children)` rebuilds it.
 """
 from __future__ import annotations
 
+import dataclasses
 
-def tree_leaves(tree):
+_NODES: dict = {}
+
+
+def register_tree_node(cls, flatten, unflatten):
+    """Make instances of `cls` tree nodes (see the module docstring)."""
+    _NODES[cls] = (flatten, unflatten)
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _node(x):
+    """(children, rebuild) for a node, or None for a leaf."""
+    t = type(x)
+    if t in _NODES:
+        flatten, unflatten = _NODES[t]
+        children, aux = flatten(x)
+        return list(children), lambda cs: unflatten(aux, cs)
+    for base in t.__mro__[1:]:  # subclasses of registered nodes (nn.Module subclasses)
+        if base in _NODES:
+            flatten, unflatten = _NODES[base]
+            children, aux = flatten(x)
+            return list(children), lambda cs: unflatten(aux, cs)
+    if _is_namedtuple(x):
+        return list(x), lambda cs: t(*cs)
+    if isinstance(x, (list, tuple)):
+        return list(x), lambda cs: t(cs)
+    if isinstance(x, dict):
+        keys = list(x)
+        return [x[k] for k in keys], lambda cs: t(zip(keys, cs)) if t is not dict else dict(zip(keys, cs))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = [f.name for f in dataclasses.fields(x)]
+        return [getattr(x, f) for f in fields], lambda cs: dataclasses.replace(x, **dict(zip(fields, cs)))
+    return None
+
+
+class TreeDef:
+    """The structure of a tree: how to rebuild it from its leaves."""
+
+    __slots__ = ("kind", "rebuild", "children", "num_leaves", "_key")
+
+    def __init__(self, kind, rebuild, children, key):
+        self.kind = kind  # "leaf", "none" or "node"
+        self.rebuild = rebuild
+        self.children = children
+        self.num_leaves = 1 if kind == "leaf" else sum(c.num_leaves for c in children)
+        self._key = key
+
+    def __eq__(self, other):
+        return isinstance(other, TreeDef) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return f"TreeDef({self._key})"
+
+
+def _struct_key(x, children):
+    t = type(x)
+    if isinstance(x, dict):
+        return (t.__name__, tuple(x.keys()), children)
+    return (t.__qualname__, children)
+
+
+def tree_flatten(tree, is_leaf=None):
+    """(leaves, treedef). `None` is an empty node, as in MLX/JAX."""
+    leaves = []
+
+    def walk(x):
+        if is_leaf is not None and is_leaf(x):
+            leaves.append(x)
+            return TreeDef("leaf", None, (), "*")
+        if x is None:
+            return TreeDef("none", None, (), "None")
+        node = _node(x)
+        if node is None:
+            leaves.append(x)
+            return TreeDef("leaf", None, (), "*")
+        children, rebuild = node
+        defs = tuple(walk(c) for c in children)
+        return TreeDef("node", rebuild, defs, _struct_key(x, tuple(d._key for d in defs)))
+    treedef = walk(tree)
+    return leaves, treedef
+
+
+def tree_unflatten(treedef: TreeDef, leaves):
+    it = iter(leaves)
+
+    def build(d):
+        if d.kind == "leaf":
+            return next(it)
+        if d.kind == "none":
+            return None
+        return d.rebuild([build(c) for c in d.children])
+    return build(treedef)
+
+
+def tree_leaves(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_map(fn, tree, *rest, is_leaf=None):
+    """Apply `fn` to the leaves of `tree` (and the matching leaves of `rest`)."""
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    others = [treedef_leaves(treedef, r) for r in rest]
+    return tree_unflatten(treedef, [fn(x, *[o[i] for o in others]) for i, x in enumerate(leaves)])
+
+
+def treedef_leaves(treedef: TreeDef, tree):
+    """The leaves of `tree` at the positions of `treedef`'s leaves (a prefix match)."""
     out = []
 
-    def walk(t):
-        if isinstance(t, (list, tuple)):
-            for x in t:
-                walk(x)
-        elif isinstance(t, dict):
-            for k in t:
-                walk(t[k])
-        elif t is not None:
-            out.append(t)
-    walk(tree)
+    def walk(d, x):
+        if d.kind == "leaf":
+            out.append(x)
+            return
+        if d.kind == "none":
+            return
+        node = _node(x)
+        if node is None:
+            raise ValueError(f"tree structures differ: expected a node, got {type(x).__name__}")
+        children, _ = node
+        if len(children) != len(d.children):
+            raise ValueError("tree structures differ: different numbers of children")
+        for c, y in zip(d.children, children):
+            walk(c, y)
+    walk(treedef, tree)
     return out
 
 
-def tree_map(fn, tree, *rest):
-    if isinstance(tree, (list, tuple)):
-        items = [tree_map(fn, t, *(r[i] for r in rest)) for i, t in enumerate(tree)]
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
-    if isinstance(tree, dict):
-        return {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
-    if tree is None:
-        return None
-    return fn(tree, *rest)
+def tree_flatten_with_path(tree, prefix=""):
+    """[(dotted path, leaf)] as `mlx.utils.tree_flatten` returns them."""
+    out = []
+
+    def walk(x, path):
+        if x is None:
+            return
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+            return
+        node = _node(x)
+        if node is None:
+            out.append((path, x))
+            return
+        for i, c in enumerate(node[0]):
+            walk(c, f"{path}.{i}" if path else str(i))
+    walk(tree, prefix)
+    return out

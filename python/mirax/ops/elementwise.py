@@ -11,7 +11,7 @@ from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
 from ..array import Array, apply, array, where_text
 
-_UNARY = ["abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
+_UNARY = ["real", "imag", "conjugate", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
           "sin", "cos", "tan", "tanh", "sigmoid", "erf", "erfinv", "floor", "ceil"]
 _FLOAT_ONLY = {"exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh",
                "sigmoid", "erf", "erfinv"}
@@ -20,7 +20,7 @@ __all__ = _UNARY + ["negative", "round", "logical_not", "astype", "stop_gradient
                     "multiply", "divide", "power", "maximum", "minimum", "remainder", "equal", "not_equal",
                     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
                     "arctan2", "where", "floor_divide", "isnan", "isinf", "clip", "array_equal", "allclose",
-                    "isclose"]
+                    "isclose", "conj"]
 
 
 def _arr(x) -> Array:
@@ -48,6 +48,10 @@ def _unary(name):
 
 for _n in _UNARY:
     globals()[_n] = _unary(_n)
+
+
+def conj(a):
+    return conjugate(a)
 
 
 def negative(a):
@@ -240,6 +244,9 @@ Array.__and__ = logical_and
 Array.__or__ = logical_or
 Array.__hash__ = object.__hash__
 Array.astype = astype
+Array.real = property(lambda self: real(self))
+Array.imag = property(lambda self: imag(self))
+Array.conj = lambda self: conjugate(self)
 for _n in ["abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "sigmoid",
            "round"]:
     setattr(Array, _n, globals()[_n])

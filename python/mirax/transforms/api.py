@@ -1,0 +1,291 @@
+"""The transforms' Python API, with MLX's signatures. Each call traces the function to
+mirax IR, runs the transform's pass (`mirax-grad`, `mirax-vjp`, `mirax-jvp`,
+`mirax-vmap`) and calls the new function on the arguments, op by op (lazily, so
+inside another transform it becomes part of that trace).
+
+    dfdx = mr.grad(lambda x: (x ** 3).sum())(x)
+    (loss, aux), grads = mr.value_and_grad(loss_fn)(params)
+    ys = mr.vmap(lambda m, v: m @ v, in_axes=(None, 0))(matrix, vectors)
+"""
+from __future__ import annotations
+
+import functools
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from ..dialect.core import MiraxError
+from ..array import Array, STATE, array, where_text
+from ..tree import tree_flatten, tree_unflatten, treedef_leaves
+from .interpret import apply_op, interpret
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "jacfwd", "jacrev", "hessian"]
+
+
+def _as_array(x):
+    if isinstance(x, Array):
+        return x
+    try:
+        return array(x)
+    except TypeError:
+        raise TypeError(f"transform inputs must be arrays or trees of arrays, got {type(x).__name__}"
+                        f"{where_text()}") from None
+
+
+class Traced:
+    """A function traced to a module: `@main(leaves..., captured...) -> (out leaves...)`."""
+
+    def __init__(self, fun, args):
+        from ..trace import Tracer, placeholder, to_mlir_text
+        from ..runtime.context import context
+        leaves, self.in_tree = tree_flatten(list(args))
+        self.leaves = [_as_array(x) for x in leaves]
+        tracer = Tracer("transform")
+        ph = [placeholder(a.aval, tracer, i) for i, a in enumerate(self.leaves)]
+        STATE.tracing += 1
+        try:
+            out = fun(*tree_unflatten(self.in_tree, ph))
+        finally:
+            STATE.tracing -= 1
+        out_leaves, self.out_tree = tree_flatten(out)
+        for o in out_leaves:
+            if not isinstance(o, Array):
+                raise TypeError(f"a transformed function must return arrays (or trees of arrays), "
+                                f"got {type(o).__name__}{where_text()}")
+        self.out_avals = [o.aval for o in out_leaves]
+        self.raw_out = out
+        text, self.lifted = to_mlir_text(ph, out_leaves, "main")
+        with context(), ir.Location.unknown():
+            self.module = ir.Module.parse("module {\n" + text + "\n}\n")
+
+    def run_pass(self, pass_obj):
+        pm = PassManager("builtin.module", context=self.module.context)
+        pass_obj.add_to(pm)
+        try:
+            pm.run(self.module.operation)
+        except MiraxError as err:
+            raise MiraxError(f"{err}{where_text()}") from None
+
+    def call(self, name, extra=()):
+        """Call `@name(leaves..., extra..., captured...)` of the module on arrays."""
+        return interpret(self.module, name, list(self.leaves) + list(extra) + list(self.lifted), apply_op)
+
+    def leaf_range(self, argnum):
+        """The flat leaf indices of positional argument `argnum`."""
+        start = sum(c.num_leaves for c in self.in_tree.children[:argnum])
+        return list(range(start, start + self.in_tree.children[argnum].num_leaves))
+
+
+def _argnums(argnums, nargs):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise MiraxError(f"argnums {argnums} out of range for a function called with {nargs} "
+                             f"arguments{where_text()}")
+    return [a % nargs for a in nums], isinstance(argnums, int)
+
+
+def _captured_last(pass_cls, name, **opts):
+    return pass_cls(function="main", result=name, **opts)
+
+
+def _value_and_grad(fun, argnums, args):
+    from .mirax_vjp import MiraxGrad
+    t = Traced(fun, args)
+    nums, single = _argnums(argnums, len(args))
+    flat = [i for a in nums for i in t.leaf_range(a)]
+    for a in nums:
+        for i in t.leaf_range(a):
+            if not t.leaves[i].dtype.is_inexact:
+                raise TypeError(f"grad: argument {a} has dtype {t.leaves[i].dtype.name}; only floating-point "
+                                f"(and complex) arrays can be differentiated{where_text()}")
+    if not t.out_avals or t.out_avals[0].shape != () or not t.out_avals[0].dtype.is_inexact:
+        got = t.out_avals[0] if t.out_avals else "nothing"
+        raise MiraxError(f"grad: the function must return a scalar floating-point loss (first), got {got}"
+                         f"{where_text()}")
+    t.run_pass(MiraxGrad(function="main", argnums=",".join(map(str, flat)), value=True, result="main_grad"))
+    res = t.call("main_grad")
+    nout = len(t.out_avals)
+    value = tree_unflatten(t.out_tree, res[:nout])
+    grads_flat = res[nout:]
+    grads, k = [], 0
+    for a in nums:
+        n = len(t.leaf_range(a))
+        grads.append(tree_unflatten(t.in_tree.children[a], grads_flat[k:k + n]))
+        k += n
+    return value, grads[0] if single else tuple(grads)
+
+
+def value_and_grad(fun, argnums=0):
+    """`(value, grads)` of `fun`; if `fun` returns a tuple/list, its first element is the
+    scalar loss and the rest come back with the value, without gradients (as MLX)."""
+    @functools.wraps(fun)
+    def wrapped(*args):
+        return _value_and_grad(fun, argnums, args)
+    return wrapped
+
+
+def grad(fun, argnums=0):
+    """The gradient of `fun`'s scalar (first) output with respect to `argnums`."""
+    @functools.wraps(fun)
+    def wrapped(*args):
+        return _value_and_grad(fun, argnums, args)[1]
+    return wrapped
+
+
+def vjp(fun, primals, cotangents):
+    """`(outputs, vjps)`: `fun(*primals)` and the cotangents pulled back to `primals`."""
+    from .mirax_vjp import MiraxVjp
+    primals = list(primals)
+    t = Traced(fun, primals)
+    ct_leaves = [_as_array(c) for c in tree_flatten(list(cotangents))[0]]
+    if len(ct_leaves) != len(t.out_avals):
+        raise MiraxError(f"vjp: {len(ct_leaves)} cotangents for {len(t.out_avals)} outputs{where_text()}")
+    for c, a in zip(ct_leaves, t.out_avals):
+        if c.shape != a.shape:
+            raise MiraxError(f"vjp: cotangent of shape {c.shape} for an output of shape {a.shape}{where_text()}")
+    diff = [i for i, x in enumerate(t.leaves) if x.dtype.is_inexact]
+    t.run_pass(MiraxVjp(function="main", argnums=",".join(map(str, diff)), result="main_vjp"))
+    # @main_vjp(leaves..., captured..., cotangents...): captured come before cotangents
+    res = interpret(t.module, "main_vjp", list(t.leaves) + list(t.lifted) + [
+        c.astype(a.dtype) for c, a in zip(ct_leaves, t.out_avals)], apply_op)
+    nout = len(t.out_avals)
+    outs, grads = res[:nout], res[nout:]
+    full = []
+    it = iter(grads)
+    from ..ops import zeros_like
+    for i, x in enumerate(t.leaves):
+        full.append(next(it) if i in diff else zeros_like(x))
+    return _as_list(tree_unflatten(t.out_tree, outs)), tree_unflatten(t.in_tree, full)
+
+
+def jvp(fun, primals, tangents):
+    """`(outputs, jvps)`: `fun(*primals)` and the tangents pushed forward."""
+    from .mirax_jvp import MiraxJvp
+    primals = list(primals)
+    t = Traced(fun, primals)
+    t_leaves = [_as_array(x) for x in tree_flatten(list(tangents))[0]]
+    if len(t_leaves) != len(t.leaves):
+        raise MiraxError(f"jvp: {len(t_leaves)} tangents for {len(t.leaves)} primals{where_text()}")
+    for x, tg in zip(t.leaves, t_leaves):
+        if x.shape != tg.shape:
+            raise MiraxError(f"jvp: tangent of shape {tg.shape} for a primal of shape {x.shape}{where_text()}")
+    diff = [i for i, x in enumerate(t.leaves) if x.dtype.is_inexact]
+    t.run_pass(MiraxJvp(function="main", argnums=",".join(map(str, diff)), result="main_jvp"))
+    res = interpret(t.module, "main_jvp", list(t.leaves) + list(t.lifted) + [
+        t_leaves[i].astype(t.leaves[i].dtype) for i in diff], apply_op)
+    nout = len(t.out_avals)
+    return (_as_list(tree_unflatten(t.out_tree, res[:nout])),
+            _as_list(tree_unflatten(t.out_tree, res[nout:])))
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _leaf_axes(axes, tree_args, what):
+    """Per-leaf axes: an int/None for all leaves, or one entry per argument (an int,
+    None, or a tree of them shaped like that argument), as MLX/JAX in_axes."""
+    if axes is None or isinstance(axes, int):
+        return [axes] * len(tree_flatten(list(tree_args))[0])
+    axes = list(axes)
+    if len(axes) != len(tree_args):
+        raise MiraxError(f"vmap: {what} has {len(axes)} entries for {len(tree_args)} values{where_text()}")
+    out = []
+    for ax, a in zip(axes, tree_args):
+        leaves, treedef = tree_flatten(a)
+        out += [ax] * len(leaves) if ax is None or isinstance(ax, int) else treedef_leaves(treedef, ax)
+    return out
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """`fun` mapped over a batch axis: `in_axes` per argument (None: not batched, or a
+    tree of axes per leaf), `out_axes` per output."""
+    from .mirax_vmap import MiraxVmap
+    from ..trace import Tracer, placeholder
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        leaves, treedef = tree_flatten(list(args))
+        leaves = [_as_array(x) for x in leaves]
+        ia = _leaf_axes(in_axes, args, "in_axes")
+        sizes, example_avals = set(), []
+        for x, ax in zip(leaves, ia):
+            if ax is None:
+                example_avals.append(x.aval)
+                continue
+            if not -x.ndim <= ax < x.ndim:
+                raise MiraxError(f"vmap: in_axes {ax} out of range for an argument of shape {x.shape}"
+                                 f"{where_text()}")
+            ax %= x.ndim
+            sizes.add(x.shape[ax])
+            example_avals.append(type(x.aval)(x.shape[:ax] + x.shape[ax + 1:], x.dtype))
+        if not sizes:
+            raise MiraxError(f"vmap: at least one argument must be batched (in_axes all None){where_text()}")
+        if len(sizes) > 1:
+            raise MiraxError(f"vmap: batched arguments have different sizes {sorted(sizes)}{where_text()}")
+        size = sizes.pop()
+        # trace fun on one example (placeholders of the unbatched shapes)
+        tracer = Tracer("vmap-example")
+        examples = [placeholder(a, tracer, i) for i, a in enumerate(example_avals)]
+        t = Traced(fun, tree_unflatten(treedef, examples))
+        t.leaves = leaves
+        outs = t.raw_out
+        oa = _leaf_axes(out_axes, list(outs) if isinstance(outs, (list, tuple)) else [outs], "out_axes")
+        in_axes_all = [None if a is None else a % x.ndim for x, a in zip(leaves, ia)] + [None] * len(t.lifted)
+        t.run_pass(MiraxVmap(function="main", result="main_vmap", **{
+            "in-axes": ",".join("none" if a is None else str(a) for a in in_axes_all),
+            "out-axes": ",".join("none" if a is None else str(a) for a in oa),
+            "batch-size": size}))
+        return tree_unflatten(t.out_tree, t.call("main_vmap"))
+    return wrapped
+
+
+# ---- jacobians ---------------------------------------------------------------------------
+
+def _basis(x):
+    """An identity of shape (x.size, *x.shape): one unit tangent per element."""
+    from ..ops import eye
+    return eye(x.size, dtype=x.dtype).reshape((x.size,) + x.shape)
+
+
+def jacfwd(fun, argnums=0):
+    """The Jacobian by forward mode: d out / d arg with shape out.shape + arg.shape."""
+    def wrapped(*args):
+        nums, single = _argnums(argnums, len(args))
+        jacs = []
+        for a in nums:
+            x = _as_array(args[a])
+
+            def push(t, a=a):
+                tangents = [t if i == a else _zeros_like(args[i]) for i in range(len(args))]
+                return jvp(fun, list(args), tangents)[1][0]
+            cols = vmap(push, in_axes=0, out_axes=-1)(_basis(x))  # out.shape + (x.size,)
+            jacs.append(cols.reshape(cols.shape[:-1] + x.shape))
+        return jacs[0] if single else tuple(jacs)
+    return wrapped
+
+
+def jacrev(fun, argnums=0):
+    """The Jacobian by reverse mode: d out / d arg with shape out.shape + arg.shape."""
+    def wrapped(*args):
+        nums, single = _argnums(argnums, len(args))
+        out = fun(*args)
+        out = out[0] if isinstance(out, (list, tuple)) else out
+
+        def pull(ct):
+            return vjp(lambda *xs: fun(*xs), list(args), [ct])[1]
+        rows = vmap(pull)(_basis(out))  # per argument: (out.size,) + arg.shape
+        jacs = [rows[a].reshape(out.shape + _as_array(args[a]).shape) for a in nums]
+        return jacs[0] if single else tuple(jacs)
+    return wrapped
+
+
+def hessian(fun, argnums=0):
+    """The Hessian of a scalar function: jacfwd of jacrev."""
+    return jacfwd(jacrev(fun, argnums), argnums)
+
+
+def _zeros_like(x):
+    from ..ops import zeros_like
+    return zeros_like(_as_array(x))

@@ -1,0 +1,128 @@
+"""`mirax-vjp` and `mirax-grad`: reverse mode.
+
+`mirax-vjp` turns `@f(x...) -> (y...)` into `@f_vjp(x..., cy...) -> (y..., gx...)`:
+the outputs and the cotangents of the arguments in `argnums`. `mirax-grad` turns a
+function whose first result is a scalar into `@f_grad(x...) -> (gx...)` (with
+`value=true`: `-> (y..., gx...)`, the other results being auxiliary values without
+gradients, as `value_and_grad`).
+
+    mirax-opt --mirax-grad="function=loss argnums=0,1" model.mlir
+
+The forward pass records each op; the backward pass walks them in reverse and calls
+each primitive's vjp rule. Integer and bool values get no cotangent.
+"""
+from __future__ import annotations
+
+from ..dialect.core import MiraxError
+from .interpret import apply_op, emit_function, find_function, interpret, placeholders, signature, tracing, \
+    zeros_for
+from .options import TransformPass, int_list
+
+NAME_VJP = "mirax-vjp"
+NAME_GRAD = "mirax-grad"
+
+
+class Tape:
+    """The ops of a forward pass, in order, with their array values."""
+
+    def __init__(self):
+        self.entries = []
+
+    def record(self, prim, params, ins, aval, op=None):
+        out = apply_op(prim, params, ins, aval)
+        self.entries.append((prim, params, ins, out))
+        return out
+
+
+def backward(tape, outputs, cotangents):
+    """Cotangents of every recorded value, given those of `outputs` (None: zero).
+    Returns a dict id(array) -> cotangent."""
+    ct = {}
+
+    def add(x, c):
+        if c is None or not x.dtype.is_inexact:
+            return
+        if c.shape != x.shape:
+            raise MiraxError(f"internal error: cotangent of shape {c.shape} for a value of shape {x.shape}")
+        prev = ct.get(id(x))
+        ct[id(x)] = c if prev is None else prev + c
+
+    for o, c in zip(outputs, cotangents):
+        add(o, c)
+    for prim, params, ins, out in reversed(tape.entries):
+        g = ct.pop(id(out), None)
+        if g is None or not any(x.dtype.is_inexact for x in ins):
+            continue
+        if prim.vjp is None:
+            raise MiraxError(f"mirax.{prim.name} has no vjp rule")
+        for x, c in zip(ins, prim.vjp(ins, g, out, **params)):
+            add(x, c)
+    return ct
+
+
+def vjp_values(module, name, primals, cotangents):
+    """(outputs, cotangents of primals) of `@name` at `primals` (arrays)."""
+    tape = Tape()
+    outs = interpret(module, name, primals, tape.record)
+    ct = backward(tape, outs, cotangents)
+    return outs, [ct.get(id(p)) for p in primals]
+
+
+def _check_argnums(name, argnums, ins, pass_name):
+    for i in argnums:
+        if not 0 <= i < len(ins):
+            raise MiraxError(f"{pass_name}: argnum {i} out of range for @{name} with {len(ins)} arguments")
+        if not ins[i].dtype.is_inexact:
+            raise MiraxError(f"{pass_name}: argument {i} of @{name} has dtype {ins[i].dtype.name}; only "
+                             "floating-point and complex arguments can be differentiated")
+
+
+def vjp_function(module, name, new_name, argnums):
+    ins, outs_avals = signature(find_function(module, name))
+    _check_argnums(name, argnums, ins, NAME_VJP)
+    ph = placeholders(ins + outs_avals)
+    primals, cph = ph[:len(ins)], ph[len(ins):]
+    with tracing():
+        outs, grads = vjp_values(module, name, primals, cph)
+        grads = [grads[i] if grads[i] is not None else zeros_for(ins[i]) for i in argnums]
+    emit_function(module, new_name, ph, outs + grads)
+
+
+def grad_function(module, name, new_name, argnums, with_value=False):
+    from ..ops import ones
+    ins, outs_avals = signature(find_function(module, name))
+    _check_argnums(name, argnums, ins, NAME_GRAD)
+    if not outs_avals or outs_avals[0].shape != () or not outs_avals[0].dtype.is_inexact:
+        got = outs_avals[0] if outs_avals else "nothing"
+        raise MiraxError(f"{NAME_GRAD}: @{name} must return a floating-point scalar first, got {got}")
+    primals = placeholders(ins)
+    with tracing():
+        seed = ones((), outs_avals[0].dtype)
+        outs, grads = vjp_values(module, name, primals, [seed] + [None] * (len(outs_avals) - 1))
+        grads = [grads[i] if grads[i] is not None else zeros_for(ins[i]) for i in argnums]
+    emit_function(module, new_name, primals, (outs if with_value else []) + grads)
+
+
+class MiraxVjp(TransformPass):
+    name = NAME_VJP
+    summary = "Add @f_vjp(x..., cy...) -> (y..., gx...): reverse-mode derivatives of @f"
+    options = {"function": ("", "the function to differentiate"),
+               "argnums": ("0", "arguments that get cotangents (comma separated)"),
+               "result": ("", "name of the new function (default: <function>_vjp)")}
+    suffix = "vjp"
+
+    def transform(self, module, fn, new):
+        vjp_function(module, fn, new, int_list(self.opts["argnums"]))
+
+
+class MiraxGrad(TransformPass):
+    name = NAME_GRAD
+    summary = "Add @f_grad(x...) -> (gx...): the gradient of @f's scalar first result"
+    options = {"function": ("", "the function to differentiate"),
+               "argnums": ("0", "arguments to differentiate (comma separated)"),
+               "value": (False, "also return @f's results first (value_and_grad)"),
+               "result": ("", "name of the new function (default: <function>_grad)")}
+    suffix = "grad"
+
+    def transform(self, module, fn, new):
+        grad_function(module, fn, new, int_list(self.opts["argnums"]), bool(self.opts["value"]))
