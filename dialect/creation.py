@@ -124,3 +124,54 @@ def _arange_lower(e, ins, in_avals, out, start, step):
 primitive("arange", [], _arange_shape, _arange_lower,
           lambda start, step, n=0, dtype=np.float32: start + np.arange(n) * step,
           attrs={"start": F64(), "step": F64()}, summary="start + i * step", typed_result=True, dtypes=[dt.float32, dt.int32])
+
+
+# ---- transform rules -----------------------------------------------------------------
+
+def _rules():
+    """`constant` and `arange` have no operands: no tangent, no cotangents, and they are
+    never batched (the vmap driver applies ops with no batched operand directly)."""
+    from .core import PRIMITIVES
+
+    def no_jvp(primals, tangents, out, **params):
+        return None
+
+    def no_vjp(primals, ct, out, **params):
+        return []
+
+    def constant_batch(args, dims, value):
+        from mirax.array import apply_typed
+        return apply_typed("constant", [], _constant_aval(value), value=value), None
+
+    def arange_batch(args, dims, start, step):
+        # the length lives only in the result type, which batching rules do not get
+        raise MiraxError("mirax.arange has no operands and is never batched")
+
+    for name in ["constant", "arange"]:
+        PRIMITIVES[name].jvp = no_jvp
+        PRIMITIVES[name].vjp = no_vjp
+    PRIMITIVES["constant"].batch = constant_batch
+    PRIMITIVES["arange"].batch = arange_batch
+
+
+def _constant_aval(value) -> Aval:
+    """The aval of a constant's value attribute (a DenseElementsAttr or its text)."""
+    from mlir import ir
+    if isinstance(value, ComplexDenseText):
+        text = value[value.rindex(" : tensor<") + len(" : tensor<"):-1]
+        *dims, elt = _split_tensor_text(text)
+        return Aval(tuple(int(d) for d in dims), dt.from_mlir(elt))
+    t = ir.RankedTensorType(value.type)
+    return Aval(tuple(t.shape), dt.from_mlir(str(t.element_type)))
+
+
+def _split_tensor_text(body):
+    """'2x3xcomplex<f32>' -> ['2', '3', 'complex<f32>']."""
+    parts = []
+    while body and body[0].isdigit():
+        d, body = body.split("x", 1)
+        parts.append(d)
+    return parts + [body]
+
+
+_rules()

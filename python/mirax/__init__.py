@@ -12,6 +12,7 @@ from .device import Device, cpu, default_device, set_default_device  # noqa: F40
 from .ops import *  # noqa: F401,F403
 from .trace import trace  # noqa: F401
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap  # noqa: F401
+from .custom import checkpoint, custom_function  # noqa: F401
 from . import utils  # noqa: F401
 
 __version__ = "0.1.0"

@@ -51,21 +51,43 @@ def _loc_text(loc):
 LIFT_SIZE = 64  # captured arrays larger than this become arguments, not constants
 
 
-def to_mlir_text(placeholders, outputs, name="main", lift=True):
+def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
     """(text of `func.func @name`, lifted arrays): the function computing `outputs`
     from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
     elements become extra trailing arguments (returned, to be passed by the caller);
-    smaller ones become `mirax.constant` ops."""
+    smaller ones become `mirax.constant` ops. Calls of custom functions and checkpoints
+    become `func.call`s of private functions, whose text comes first."""
     outs = list(tree_leaves(outputs))
     for o in outs:
         if not isinstance(o, Array):
             raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
+    from .custom import CALL_OUTPUT
     names = {id(p): f"%arg{i}" for i, p in enumerate(placeholders)}
     lifted = []
     lines = []
+    callees = []
     counter = [0]
 
+    def emit_call(rec):
+        res = f"%{counter[0]}"
+        counter[0] += 1
+        n = len(rec.outputs)
+        ins = [names[id(x)] for x in rec.inputs]
+        in_types = ", ".join(x.aval.tensor_type() for x in rec.inputs)
+        out_types = ", ".join(o.aval.tensor_type() for o in rec.outputs)
+        lhs = f"{res}:{n} = " if n > 1 else f"{res} = " if n == 1 else ""
+        lines.append(f'    {lhs}func.call @{rec.name}({", ".join(ins)}) {{mirax.{rec.kind} = "{rec.key}"}} : '
+                     f"({in_types}) -> ({out_types})")
+        for i, o in enumerate(rec.outputs):
+            names[id(o)] = f"{res}#{i}" if n > 1 else res
+        callees.append(rec.body_text)
+
     def emit(node):
+        if node._prim is CALL_OUTPUT:
+            rec = node._params["call"]
+            if id(node) not in names:
+                emit_call(rec)
+            return
         if node._prim is None:
             if node._data is None:
                 raise TraceError("an input of another trace leaked into this one (a traced array "
@@ -94,7 +116,9 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True):
     rtypes = ", ".join(o.aval.tensor_type() for o in outs)
     body = "\n".join(lines)
     ret = f"    return {', '.join(rets)} : {rtypes}" if outs else "    return"
-    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}", lifted
+    vis = "private " if private else ""
+    text = f"  func.func {vis}@{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}"
+    return "\n".join(callees + [text]), lifted
 
 
 def _topo_all(outputs, known):

@@ -83,6 +83,20 @@ def interpret(module, name, inputs, handler, call_handler=None):
     raise MiraxError(f"@{name} has no func.return")
 
 
+def call_kind(op):
+    """("custom" | "checkpoint" | None, the CustomFunction or None) of a func.call."""
+    from ..custom import lookup
+    for kind in ("custom", "checkpoint"):
+        attr = f"mirax.{kind}"
+        if attr in op.attributes:
+            return kind, lookup(ir.StringAttr(op.attributes[attr]).value)
+    return None, None
+
+
+def as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
 def placeholders(avals):
     """Fresh traced inputs for building a new function."""
     from ..trace import Tracer, placeholder

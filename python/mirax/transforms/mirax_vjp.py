@@ -14,24 +14,51 @@ each primitive's vjp rule. Integer and bool values get no cotangent.
 from __future__ import annotations
 
 from ..dialect.core import MiraxError
-from .interpret import apply_op, emit_function, find_function, interpret, placeholders, signature, tracing, \
-    zeros_for
+from .interpret import apply_op, as_list, call_kind, emit_function, find_function, interpret, placeholders, \
+    signature, tracing, zeros_for
 from .options import TransformPass, int_list
 
 NAME_VJP = "mirax-vjp"
 NAME_GRAD = "mirax-grad"
 
 
+class CallEntry:
+    """A custom function or checkpoint on the tape: its rule, or its body to re-run."""
+
+    def __init__(self, module, callee, cf, ins, outs):
+        self.module, self.callee, self.cf, self.ins, self.outs = module, callee, cf, ins, outs
+
+    def backward(self, cts):
+        if self.cf is not None and self.cf._vjp is not None:
+            cts = [c if c is not None else zeros_for(o.aval) for c, o in zip(cts, self.outs)]
+            return as_list(self.cf._vjp(list(self.ins), cts, list(self.outs)))
+        # no rule: recompute the body's intermediates now, then pull back through them
+        tape = Tape(self.module)
+        outs = interpret(self.module, self.callee, list(self.ins), tape.record, tape.call)
+        ct = backward(tape, outs, cts)
+        return [ct.get(id(x)) for x in self.ins]
+
+
 class Tape:
     """The ops of a forward pass, in order, with their array values."""
 
-    def __init__(self):
+    def __init__(self, module=None):
+        self.module = module
         self.entries = []
 
     def record(self, prim, params, ins, aval, op=None):
         out = apply_op(prim, params, ins, aval)
         self.entries.append((prim, params, ins, out))
         return out
+
+    def call(self, op, callee, ins):
+        kind, cf = call_kind(op)
+        if kind is None:  # a plain call: record its body
+            return interpret(self.module, callee, ins, self.record, self.call)
+        # custom function or checkpoint: keep only inputs and outputs
+        outs = interpret(self.module, callee, ins, apply_op)
+        self.entries.append(CallEntry(self.module, callee, cf, list(ins), outs))
+        return outs
 
 
 def backward(tape, outputs, cotangents):
@@ -49,7 +76,15 @@ def backward(tape, outputs, cotangents):
 
     for o, c in zip(outputs, cotangents):
         add(o, c)
-    for prim, params, ins, out in reversed(tape.entries):
+    for entry in reversed(tape.entries):
+        if isinstance(entry, CallEntry):
+            cts = [ct.pop(id(o), None) for o in entry.outs]
+            if all(c is None for c in cts):
+                continue
+            for x, c in zip(entry.ins, entry.backward(cts)):
+                add(x, c)
+            continue
+        prim, params, ins, out = entry
         g = ct.pop(id(out), None)
         if g is None or not any(x.dtype.is_inexact for x in ins):
             continue
@@ -62,8 +97,8 @@ def backward(tape, outputs, cotangents):
 
 def vjp_values(module, name, primals, cotangents):
     """(outputs, cotangents of primals) of `@name` at `primals` (arrays)."""
-    tape = Tape()
-    outs = interpret(module, name, primals, tape.record)
+    tape = Tape(module)
+    outs = interpret(module, name, primals, tape.record, tape.call)
     ct = backward(tape, outs, cotangents)
     return outs, [ct.get(id(p)) for p in primals]
 

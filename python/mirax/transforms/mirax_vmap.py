@@ -8,7 +8,8 @@ result's. Every op is batched by its primitive's batching rule: no per-example l
 from __future__ import annotations
 
 from ..dialect.core import MiraxError
-from .interpret import apply_op, emit_function, find_function, interpret, placeholders, signature, tracing
+from .interpret import apply_op, as_list, call_kind, emit_function, find_function, interpret, placeholders, \
+    signature, tracing
 from .options import TransformPass, int_list
 
 NAME = "mirax-vmap"
@@ -36,7 +37,13 @@ def move_batch_axis(x, d, out_axis, size):
 
 
 def vmap_values(module, name, args, in_axes, out_axes, size):
-    outs = interpret(module, name, list(zip(args, in_axes)), batch_rule)
+    def call(op, callee, ins):
+        kind, cf = call_kind(op)
+        if cf is None or cf._vmap is None:  # batch the body
+            return interpret(module, callee, ins, batch_rule, call)
+        outs, axes = cf._vmap([x for x, _ in ins], [d for _, d in ins])
+        return list(zip(as_list(outs), as_list(axes)))
+    outs = interpret(module, name, list(zip(args, in_axes)), batch_rule, call)
     if len(out_axes) == 1 and len(outs) > 1:
         out_axes = out_axes * len(outs)
     return [move_batch_axis(x, d, oa, size) for (x, d), oa in zip(outs, out_axes)]
