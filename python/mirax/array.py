@@ -86,11 +86,11 @@ class Array:
         a._inputs = inputs
         a._params = params
         a._data = None
-        tr = None
+        tr = None  # the innermost trace any input belongs to
         for x in inputs:
-            if x._tracer is not None:
-                tr = x._tracer
-                break
+            t = x._tracer
+            if t is not None and (tr is None or t.level > tr.level):
+                tr = t
         a._tracer = tr
         a._loc = user_frame() if STATE.tracing else None
         return a

@@ -114,9 +114,12 @@ def _traced_call(cf, arrays, treedef):
     rec = CallRecord(cf, arrays, cf.kind, cf.key)
     rec.name = f"{cf.kind}_{cf.key}_{id(rec) & 0xFFFFFF:x}"
     rec.body_text, lifted = to_mlir_text(ph, out_leaves, rec.name, lift=False, private=True)
+    # values of the enclosing trace the body closed over are passed as extra operands
+    rec.num_args = len(arrays)
+    rec.inputs = list(arrays) + list(lifted)
     outs = []
     for i, o in enumerate(out_leaves):
-        a = Array._node(CALL_OUTPUT, tuple(arrays), {"call": rec, "index": i}, o.aval)
+        a = Array._node(CALL_OUTPUT, tuple(rec.inputs), {"call": rec, "index": i}, o.aval)
         outs.append(a)
     rec.outputs = outs
     return tree_unflatten(out_tree, outs)

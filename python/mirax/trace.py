@@ -8,6 +8,8 @@ ops. Each op carries the user's source line as its location.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .dialect.core import op_text
@@ -16,10 +18,14 @@ from .tree import tree_leaves
 
 
 class Tracer:
-    """Marks the placeholder arrays of one trace."""
+    """Marks the placeholder arrays of one trace. Traces started later (inner ones)
+    have higher levels; a value belongs to the innermost trace among its inputs."""
+
+    _levels = itertools.count()
 
     def __init__(self, name):
         self.name = name
+        self.level = next(Tracer._levels)
 
 
 def placeholder(aval, tracer, index) -> Array:
@@ -55,14 +61,22 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
     """(text of `func.func @name`, lifted arrays): the function computing `outputs`
     from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
     elements become extra trailing arguments (returned, to be passed by the caller);
-    smaller ones become `mirax.constant` ops. Calls of custom functions and checkpoints
-    become `func.call`s of private functions, whose text comes first."""
+    smaller ones become `mirax.constant` ops. Values of enclosing traces (closed over by
+    a function traced inside another transform) are always lifted. Calls of custom
+    functions and checkpoints become `func.call`s of private functions, whose text
+    comes first."""
     outs = list(tree_leaves(outputs))
     for o in outs:
         if not isinstance(o, Array):
             raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
     from .custom import CALL_OUTPUT
     names = {id(p): f"%arg{i}" for i, p in enumerate(placeholders)}
+    current = placeholders[0]._tracer if placeholders else None
+
+    def outer(node):
+        """A value of an enclosing trace: an input here, not something to trace."""
+        t = node._tracer
+        return t is not None and t is not current and (current is None or t.level < current.level)
     lifted = []
     lines = []
     callees = []
@@ -76,7 +90,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
         in_types = ", ".join(x.aval.tensor_type() for x in rec.inputs)
         out_types = ", ".join(o.aval.tensor_type() for o in rec.outputs)
         lhs = f"{res}:{n} = " if n > 1 else f"{res} = " if n == 1 else ""
-        lines.append(f'    {lhs}func.call @{rec.name}({", ".join(ins)}) {{mirax.{rec.kind} = "{rec.key}"}} : '
+        lines.append(f'    {lhs}func.call @{rec.name}({", ".join(ins)}) {{mirax.{rec.kind} = "{rec.key}", mirax.num_args = {rec.num_args} : i64}} : '
                      f"({in_types}) -> ({out_types})")
         for i, o in enumerate(rec.outputs):
             names[id(o)] = f"{res}#{i}" if n > 1 else res
@@ -88,10 +102,14 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
             if id(node) not in names:
                 emit_call(rec)
             return
+        if outer(node):
+            names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
+            lifted.append(node)
+            return
         if node._prim is None:
             if node._data is None:
-                raise TraceError("an input of another trace leaked into this one (a traced array "
-                                 "was stored and used outside its transform)")
+                raise TraceError("a traced array was used outside its transform (stored in a "
+                                 "variable and used after the transform returned?)")
             if lift and node.size > LIFT_SIZE:
                 names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
                 lifted.append(node)
@@ -108,7 +126,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
         counter[0] += 1
         names[id(node)] = res
 
-    for node in _topo_all(outs, names):
+    for node in _topo_all(outs, names, outer):
         emit(node)
     args = list(placeholders) + lifted
     sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}" for i, p in enumerate(args))
@@ -121,7 +139,9 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
     return "\n".join(callees + [text]), lifted
 
 
-def _topo_all(outputs, known):
+def _topo_all(outputs, known, stop=lambda node: False):
+    """Nodes reachable from `outputs` (not through `known` ones or past `stop` ones),
+    inputs before users."""
     order, seen = [], set(known)
     stack = [(o, False) for o in outputs]
     while stack:
@@ -133,6 +153,8 @@ def _topo_all(outputs, known):
             continue
         seen.add(id(node))
         stack.append((node, True))
+        if stop(node):
+            continue
         for x in node._inputs:
             if id(x) not in seen:
                 stack.append((x, False))

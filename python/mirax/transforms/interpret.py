@@ -84,13 +84,16 @@ def interpret(module, name, inputs, handler, call_handler=None):
 
 
 def call_kind(op):
-    """("custom" | "checkpoint" | None, the CustomFunction or None) of a func.call."""
+    """("custom" | "checkpoint" | None, the CustomFunction or None, the number of the
+    function's own arguments (the rest are values it closed over)) of a func.call."""
     from ..custom import lookup
     for kind in ("custom", "checkpoint"):
         attr = f"mirax.{kind}"
         if attr in op.attributes:
-            return kind, lookup(ir.StringAttr(op.attributes[attr]).value)
-    return None, None
+            n = ir.IntegerAttr(op.attributes["mirax.num_args"]).value if "mirax.num_args" in op.attributes \
+                else len(op.operands)
+            return kind, lookup(ir.StringAttr(op.attributes[attr]).value), n
+    return None, None, len(op.operands)
 
 
 def as_list(x):

@@ -31,13 +31,13 @@ def jvp_rule(prim, params, ins, aval, op=None):
 def jvp_values(module, name, primals, tangents):
     """Interpret `@name` on primal arrays with tangents (None: zero); (outs, tangent outs)."""
     def call(op, callee, ins):
-        kind, cf = call_kind(op)
+        kind, cf, n = call_kind(op)
         if cf is None or cf._jvp is None:  # differentiate the body
             return interpret(module, callee, ins, jvp_rule, call)
         ps = [p for p, _ in ins]
         outs = interpret(module, callee, ps, apply_op)
-        ts = [t if t is not None else zeros_for(p.aval) for p, t in ins]
-        touts = as_list(cf._jvp(ps, ts))
+        ts = [t if t is not None else zeros_for(p.aval) for p, t in ins[:n]]
+        touts = as_list(cf._jvp(ps[:n], ts))
         return list(zip(outs, touts))
     pairs = interpret(module, name, list(zip(primals, tangents)), jvp_rule, call)
     return [p for p, _ in pairs], [t for _, t in pairs]

@@ -25,13 +25,17 @@ NAME_GRAD = "mirax-grad"
 class CallEntry:
     """A custom function or checkpoint on the tape: its rule, or its body to re-run."""
 
-    def __init__(self, module, callee, cf, ins, outs):
+    def __init__(self, module, callee, cf, num_args, ins, outs):
         self.module, self.callee, self.cf, self.ins, self.outs = module, callee, cf, ins, outs
+        self.num_args = num_args
 
     def backward(self, cts):
         if self.cf is not None and self.cf._vjp is not None:
             cts = [c if c is not None else zeros_for(o.aval) for c, o in zip(cts, self.outs)]
-            return as_list(self.cf._vjp(list(self.ins), cts, list(self.outs)))
+            n = self.num_args  # closed-over values get no cotangent from the rule
+            out = self.outs if len(self.outs) > 1 else self.outs[0]
+            ct = cts if len(cts) > 1 else cts[0]
+            return as_list(self.cf._vjp(list(self.ins[:n]), ct, out)) + [None] * (len(self.ins) - n)
         # no rule: recompute the body's intermediates now, then pull back through them
         tape = Tape(self.module)
         outs = interpret(self.module, self.callee, list(self.ins), tape.record, tape.call)
@@ -52,12 +56,12 @@ class Tape:
         return out
 
     def call(self, op, callee, ins):
-        kind, cf = call_kind(op)
+        kind, cf, n = call_kind(op)
         if kind is None:  # a plain call: record its body
             return interpret(self.module, callee, ins, self.record, self.call)
         # custom function or checkpoint: keep only inputs and outputs
         outs = interpret(self.module, callee, ins, apply_op)
-        self.entries.append(CallEntry(self.module, callee, cf, list(ins), outs))
+        self.entries.append(CallEntry(self.module, callee, cf, n, list(ins), outs))
         return outs
 
 

@@ -38,10 +38,10 @@ def move_batch_axis(x, d, out_axis, size):
 
 def vmap_values(module, name, args, in_axes, out_axes, size):
     def call(op, callee, ins):
-        kind, cf = call_kind(op)
-        if cf is None or cf._vmap is None:  # batch the body
-            return interpret(module, callee, ins, batch_rule, call)
-        outs, axes = cf._vmap([x for x, _ in ins], [d for _, d in ins])
+        kind, cf, n = call_kind(op)
+        if cf is None or cf._vmap is None or any(d is not None for _, d in ins[n:]):
+            return interpret(module, callee, ins, batch_rule, call)  # batch the body
+        outs, axes = cf._vmap([x for x, _ in ins[:n]], [d for _, d in ins[:n]])
         return list(zip(as_list(outs), as_list(axes)))
     outs = interpret(module, name, list(zip(args, in_axes)), batch_rule, call)
     if len(out_axes) == 1 and len(outs) > 1:
