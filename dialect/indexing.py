@@ -215,3 +215,120 @@ primitive("scatter_add", ["x", "indices", "updates"], _scatter_shape, _scatter_l
           attrs={"axis": I64()},
           summary="x with updates added at `indices` along `axis` (the adjoint of take; indices clamp)",
           dtypes=INDEX_TEST)
+
+
+# ---- transform rules --------------------------------------------------------------------
+
+def _rules():
+    import mirax as mr
+    from .core import PRIMITIVES
+    from .rules import batch_size, defbatch, defjvp, defvjp, move_to_front
+
+    def _apply(name, args, **params):
+        from mirax.array import apply
+        return apply(name, args, **params)
+
+    def front(a, d, n):
+        """a with its batch dim first, broadcast over the batch when unbatched."""
+        if d is None:
+            return mr.broadcast_to(mr.expand_dims(a, 0), (n,) + a.shape)
+        return move_to_front(a, d)
+
+    def norm_index(idx, n, total):
+        """Indices as the ops read them (negative wrap once, the rest clamp to [0, n-1]),
+        in an integer dtype wide enough for offsets up to `total`."""
+        if idx.dtype.kind == "u":
+            i = mr.astype(mr.minimum(idx, max(n - 1, 0)), mr.int64)
+        else:
+            i = mr.astype(idx, mr.int64)
+            i = mr.clip(mr.where(i < 0, i + n, i), 0, max(n - 1, 0))
+        return mr.astype(i, mr.int32) if total < 2 ** 31 else i
+
+    def offsets(n, stride, ndim, dtype):
+        """(n, 1, ..., 1) array b * stride of `ndim` dims."""
+        return mr.reshape(mr.arange(n, dtype=dtype) * stride, (n,) + (1,) * (ndim - 1))
+
+    # ---- take
+    defjvp("take", lambda g, x, idx, out, axis: _apply("take", [g, idx], axis=axis), None)
+    defvjp("take", lambda ct, x, idx, out, axis: _apply("scatter_add", [mr.zeros_like(x), idx, ct], axis=axis),
+           None)
+
+    def take_batch(args, dims, axis):
+        x, idx = args
+        dx, di = dims
+        if di is None:
+            return _apply("take", [move_to_front(x, dx), idx], axis=axis + 1), 0
+        if dx is None:  # numpy take: the indices' dims (batch dim included) replace `axis`
+            return _apply("take", [x, idx], axis=axis), axis + di
+        # a gather per example: fold the batch into the gathered axis, offset the indices
+        x, idx = move_to_front(x, dx), move_to_front(idx, di)
+        n, size = x.shape[0], x.shape[axis + 1]
+        xm = mr.moveaxis(x, axis + 1, 1)  # (n, size, A.., B..)
+        xf = mr.reshape(xm, (n * size,) + xm.shape[2:])
+        i = norm_index(idx, size, n * size)
+        i = i + offsets(n, size, i.ndim, i.dtype)
+        g = _apply("take", [xf, i], axis=0)  # (n, I.., A.., B..)
+        k = idx.ndim - 1
+        perm = [0] + list(range(1 + k, 1 + k + axis)) + list(range(1, 1 + k)) + list(range(1 + k + axis, g.ndim))
+        return mr.transpose(g, perm), 0
+    defbatch("take", take_batch)
+
+    # ---- take_along_axis
+    defjvp("take_along_axis", lambda g, x, idx, out, axis: _apply("take_along_axis", [g, idx], axis=axis), None)
+
+    def tala_vjp(ct, x, idx, out, axis):
+        """Scatter the cotangent back along `axis`: flatten the other axes into one linear
+        index per element and scatter_add into zeros (repeats accumulate)."""
+        size = x.shape[axis]
+        im, cm = mr.moveaxis(idx, axis, -1), mr.moveaxis(ct, axis, -1)
+        others = im.shape[:-1]
+        m, k = int(np.prod(others, dtype=np.int64)), im.shape[-1]
+        if m * size == 0 or k == 0:
+            return mr.zeros_like(x)
+        i = norm_index(mr.reshape(im, (m, k)), size, m * size)
+        i = i + offsets(m, size, 2, i.dtype)
+        flat = _apply("scatter_add", [mr.zeros((m * size,), x.dtype), mr.reshape(i, (m * k,)),
+                                      mr.reshape(cm, (m * k,))], axis=0)
+        return mr.moveaxis(mr.reshape(flat, others + (size,)), -1, axis)
+    defvjp("take_along_axis", tala_vjp, None)
+
+    def tala_batch(args, dims, axis):
+        n = batch_size(args, dims)
+        x, idx = [front(a, d, n) for a, d in zip(args, dims)]
+        return _apply("take_along_axis", [x, idx], axis=axis + 1), 0
+    defbatch("take_along_axis", tala_batch)
+
+    # ---- scatter_add: linear in x and updates
+    def scatter_jvp(primals, tangents, out, axis):
+        x, idx, u = primals
+        tx, _, tu = tangents
+        if tu is None:
+            return tx
+        return _apply("scatter_add", [tx if tx is not None else mr.zeros_like(x), idx, tu], axis=axis)
+    PRIMITIVES["scatter_add"].jvp = scatter_jvp
+    defvjp("scatter_add", lambda ct, x, idx, u, out, axis: ct, None,
+           lambda ct, x, idx, u, out, axis: _apply("take", [ct, idx], axis=axis))
+
+    def scatter_batch(args, dims, axis):
+        x, idx, u = args
+        dx, di, du = dims
+        n = batch_size(args, dims)
+        x, u = front(x, dx, n), front(u, du, n)
+        if di is None:
+            return _apply("scatter_add", [x, idx, u], axis=axis + 1), 0
+        # a scatter per example: fold the batch into the scattered axis, offset the indices
+        idx = move_to_front(idx, di)
+        size, k = x.shape[axis + 1], idx.ndim - 1
+        xm = mr.moveaxis(x, axis + 1, 1)  # (n, size, A.., B..)
+        xf = mr.reshape(xm, (n * size,) + xm.shape[2:])
+        i = norm_index(idx, size, n * size)
+        i = i + offsets(n, size, i.ndim, i.dtype)
+        # updates (n, A.., I.., B..) -> (n, I.., A.., B..)
+        perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + list(
+            range(1 + axis + k, u.ndim))
+        r = _apply("scatter_add", [xf, i, mr.transpose(u, perm)], axis=0)
+        return mr.moveaxis(mr.reshape(r, xm.shape), 1, axis + 1), 0
+    defbatch("scatter_add", scatter_batch)
+
+
+_rules()

@@ -61,3 +61,49 @@ def _matmul_ref(a, b):
 primitive("matmul", ["lhs", "rhs"], _matmul_shape, _matmul_lower, _matmul_ref,
           summary="batched matrix product (..., M, K) x (..., K, N) -> (..., M, N)",
           dtypes=MATMUL_TEST)
+
+
+# ---- transform rules -----------------------------------------------------------------
+
+def _rules():
+    import mirax as mr
+    from .rules import defbatch, defjvp, defvjp, move_to_front
+
+    def mm(a, b):
+        from mirax.array import apply
+        return apply("matmul", [a, b])
+
+    def conj_t(x):
+        """The conjugate transpose of the last two axes (conjugate only for complex)."""
+        x = mr.conjugate(x) if x.dtype.kind == "c" else x
+        return mr.swapaxes(x, -1, -2)
+
+    defjvp("matmul", lambda g, a, b, out: mm(g, b), lambda g, a, b, out: mm(a, g))
+    defvjp("matmul", lambda ct, a, b, out: mm(ct, conj_t(b)), lambda ct, a, b, out: mm(conj_t(a), ct))
+
+    def matmul_batch(args, dims):
+        a, b = args
+        da, db = dims
+        if da is not None and db is not None:
+            return mm(move_to_front(a, da), move_to_front(b, db)), 0
+        if db is None:
+            # (..., M, K) batched by B, rhs unbatched: fold B into the rows,
+            # (..., B, M, K) -> (..., B*M, K), then split the rows of the result
+            n = a.ndim - 1  # rank of the unbatched operands and result
+            a = mr.moveaxis(a, da, n - 2)  # (..., B, M, K)
+            bsz, m, k = a.shape[-3:]
+            lead = a.shape[:-3]
+            r = mm(mr.reshape(a, lead + (bsz * m, k)), b)  # (..., B*M, N)
+            return mr.reshape(r, lead + (bsz, m, b.shape[-1])), n - 2
+        # lhs unbatched, rhs (..., K, N) batched by B: fold B into the columns,
+        # (..., K, B, N) -> (..., K, B*N), then split the columns of the result
+        n = b.ndim - 1
+        b = mr.moveaxis(b, db, n - 1)  # (..., K, B, N)
+        k, bsz, nn = b.shape[-3:]
+        lead = b.shape[:-3]
+        r = mm(a, mr.reshape(b, lead + (k, bsz * nn)))  # (..., M, B*N)
+        return mr.reshape(r, lead + (a.shape[-2], bsz, nn)), n - 1
+    defbatch("matmul", matmul_batch)
+
+
+_rules()

@@ -287,3 +287,108 @@ primitive("cumsum", ["x"], _cumsum_shape, _cumsum_lower, _cumsum_ref,
           attrs={"axis": I64(), "reverse": Bool(), "inclusive": Bool()},
           summary="running sum along `axis` (optionally reversed, exclusive)",
           dtypes=RED_TEST)
+
+
+# ---- transform rules -----------------------------------------------------------------
+
+def _rules():
+    import mirax as mr
+    from .rules import defbatch, defjvp, deflinear, defvjp, move_to_front
+
+    def conj(x):
+        return mr.conjugate(x) if x.dtype.kind == "c" else x
+
+    def keep(r, x, axes, keepdims):
+        """A reduction result `r` of `x` reshaped to the keepdims shape (broadcastable to x)."""
+        return r if keepdims else mr.reshape(r, _reduced_shape(x.shape, axes, True))
+
+    def spread(ct, x, axes, keepdims):
+        """A cotangent of a reduction broadcast back to the shape of `x`."""
+        return mr.broadcast_to(keep(ct, x, axes, keepdims), x.shape)
+
+    def red(name, v, axes, keepdims):
+        from mirax.array import apply
+        return apply(name, [v], axes=tuple(axes), keepdims=bool(keepdims))
+
+    # sum: linear; the cotangent is broadcast back
+    deflinear("sum")
+    defvjp("sum", lambda ct, x, out, axes, keepdims: spread(ct, x, axes, keepdims))
+
+    # prod: d out / d x_i = prod_{j != i} x_j, as JAX: the product of an exclusive
+    # cumulative product from the left and one from the right over the reduced elements.
+    # Only multiplications (no division), so exact with zeros, and to every order.
+    def shift(v, k, reverse):
+        """v moved k places along its last axis (backwards when `reverse`), filled with 1."""
+        n, last = v.shape[-1], v.ndim - 1
+        if k >= n:
+            return mr.ones_like(v)
+        part = mr.slice(v, (k if reverse else 0,), axes=(last,), slice_size=(n - k,))
+        return mr.pad(part, [(0, 0)] * last + [(0, k) if reverse else (k, 0)], constant_values=1)
+
+    def exclusive_cumprod(v, reverse):
+        """Products of the elements strictly before (after, when `reverse`) each one on the
+        last axis: a log-depth (Hillis-Steele) scan of multiplications."""
+        y, k = shift(v, 1, reverse), 1
+        while k < v.shape[-1]:
+            y = y * shift(y, k, reverse)
+            k *= 2
+        return y
+
+    def prod_deriv(x, axes):
+        if x.size == 0:
+            return mr.zeros_like(x)
+        kept = [i for i in range(x.ndim) if i not in axes]
+        perm = kept + list(axes)
+        ks, rs = tuple(x.shape[i] for i in kept), tuple(x.shape[i] for i in axes)
+        flat = mr.reshape(mr.transpose(x, perm), ks + (int(np.prod(rs, dtype=np.int64)),))
+        d = exclusive_cumprod(flat, False) * exclusive_cumprod(flat, True)
+        return mr.transpose(mr.reshape(d, ks + rs), [int(i) for i in np.argsort(perm)])
+
+    defjvp("prod", lambda g, x, out, axes, keepdims: red("sum", g * prod_deriv(x, axes), axes, keepdims))
+    defvjp("prod", lambda ct, x, out, axes, keepdims:
+           spread(ct, x, axes, keepdims) * conj(prod_deriv(x, axes)))
+
+    # max/min: the positions equal to the result share the derivative equally (as JAX)
+    def extreme_share(x, out, axes, keepdims):
+        mask = mr.equal(x, keep(out, x, axes, keepdims)).astype(x.dtype)
+        count = red("sum", mask, axes, True)
+        return mask / mr.where(mr.equal(count, 0), mr.ones_like(count), count)
+
+    for name in ["max", "min"]:
+        defjvp(name, lambda g, x, out, axes, keepdims:
+               red("sum", g * extreme_share(x, out, axes, keepdims), axes, keepdims))
+        defvjp(name, lambda ct, x, out, axes, keepdims:
+               spread(ct, x, axes, keepdims) * extreme_share(x, out, axes, keepdims))
+
+    # argmax/argmin: integer results, no derivative
+    for name in ["argmax", "argmin"]:
+        defjvp(name, None)
+        defvjp(name, None)
+
+    # cumsum: linear; the transpose runs the other way with the same inclusiveness
+    deflinear("cumsum")
+
+    def cumsum_vjp(ct, x, out, axis, reverse, inclusive):
+        from mirax.array import apply
+        return apply("cumsum", [ct], axis=int(axis), reverse=not reverse, inclusive=bool(inclusive))
+    defvjp("cumsum", cumsum_vjp)
+
+    # batching: the batch dim goes first, the reduced axes shift by one
+    def reduce_batch(name):
+        def batch(args, dims, axes, keepdims):
+            from mirax.array import apply
+            x = move_to_front(args[0], dims[0])
+            return apply(name, [x], axes=tuple(int(a) + 1 for a in axes), keepdims=bool(keepdims)), 0
+        return batch
+
+    for name in ["sum", "prod", "max", "min", "argmax", "argmin"]:
+        defbatch(name, reduce_batch(name))
+
+    def cumsum_batch(args, dims, axis, reverse, inclusive):
+        from mirax.array import apply
+        x = move_to_front(args[0], dims[0])
+        return apply("cumsum", [x], axis=int(axis) + 1, reverse=bool(reverse), inclusive=bool(inclusive)), 0
+    defbatch("cumsum", cumsum_batch)
+
+
+_rules()

@@ -194,3 +194,133 @@ primitive("pad", ["x", "value"], _pad_shape, _pad_lower,
           lambda x, value, low, high: np.pad(x, list(zip(low, high)), constant_values=value),
           attrs={"low": I64Array(), "high": I64Array()},
           summary="constant padding: `low`/`high` elements before/after each axis", dtypes=SHAPE_TEST)
+
+
+# ---- transform rules --------------------------------------------------------------------
+
+def _rules():
+    import mirax as mr
+    from .rules import bring_all_to_front, batch_size, defbatch, deflinear, defvjp, move_to_front
+
+    def _apply(name, args, **params):
+        from mirax.array import apply
+        return apply(name, args, **params)
+
+    # every shape op is linear in its array operands (pad: in x and in the padding value)
+    for name in ["reshape", "broadcast_to", "transpose", "slice", "concatenate", "pad"]:
+        deflinear(name)
+
+    # reshape
+    defvjp("reshape", lambda ct, x, out, shape: mr.reshape(ct, x.shape))
+
+    def reshape_batch(args, dims, shape):
+        (x,), (d,) = args, dims
+        x = move_to_front(x, d)
+        return mr.reshape(x, (x.shape[0],) + tuple(shape)), 0
+    defbatch("reshape", reshape_batch)
+
+    # broadcast_to: sum over the new leading axes and the size-1 axes that were expanded
+    def broadcast_vjp(ct, x, out, shape):
+        lead = len(shape) - x.ndim
+        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(x.shape)
+                                          if d == 1 and shape[lead + i] != 1)
+        if axes:
+            ct = mr.sum(ct, axis=axes)
+        return mr.reshape(ct, x.shape)
+    defvjp("broadcast_to", broadcast_vjp)
+
+    def broadcast_batch(args, dims, shape):
+        (x,), (d,) = args, dims
+        x = move_to_front(x, d)
+        n = x.shape[0]
+        lead = len(shape) - (x.ndim - 1)
+        x = mr.reshape(x, (n,) + (1,) * lead + x.shape[1:])  # new axes go after the batch dim
+        return mr.broadcast_to(x, (n,) + tuple(shape)), 0
+    defbatch("broadcast_to", broadcast_batch)
+
+    # transpose
+    def transpose_vjp(ct, x, out, permutation):
+        inv = [0] * len(permutation)
+        for i, p in enumerate(permutation):
+            inv[p] = i
+        return mr.transpose(ct, inv)
+    defvjp("transpose", transpose_vjp)
+
+    def transpose_batch(args, dims, permutation):
+        (x,), (d,) = args, dims
+        x = move_to_front(x, d)
+        return mr.transpose(x, (0,) + tuple(int(p) + 1 for p in permutation)), 0
+    defbatch("transpose", transpose_batch)
+
+    # slice: the cotangent goes back to the strided positions, zeros elsewhere
+    def slice_vjp(ct, x, out, start, stop, strides):
+        if ct.size == 0:
+            return mr.zeros(x.shape, x.dtype)
+        for ax, s in enumerate(strides):
+            m = ct.shape[ax]
+            if s == 1 or m <= 1:
+                continue
+            # interleave s-1 zeros after every element: (.., m, ..) -> (.., m, s, ..) -> (.., m*s, ..)
+            e = mr.expand_dims(ct, ax + 1)
+            pw = [(0, 0)] * e.ndim
+            pw[ax + 1] = (0, s - 1)
+            e = mr.pad(e, pw)
+            e = mr.reshape(e, ct.shape[:ax] + (m * s,) + ct.shape[ax + 1:])
+            lo, hi = [0] * e.ndim, list(e.shape)
+            hi[ax] = (m - 1) * s + 1
+            ct = mr.ops.shape.strided_slice(e, lo, hi)
+        # ct now spans [start, start + span) of each axis
+        pw = [(int(b), int(d - b - n)) for b, d, n in zip(start, x.shape, ct.shape)]
+        return mr.pad(ct, pw)
+    defvjp("slice", slice_vjp)
+
+    def slice_batch(args, dims, start, stop, strides):
+        (x,), (d,) = args, dims
+        x = move_to_front(x, d)
+        return _apply("slice", [x], start=(0,) + tuple(start), stop=(x.shape[0],) + tuple(stop),
+                      strides=(1,) + tuple(strides)), 0
+    defbatch("slice", slice_batch)
+
+    # concatenate
+    def concat_part(ct, lo, hi, axis):
+        b, e = [0] * ct.ndim, list(ct.shape)
+        b[axis], e[axis] = lo, hi
+        return mr.ops.shape.strided_slice(ct, b, e)
+    defvjp("concatenate", lambda ct, a, b, out, axis: concat_part(ct, 0, a.shape[axis], axis),
+           lambda ct, a, b, out, axis: concat_part(ct, a.shape[axis], ct.shape[axis], axis))
+
+    def concat_batch(args, dims, axis):
+        return _apply("concatenate", bring_all_to_front(args, dims), axis=int(axis) + 1), 0
+    defbatch("concatenate", concat_batch)
+
+    # pad: x gets the interior of the cotangent, the value the sum of its border
+    def pad_x_vjp(ct, x, value, out, low, high):
+        return mr.ops.shape.strided_slice(ct, tuple(low), tuple(int(lo) + d for lo, d in zip(low, x.shape)))
+
+    def pad_value_vjp(ct, x, value, out, low, high):
+        if x.ndim == 0:
+            return mr.zeros_like(value)
+        border = mr.pad(mr.zeros(x.shape, mr.bool_), list(zip(low, high)), constant_values=True)
+        return mr.sum(mr.where(border, ct, mr.zeros_like(ct)))
+    defvjp("pad", pad_x_vjp, pad_value_vjp)
+
+    def pad_batch(args, dims, low, high):
+        x, v = args
+        dx, dv = dims
+        n = batch_size(args, dims)
+        if dx is None:
+            x = mr.broadcast_to(mr.expand_dims(x, 0), (n,) + x.shape)
+        else:
+            x = move_to_front(x, dx)
+        low, high = (0,) + tuple(low), (0,) + tuple(high)
+        if dv is None:
+            return _apply("pad", [x, v], low=low, high=high), 0
+        # one padding value per example: pad with anything, then select the border
+        padded = _apply("pad", [x, mr.zeros((), x.dtype)], low=low, high=high)
+        border = _apply("pad", [mr.zeros(x.shape, mr.bool_), mr.ones((), mr.bool_)], low=low, high=high)
+        vb = mr.broadcast_to(mr.reshape(v, (n,) + (1,) * (x.ndim - 1)), padded.shape)
+        return mr.where(border, vb, padded), 0
+    defbatch("pad", pad_batch)
+
+
+_rules()
