@@ -499,6 +499,42 @@ binary("minimum", _arith("minimumf", "minsi", "minui", bop="andi"), np.minimum, 
 binary("remainder", {"i": _remainder, "u": _remainder, "f": _remainder}, _np_remainder,
        summary="x mod y with the sign of y", dtypes=[dt.float32, dt.int32], domain=(1, 7))
 binary("arctan2", {"f": _atan2}, np.arctan2, summary="atan2(x, y)", dtypes=FLOAT_TEST)
+
+
+def _floor_divide(b, x, y, d):
+    """floor(x / y); integer division by zero gives 0 (as numpy) instead of trapping."""
+    t = d.signless
+    if d.kind == "f":
+        x2, t2 = _upcast(b, x, d)
+        y2, _ = _upcast(b, y, d)
+        q = b.op(f"arith.divf {x2}, {y2} : {t2}")
+        return _downcast(b, b.op(f"math.floor {q} : {t2}"), d, t2)
+    zero, one = b.const(0, t), b.const(1, t)
+    yz = b.op(f"arith.cmpi eq, {y}, {zero} : {t}")
+    if d.kind == "u":
+        safe = b.op(f"arith.select {yz}, {one}, {y} : {t}")
+        q = b.op(f"arith.divui {x}, {safe} : {t}")
+        return b.op(f"arith.select {yz}, {zero}, {q} : {t}")
+    m1 = b.const(-1, t)
+    ym1 = b.op(f"arith.cmpi eq, {y}, {m1} : {t}")
+    safe = b.op(f"arith.select {yz}, {one}, {y} : {t}")
+    safe = b.op(f"arith.select {ym1}, {one}, {safe} : {t}")  # INT_MIN / -1 traps on x86
+    q = b.op(f"arith.floordivsi {x}, {safe} : {t}")
+    neg = b.op(f"arith.subi {zero}, {x} : {t}")  # x // -1 == -x (wrapping, as numpy)
+    q = b.op(f"arith.select {ym1}, {neg}, {q} : {t}")
+    return b.op(f"arith.select {yz}, {zero}, {q} : {t}")
+
+
+def _np_floor_divide(x, y):
+    if x.dtype.kind in "iu":
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            q = np.floor_divide(x, np.where(y == 0, 1, y))
+        return np.where(y == 0, 0, q).astype(x.dtype)
+    return np.floor_divide(x, y)
+
+
+binary("floor_divide", {"i": _floor_divide, "u": _floor_divide, "f": _floor_divide}, _np_floor_divide,
+       summary="floor(x / y)", dtypes=[dt.int32, dt.float32, dt.uint8], domain=(-7, 7))
 for _n, _f, _s, _u, _c, _ref in [
         ("equal", "oeq", "eq", "eq", "eq", np.equal), ("not_equal", "une", "ne", "ne", "neq", np.not_equal),
         ("less", "olt", "slt", "ult", None, np.less), ("less_equal", "ole", "sle", "ule", None, np.less_equal),
@@ -656,6 +692,8 @@ def _rules():
            lambda g, x, y, out: g * select_share(x, y, y < x, y > x))
     defvjp("minimum", lambda ct, x, y, out: ct * select_share(x, y, x < y, x > y),
            lambda ct, x, y, out: ct * select_share(x, y, y < x, y > x))
+    defjvp("floor_divide", None, None)
+    defvjp("floor_divide", None, None)
     defjvp("remainder", lambda g, x, y, out: g, lambda g, x, y, out: -g * mr.floor(x / y))
     defvjp("remainder", lambda ct, x, y, out: ct, lambda ct, x, y, out: -ct * mr.floor(x / y))
     defjvp("arctan2", lambda g, x, y, out: g * y / (x * x + y * y),

@@ -170,6 +170,14 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @floor_divide {
+    // floor(x / y)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
   irdl.operation @greater {
     // x greater y
     %in0 = irdl.base "!builtin.tensor"
@@ -341,6 +349,15 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @random_bits {
+    // uint32 Threefry-2x32 bits of `shape` per key (key: uint32[..., 2])
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(key: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
   }
   irdl.operation @real {
     // real part

@@ -14,5 +14,6 @@ from .trace import trace  # noqa: F401
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap  # noqa: F401
 from .custom import checkpoint, custom_function  # noqa: F401
 from . import utils  # noqa: F401
+from . import random  # noqa: F401
 
 __version__ = "0.1.0"

@@ -44,6 +44,8 @@ CASES.update({
     "pad": [([(2, 3), ()], {"low": (1, 0), "high": (0, 2)}, None), ([(0,), ()], {"low": (2,), "high": (1,)}, None)],
     "take": [([(4, 3), (2,)], {"axis": 0}, None), ([(4, 3), (2, 2)], {"axis": 1}, None)],
     "take_along_axis": [([(3, 4), (3, 2)], {"axis": 1}, None)],
+    "random_bits": [([(2,)], {"shape": (3, 4)}, None), ([(5, 2)], {"shape": (3,)}, None),
+                    ([(2, 3, 2)], {"shape": ()}, None)],
     "scatter_add": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
 })
 

@@ -56,6 +56,9 @@ def test_every_op_has_its_rules_and_a_test_row(name):
     assert callable(p.shape), f"mirax.{name} has no shape rule"
     assert callable(p.lower), f"mirax.{name} has no lowering"
     assert callable(p.reference), f"mirax.{name} has no numpy reference"
+    assert callable(p.jvp), f"mirax.{name} has no jvp rule"
+    assert callable(p.vjp), f"mirax.{name} has no vjp rule"
+    assert callable(p.batch), f"mirax.{name} has no batching rule"
     tested = name in TYPED or name in CASES or any(r[0] == name for r in ROWS)
     assert tested, f"mirax.{name} has no row in test/python/primitive_table.py"
 

@@ -8,7 +8,7 @@ import mirax as mr
 from mirax.array import apply
 from mirax.dialect.elementwise import BINARY, UNARY
 
-NONDIFF = {"sign", "floor", "ceil", "round", "logical_not", "stop_gradient", "equal", "not_equal", "less",
+NONDIFF = {"floor_divide", "sign", "floor", "ceil", "round", "logical_not", "stop_gradient", "equal", "not_equal", "less",
            "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "real", "imag", "conjugate"}
 
 

@@ -150,13 +150,12 @@ def power(a, b):
 
 def floor_divide(a, b):
     d = result_dtype(a, b)
-    if d.kind in "fc":
-        return apply("floor", [divide(a, b)])
+    if d.kind == "c":
+        raise TypeError(f"floor_divide: not supported for complex arrays{where_text()}")
+    if d.kind == "b":
+        d = dt.int32
     x, y = _prepare("floor_divide", a, b, d)
-    # (x - x mod y) / y is exact for integers
-    r = apply("remainder", [x, y])
-    q = divide(subtract(x, r), y)
-    return astype(q, d)
+    return apply("floor_divide", [x, y])
 
 
 def where(condition, x, y):

@@ -1,0 +1,242 @@
+"""Random numbers with explicit or implicit keys, as `mx.random`.
+
+    k = mr.random.key(0)
+    a, b = mr.random.split(k)               # (2, 2) keys: iterate or index
+    x = mr.random.uniform(shape=(3,), key=a)
+    mr.random.seed(1); y = mr.random.normal((2, 2))   # implicit global key
+
+Every sampler is built from one primitive, `mirax.random_bits` (counter-based
+Threefry-2x32, see dialect/random.py), and ordinary mirax ops, so it is lazy and
+traceable: it works under grad, vmap and compile like any other op. A key is a uint32
+array of shape (2,). Without `key=`, a sampler splits the global key in `state[0]`
+(`state[0], sub = split(state[0])`) and uses `sub`, as MLX's key sequence does; `state`
+is a list so that compile can capture and update it.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .array import Array, apply, array, where_text
+from .dialect import dtypes as dt
+from .dialect.core import MiraxError, broadcast_shapes
+from . import ops as _ops
+
+__all__ = ["key", "split", "seed", "state", "bits", "uniform", "normal", "bernoulli", "randint",
+           "categorical", "truncated_normal", "gumbel", "permutation"]
+
+
+def _shape(shape):
+    if shape is None:
+        return ()
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def key(seed: int) -> Array:
+    """A uint32 key of shape (2,) from an integer seed: (seed >> 32, seed & 0xffffffff)."""
+    s = int(seed) & 0xFFFFFFFFFFFFFFFF
+    return array(np.array([s >> 32, s & 0xFFFFFFFF], np.uint32), dt.uint32)
+
+
+def _as_key(k) -> Array:
+    if not isinstance(k, Array):
+        k = array(np.asarray(k, np.uint32), dt.uint32)
+    if k.dtype is not dt.uint32 or k.ndim < 1 or k.shape[-1] != 2:
+        raise MiraxError(f"random: a key is a uint32 array of shape (2,), got {k.dtype.name}{list(k.shape)}"
+                         f"{where_text()}")
+    return k
+
+
+def _random_bits(k, shape) -> Array:
+    return apply("random_bits", [_as_key(k)], shape=_shape(shape))
+
+
+def split(key: Array, num: int = 2) -> Array:
+    """`num` new keys, shape (num, 2): the random bits of `key` for that shape, as MLX
+    splits (JAX's partitionable split hashes (0, i) instead; the streams differ from JAX's)."""
+    return _random_bits(key, (int(num), 2))
+
+
+state = [key(time.time_ns())]
+
+
+def seed(s: int) -> None:
+    """Reset the global key: the same seed gives the same implicit-key samples."""
+    state[0] = key(s)
+
+
+def _next(k):
+    """The key to use: `k`, or a fresh subkey of the global state."""
+    if k is not None:
+        return _as_key(k)
+    state[0], sub = split(state[0])
+    return sub
+
+
+def bits(shape=(), width: int = 4, key=None) -> Array:
+    """Random bits: uint32 (width 4), uint16 (2) or uint8 (1) of `shape`."""
+    out = {4: dt.uint32, 2: dt.uint16, 1: dt.uint8}.get(width)
+    if out is None:
+        raise MiraxError(f"random.bits: width must be 1, 2 or 4, got {width}{where_text()}")
+    b = _random_bits(_next(key), shape)
+    return b if out is dt.uint32 else b.astype(out)  # keep the low bits
+
+
+def _unit(shape, key) -> Array:
+    """float32 in [0, 1) on the grid of 2**-24: the top 24 bits of the random word."""
+    b = _random_bits(key, shape)
+    top = b - b % 256  # (b >> 8) << 8: a multiple of 256 below 2**32, exact in float32
+    return top.astype(dt.float32) * (2.0 ** -32)
+
+
+def _as(x, d) -> Array:
+    return x.astype(d) if isinstance(x, Array) else array(x, d)
+
+
+def _float_dtype(dtype, op):
+    d = dt.to_dtype(dtype)
+    if d.kind != "f":
+        raise MiraxError(f"random.{op}: dtype must be a float type, got {d.name}{where_text()}")
+    return d
+
+
+def _below(high, r, low, d):
+    """r kept below `high` (rounding can reach it): MLX clamps to nextafter(high, -inf)."""
+    if isinstance(high, (int, float)) and d is not dt.bfloat16:
+        top = np.nextafter(np.asarray(high, d.storage), np.asarray(-np.inf, d.storage))
+        return _ops.minimum(r, array(top, d))
+    return _ops.where(r < _as(high, d), r, _as(low, d))
+
+
+def uniform(low=0.0, high=1.0, shape=(), dtype=dt.float32, key=None) -> Array:
+    """Uniform samples in [low, high); `low`/`high` broadcast against `shape`."""
+    d = _float_dtype(dtype, "uniform")
+    lo, hi = _as(low, d), _as(high, d)
+    try:
+        shape = broadcast_shapes(_shape(shape), lo.shape, hi.shape, op="random.uniform")
+    except MiraxError as err:
+        raise MiraxError(f"{err}{where_text()}") from None
+    u = _unit(shape, _next(key))
+    cd = d if d.bits >= 32 else dt.float32  # half types compute in float32
+    lo_c, hi_c = lo.astype(cd), hi.astype(cd)
+    r = lo_c + (hi_c - lo_c) * u.astype(cd)
+    r = _ops.maximum(lo_c, r).astype(d)
+    return _below(high, r, lo, d)
+
+
+def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
+    """Normal samples: sqrt(2) * erfinv(u), u uniform in (-1, 1) (as JAX and MLX)."""
+    d = _float_dtype(dtype, "normal")
+    lo = float(np.nextafter(np.float32(-1), np.float32(0)))
+    u = uniform(lo, 1.0, shape, dt.float32 if d.bits < 32 else d, key)
+    z = (_ops.erfinv(u) * math.sqrt(2)).astype(d)
+    if not (isinstance(scale, (int, float)) and scale == 1):
+        z = z * _as(scale, d)
+    if not (isinstance(loc, (int, float)) and loc == 0):
+        z = z + _as(loc, d)
+    return z
+
+
+def bernoulli(p=0.5, shape=None, key=None) -> Array:
+    """bool samples, True with probability `p` (shape: p's shape when None)."""
+    p = p if isinstance(p, Array) else array(p, dt.float32)
+    shape = p.shape if shape is None else _shape(shape)
+    return uniform(shape=shape, key=key) < p
+
+
+def randint(low, high, shape=(), dtype=dt.int32, key=None) -> Array:
+    """Integers uniform in [low, high), JAX's method: two 32-bit words reduced mod the
+    span without float rounding (bias below 2**-32 * span)."""
+    d = dt.to_dtype(dtype)
+    if d.kind not in "iu":
+        raise MiraxError(f"random.randint: dtype must be an integer type, got {d.name}{where_text()}")
+    lo, hi = _as(low, d), _as(high, d)
+    try:
+        shape = broadcast_shapes(_shape(shape), lo.shape, hi.shape, op="random.randint")
+    except MiraxError as err:
+        raise MiraxError(f"{err}{where_text()}") from None
+    lo, hi = _ops.broadcast_to(lo, shape), _ops.broadcast_to(hi, shape)
+    w = _random_bits(_next(key), (2,) + shape)
+    higher, lower = w[0], w[1]
+    u32 = dt.uint32
+    span = (hi.astype(dt.int64) - lo.astype(dt.int64)).astype(u32) if d.bits <= 32 else (hi - lo).astype(u32)
+    span = _ops.where(hi <= lo, array(1, u32), span)
+    mult = array(2 ** 16, u32) % span
+    mult = (mult * mult) % span  # 2**32 mod span
+    off = ((higher % span) * mult + lower % span) % span
+    return lo + off.astype(d)
+
+
+def gumbel(shape=(), dtype=dt.float32, key=None) -> Array:
+    """Standard Gumbel samples: -log(-log(u)), u uniform in (0, 1)."""
+    d = _float_dtype(dtype, "gumbel")
+    tiny = float(np.finfo(np.float32).tiny)
+    u = uniform(tiny, 1.0, shape, dt.float32 if d.bits < 32 else d, key)
+    return (-_ops.log(-_ops.log(u))).astype(d)
+
+
+def categorical(logits, axis=-1, shape=None, num_samples=None, key=None) -> Array:
+    """Indices (uint32) sampled from softmax(logits) along `axis` (Gumbel-max).
+
+    `shape` (broadcast with the batch shape logits.shape without `axis`) or
+    `num_samples` (appended last) set the output shape; at most one of them."""
+    logits = logits if isinstance(logits, Array) else array(logits)
+    if shape is not None and num_samples is not None:
+        raise MiraxError(f"random.categorical: give at most one of shape and num_samples{where_text()}")
+    if logits.ndim == 0:
+        raise MiraxError(f"random.categorical: logits must have at least one dimension{where_text()}")
+    if not -logits.ndim <= axis < logits.ndim:
+        raise MiraxError(f"random.categorical: axis {axis} out of range for logits {logits.shape}{where_text()}")
+    axis %= logits.ndim
+    lg = _ops.moveaxis(logits, axis, -1)
+    batch, k = lg.shape[:-1], lg.shape[-1]
+    if num_samples is not None:
+        out = batch + (int(num_samples),)
+        lg = _ops.expand_dims(lg, -2)
+    else:
+        out = batch if shape is None else _shape(shape)
+        try:
+            if broadcast_shapes(out, batch, op="random.categorical") != out:
+                raise MiraxError(f"random.categorical: shape {out} does not hold the batch shape {batch}")
+        except MiraxError as err:
+            raise MiraxError(f"{err}{where_text()}") from None
+    d = logits.dtype if logits.dtype.kind == "f" else dt.float32
+    g = gumbel(out + (k,), d, key)
+    return _ops.argmax(g + lg.astype(d), axis=-1)
+
+
+def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None) -> Array:
+    """Normal samples truncated to [lower, upper] (inverse-CDF, as JAX and MLX)."""
+    d = _float_dtype(dtype, "truncated_normal")
+    cd = dt.float32 if d.bits < 32 else d
+    lo, hi = _as(lower, cd), _as(upper, cd)
+    shape = broadcast_shapes(lo.shape, hi.shape) if shape is None else _shape(shape)
+    s2 = math.sqrt(2)
+    a, b = _ops.erf(lo / s2), _ops.erf(hi / s2)
+    u = uniform(a, b, shape, cd, key)
+    z = _ops.erfinv(u) * s2
+    return _ops.clip(z, lo, hi).astype(d)
+
+
+def permutation(x, axis=0, key=None) -> Array:
+    """A random permutation of `arange(x)` (x an int) or of `x` along `axis`.
+
+    Ranks of random words (ties broken by position) give the permutation: O(n**2)
+    work, fine for the moderate n this is meant for (mirax has no sort yet)."""
+    if isinstance(x, (int, np.integer)):
+        n, arr = int(x), None
+    else:
+        arr = x if isinstance(x, Array) else array(x)
+        n = arr.shape[axis]
+    w = _random_bits(_next(key), (n,))
+    wi, wj = _ops.expand_dims(w, 1), _ops.expand_dims(w, 0)
+    idx = _ops.arange(n, dtype=dt.int32)
+    ii, jj = _ops.expand_dims(idx, 1), _ops.expand_dims(idx, 0)
+    before = (wj < wi) | ((wj == wi) & (jj < ii))  # [i, j]: j sorts before i
+    rank = _ops.sum(before.astype(dt.int32), axis=1)
+    perm = _ops.scatter_add(_ops.zeros((n,), dt.int32), rank, idx)  # perm[rank[i]] = i
+    return perm if arr is None else _ops.take(arr, perm, axis=axis)
