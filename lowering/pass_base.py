@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ..dialect.core import MiraxError
 
-class PassError(Exception):
+
+class PassError(MiraxError):
     """A pass failed on an op; carries the op's location for MLIR-style diagnostics."""
 
     def __init__(self, op, message):

@@ -474,8 +474,6 @@ def test_malformed_option_values_do_not_crash(args):
     assert p.stdout == ""
 
 
-@pytest.mark.xfail(reason="bug: a malformed integer option surfaces as 'internal error: ValueError: invalid "
-                          "literal for int()' without naming the option", strict=False)
 @pytest.mark.parametrize("args, option", [
     (["--mirax-jvp=function=f argnums=x"], "argnums"),
     (["--mirax-vmap=function=f in-axes=zero batch-size=2"], "in-axes"),
@@ -486,29 +484,21 @@ def test_malformed_option_values_name_the_option(args, option):
     assert option in p.stderr and "internal error" not in p.stderr, p.stderr
 
 
-@pytest.mark.xfail(reason="bug: user errors of the transform passes (a MiraxError) are reported as "
-                          "'loc(unknown): error: internal error: MiraxError: ...'", strict=False)
 def test_user_errors_are_not_internal_errors():
     p = mirax_opt(["-", "--mirax-grad=function=f"], F)
     assert "internal error" not in p.stderr, p.stderr
 
 
-@pytest.mark.xfail(reason="bug: mirax-vmap wraps an out-of-range out-axis modulo the rank "
-                          "instead of rejecting it", strict=False)
 def test_vmap_out_axis_out_of_range_is_an_error():
     with pytest.raises(MiraxError, match="out-axis"):
         run_passes(parse(F), ("mirax-vmap", {"function": "f", "out-axes": 5, "batch-size": 2}))
 
 
-@pytest.mark.xfail(reason="bug: mirax-vmap ignores extra out-axes (zip truncates) instead of "
-                          "rejecting a count that matches neither 1 nor the number of results", strict=False)
 def test_vmap_out_axes_count_mismatch_is_an_error():
     with pytest.raises(MiraxError, match="out-axes"):
         run_passes(parse(F), ("mirax-vmap", {"function": "f", "out-axes": "0,1,1", "batch-size": 2}))
 
 
-@pytest.mark.xfail(reason="bug: mirax-jvp with a repeated argnum (argnums=0,0) adds two tangent arguments "
-                          "and silently ignores the first", strict=False)
 def test_jvp_repeated_argnum_is_an_error():
     with pytest.raises(MiraxError, match="argnum"):
         run_passes(parse(F), ("mirax-jvp", {"function": "f", "argnums": "0,0"}))

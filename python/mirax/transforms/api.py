@@ -64,7 +64,7 @@ class Traced:
         try:
             pm.run(self.module.operation)
         except MiraxError as err:
-            raise MiraxError(f"{err}{where_text()}") from None
+            raise MiraxError(f"{getattr(err, 'message', err)}{where_text()}") from None
 
     def call(self, name, extra=()):
         """Call `@name(leaves..., extra..., captured...)` of the module on arrays."""

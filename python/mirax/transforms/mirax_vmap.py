@@ -32,7 +32,11 @@ def move_batch_axis(x, d, out_axis, size):
     if d is None:
         x = mr.broadcast_to(mr.expand_dims(x, 0), (size,) + x.shape)
         d = 0
-    out_axis = out_axis % x.ndim if out_axis is not None else d
+    if out_axis is None:
+        out_axis = d
+    if not -x.ndim <= out_axis < x.ndim:
+        raise MiraxError(f"{NAME}: out-axis {out_axis} out of range for a result of shape {x.shape}")
+    out_axis %= x.ndim
     return x if d == out_axis else mr.moveaxis(x, d, out_axis)
 
 
@@ -46,6 +50,8 @@ def vmap_values(module, name, args, in_axes, out_axes, size):
     outs = interpret(module, name, list(zip(args, in_axes)), batch_rule, call)
     if len(out_axes) == 1 and len(outs) > 1:
         out_axes = out_axes * len(outs)
+    if len(out_axes) != len(outs):
+        raise MiraxError(f"{NAME}: {len(out_axes)} out-axes for @{name} with {len(outs)} results")
     return [move_batch_axis(x, d, oa, size) for (x, d), oa in zip(outs, out_axes)]
 
 
@@ -82,7 +88,10 @@ class MiraxVmap(TransformPass):
     suffix = "vmap"
 
     def transform(self, module, fn, new):
-        size = int(self.opts["batch-size"])
+        try:
+            size = int(self.opts["batch-size"])
+        except ValueError:
+            raise ValueError(f"{NAME}: option batch-size={self.opts['batch-size']!r} is not an integer") from None
         if size <= 0:
             raise MiraxError(f"{NAME}: needs batch-size=<n> (a positive size)")
         vmap_function(module, fn, new, int_list(self.opts["in-axes"], allow_none=True),

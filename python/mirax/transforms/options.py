@@ -26,15 +26,45 @@ def int_list(v, allow_none=False):
 class TransformPass(MiraxPass):
     """A pass that adds a transformed copy of `@function` to the module."""
 
-    def run(self, module):
-        from .interpret import unique_name
-        fn = self.opts["function"]
-        if not fn:
-            raise ValueError(f"pass '{self.name}' needs the option function=<name>")
-        new = self.opts.get("result") or unique_name(module, f"{fn}_{self.suffix}")
-        self.transform(module, fn, new)
-
     suffix = ""
+    int_options = {"argnums": False, "in-axes": True, "out-axes": True}  # option -> allows `none`
+
+    def __init__(self, **options):
+        from ..dialect.core import MiraxError
+        super().__init__(**options)
+        if not self.opts.get("function"):
+            raise MiraxError(f"pass '{self.name}' needs the option function=<name>")
+        for k, allow_none in self.int_options.items():
+            if k not in self.opts:
+                continue
+            try:
+                vals = int_list(self.opts[k], allow_none)
+            except ValueError:
+                raise MiraxError(f"pass '{self.name}': option {k}={self.opts[k]!r} is not a comma separated "
+                                 f"list of integers{' or none' if allow_none else ''}") from None
+            if k == "argnums" and len(set(vals)) != len(vals):  # one tangent per argument
+                raise MiraxError(f"pass '{self.name}': option argnums={self.opts[k]!r} repeats an argument")
+        if "batch-size" in self.opts:
+            try:
+                int(self.opts["batch-size"])
+            except ValueError:
+                raise MiraxError(f"pass '{self.name}': option batch-size={self.opts['batch-size']!r} is not an "
+                                 "integer") from None
+
+    def run(self, module):
+        from ..dialect.core import MiraxError
+        from ..lowering.pass_base import PassError
+        from .interpret import find_function, unique_name
+        fn = self.opts["function"]
+        new = self.opts.get("result") or unique_name(module, f"{fn}_{self.suffix}")
+        try:
+            func_op = find_function(module, fn)
+        except MiraxError as err:
+            raise PassError(module, f"{self.name}: {err}") from None
+        try:
+            self.transform(module, fn, new)
+        except MiraxError as err:  # a user error: report it at the function
+            raise PassError(func_op, str(err)) from None
 
     def transform(self, module, fn, new):
         raise NotImplementedError
