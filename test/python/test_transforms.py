@@ -259,3 +259,15 @@ def test_closures_over_outer_traces_compose():
     # the inner grad closes over y, a value of the outer grad's trace
     f = lambda y: mr.grad(lambda x: (x * y) ** 2)(mr.array(1.0))  # d/dx = 2 x y^2  # noqa: E731
     close(mr.grad(f)(mr.array(3.0)), 12.0)  # d/dy 2 y^2 = 4y
+
+
+def test_vmap_out_axes_per_leaf_in_axes_and_negative_axes():
+    x = mr.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = mr.vmap(lambda a: a * 2, in_axes=-1, out_axes=1)(x)  # map over the 3 columns, stack as columns
+    close(out, np.asarray(x) * 2)
+    params = {"w": mr.array(np.ones((4, 3), np.float32)), "b": mr.array(np.arange(3, dtype=np.float32))}
+    res = mr.vmap(lambda p: p["w"] + p["b"], in_axes=({"w": 0, "b": None},))(params)
+    close(res, np.ones((4, 3)) + np.arange(3))
+    a, b = mr.vmap(lambda v: (v.sum(), v * 2), out_axes=(0, 1))(x)
+    close(a, [3.0, 12.0])
+    close(b, (np.asarray(x) * 2).T)
