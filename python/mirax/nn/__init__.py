@@ -1,0 +1,1 @@
+"""mirax.nn (being written)."""

@@ -1,0 +1,1 @@
+"""mirax.optimizers (being written)."""
