@@ -101,6 +101,22 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"value" = %attr_value}
   }
+  irdl.operation @conv {
+    // channels-last convolution (MLX conv_general): (N, S..., C_in) x (C_out, K..., C_in/groups) -> (N, O..., C_out)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_stride = irdl.base "#builtin.dense_array"
+    %attr_padding_lo = irdl.base "#builtin.dense_array"
+    %attr_padding_hi = irdl.base "#builtin.dense_array"
+    %attr_kernel_dilation = irdl.base "#builtin.dense_array"
+    %attr_input_dilation = irdl.base "#builtin.dense_array"
+    %attr_groups = irdl.base "#builtin.integer"
+    %attr_flip = irdl.base "#builtin.integer"
+    irdl.operands(input: %in0, weight: %in1)
+    irdl.results(result: %out)
+    irdl.attributes {"stride" = %attr_stride, "padding_lo" = %attr_padding_lo, "padding_hi" = %attr_padding_hi, "kernel_dilation" = %attr_kernel_dilation, "input_dilation" = %attr_input_dilation, "groups" = %attr_groups, "flip" = %attr_flip}
+  }
   irdl.operation @cos {
     // cos(x)
     %in0 = irdl.base "!builtin.tensor"
@@ -162,6 +178,16 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
     irdl.results(result: %out)
+  }
+  irdl.operation @flatten {
+    // merge axes start_axis..end_axis into one
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_start_axis = irdl.base "#builtin.integer"
+    %attr_end_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"start_axis" = %attr_start_axis, "end_axis" = %attr_end_axis}
   }
   irdl.operation @floor {
     // floor(x)

@@ -44,6 +44,22 @@ primitive("reshape", ["x"], _reshape_shape, _reshape_lower, lambda x, shape: x.r
           summary="same elements, new shape (row-major)", dtypes=SHAPE_TEST)
 
 
+def _flatten_shape(avals, start_axis, end_axis):
+    (a,) = avals
+    if not 0 <= start_axis <= end_axis < a.ndim:
+        raise MiraxError(f"mirax.flatten: axes {start_axis}..{end_axis} are not valid for shape {a.shape}")
+    merged = int(np.prod(a.shape[start_axis:end_axis + 1], dtype=np.int64))
+    return Aval(a.shape[:start_axis] + (merged,) + a.shape[end_axis + 1:], a.dtype)
+
+
+primitive("flatten", ["x"], _flatten_shape, lambda e, ins, in_avals, out, start_axis, end_axis:
+          _reshape_lower(e, ins, in_avals, out, out.shape),
+          lambda x, start_axis, end_axis: x.reshape(x.shape[:start_axis] + (-1,) + x.shape[end_axis + 1:])
+          if x.size else x.reshape(x.shape[:start_axis] + (0,) + x.shape[end_axis + 1:]),
+          attrs={"start_axis": I64(), "end_axis": I64()},
+          summary="merge axes start_axis..end_axis into one", dtypes=SHAPE_TEST)
+
+
 def broadcast_result(aval, shape):
     shape = tuple(int(s) for s in shape)
     try:
@@ -212,6 +228,13 @@ def _rules():
 
     # reshape
     defvjp("reshape", lambda ct, x, out, shape: mr.reshape(ct, x.shape))
+    deflinear("flatten")
+    defvjp("flatten", lambda ct, x, out, start_axis, end_axis: mr.reshape(ct, x.shape))
+
+    def flatten_batch(args, dims, start_axis, end_axis):
+        x = move_to_front(args[0], dims[0])
+        return _apply("flatten", [x], start_axis=start_axis + 1, end_axis=end_axis + 1), 0
+    defbatch("flatten", flatten_batch)
 
     def reshape_batch(args, dims, shape):
         (x,), (d,) = args, dims

@@ -110,8 +110,12 @@ class ConvertMiraxToLinalg(MiraxPass):
         block = module.regions[0].blocks[0]
         made = {}
         # read every op's avals before retyping values to their lowered types
-        ops = [(op, op_signature(op), f"{op.name}|{op.attributes}|{[str(v.type) for v in op.operands]}"
-                f"|{op.results[0].type}") for op in mirax_ops(module)]
+        ops = []
+        for op in mirax_ops(module):
+            sig = op_signature(op)
+            # one private function per op, attribute values and types
+            params = "|".join(f"{k}={v}" for k, v in sorted(sig[1].items()))
+            ops.append((op, sig, f"{op.name}|{params}|{[str(v.type) for v in op.operands]}|{op.results[0].type}"))
         with ctx, ir.Location.unknown():
             lower_signatures(module)
         for op, (prim, params, ins, out), key in ops:

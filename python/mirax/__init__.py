@@ -13,6 +13,7 @@ from .ops import *  # noqa: F401,F403
 from .trace import trace  # noqa: F401
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap  # noqa: F401
 from .custom import checkpoint, custom_function  # noqa: F401
+from .compile import compile, disable_compile, enable_compile  # noqa: F401
 from . import utils  # noqa: F401
 from . import random  # noqa: F401
 

@@ -174,7 +174,9 @@ class Array:
 
     def __repr__(self):
         if self._tracer is not None:
-            return f"array(<traced {self.aval}>)"
+            raise TraceError(f"cannot print an array inside a traced function (transform or compile): "
+                             f"it is a placeholder {self.aval} with no value yet; use "
+                             f"mr.disable_compile() to debug with prints{where_text()}")
         a = self._numpy()
         body = np.array2string(a, separator=", ", prefix="array(")
         return f"array({body}, dtype={self.dtype.name})"

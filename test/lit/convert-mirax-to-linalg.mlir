@@ -126,3 +126,16 @@ func.func @constant_bool() -> tensor<3xi1> {
   %0 = "mirax.constant"() {value = dense<[true, false, true]> : tensor<3xi1>} : () -> tensor<3xi1>
   return %0 : tensor<3xi1>
 }
+
+// -----
+
+// Two ops of one kind with the same types but different attributes lower to two
+// different bodies (they once shared one private function).
+// CHECK-LABEL: func.func @two_constants
+// CHECK-DAG:     arith.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK-DAG:     arith.constant dense<2.000000e+00> : tensor<4xf32>
+func.func @two_constants() -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = "mirax.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %1 = "mirax.constant"() {value = dense<2.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -16,8 +16,10 @@ CASES = {
     "astype": [([s], {"dtype": d}, None) for s in [(3,), (2, 2)] for d in ["float32", "int32", "bool", "float16",
                                                                             "uint8", "float64", "complex64"]],
     "where": [([s, s, s], {}, None) for s in SHAPES],
-    "reshape": [([(2, 3)], {"shape": (3, 2)}, None), ([(6,)], {"shape": (1, 2, 3)}, None),
+    "reshape": [([(2, 3)], {"shape": (3, 2)}, None), ([(2, 3)], {"shape": (-1, 2)}, None), ([(6,)], {"shape": (1, 2, 3)}, None),
                 ([()], {"shape": (1,)}, None), ([(1,)], {"shape": ()}, None), ([(0, 3)], {"shape": (3, 0)}, None)],
+    "flatten": [([(2, 3, 4)], {"start_axis": 0, "end_axis": 1}, None), ([(2, 3, 4)], {"start_axis": 1, "end_axis": 2}, None),
+                ([(2, 0, 3)], {"start_axis": 0, "end_axis": 2}, None)],
     "broadcast_to": [([(3,)], {"shape": (2, 3)}, None), ([(2, 1)], {"shape": (2, 4)}, None),
                      ([()], {"shape": (2, 2)}, None), ([(1, 1)], {"shape": (3, 1, 2)}, None)],
     "transpose": [([(2, 3)], {"permutation": (1, 0)}, None), ([(2, 3, 4)], {"permutation": (2, 0, 1)}, None),
@@ -88,3 +90,13 @@ def random_input(rng, shape, d, domain=None):
 def tolerance(d):
     return {"float16": (2e-3, 2e-3), "bfloat16": (1e-2, 1e-2), "float32": (2e-5, 2e-6),
             "float64": (1e-12, 1e-12), "complex64": (2e-5, 2e-6)}.get(d.name, (0, 0))
+
+CV = lambda s, lo, hi, kd, idl, g, flip: {"stride": s, "padding_lo": lo, "padding_hi": hi,  # noqa: E731
+                                          "kernel_dilation": kd, "input_dilation": idl, "groups": g, "flip": flip}
+CASES["conv"] = [
+    ([(2, 7, 3), (4, 3, 3)], CV((1,), (0,), (0,), (1,), (1,), 1, False), None),
+    ([(2, 9, 4), (6, 3, 2)], CV((2,), (1,), (2,), (2,), (1,), 2, True), None),
+    ([(1, 5, 4), (4, 2, 1)], CV((2,), (-1,), (1,), (1,), (2,), 4, False), None),
+    ([(1, 6, 5, 3), (4, 3, 2, 3)], CV((2, 1), (1, 0), (1, 1), (1, 1), (1, 1), 1, False), None),
+    ([(1, 5, 4, 4), (2, 2, 2, 2)], CV((1, 2), (0, 1), (1, 0), (2, 1), (2, 1), 2, True), None),
+]

@@ -30,7 +30,8 @@ def reshape(a, shape) -> Array:
         raise _err(err) from None
     if out.shape == a.shape:
         return a
-    return apply("reshape", [a], shape=out.shape)
+    # the requested shape, -1 included: a shapeless compile re-infers it for new shapes
+    return apply("reshape", [a], shape=tuple(int(s) for s in shape))
 
 
 def broadcast_to(a, shape) -> Array:
@@ -114,10 +115,15 @@ def flatten(a, start_axis=0, end_axis=-1) -> Array:
     a = _arr(a)
     if a.ndim == 0:
         return reshape(a, (1,))
-    s = normalize_axis(start_axis, a.ndim, "flatten")
-    e = normalize_axis(end_axis, a.ndim, "flatten")
-    return reshape(a, a.shape[:s] + (-1,) + a.shape[e + 1:]) if a.size else reshape(
-        a, a.shape[:s] + (0,) + a.shape[e + 1:])
+    try:
+        s = normalize_axis(start_axis, a.ndim, "flatten")
+        e = normalize_axis(end_axis, a.ndim, "flatten")
+    except MiraxError as err:
+        raise _err(err) from None
+    if s >= e:
+        return a
+    # its own primitive (as MLX's Flatten), so a shapeless compile follows new shapes
+    return apply("flatten", [a], start_axis=s, end_axis=e)
 
 
 def _reshape_method(self, *shape):

@@ -1,0 +1,368 @@
+"""Convolution: `conv`, MLX's `conv_general` as one primitive.
+
+Channels-last layout, as MLX: the input is (N, S_1..S_d, C_in), the weight
+(C_out, K_1..K_d, C_in / groups), the result (N, O_1..O_d, C_out). Per spatial dim i:
+
+    the input is dilated (input_dilation[i] - 1 zeros between elements), padded with
+    padding_lo[i] / padding_hi[i] zeros (negative: cropped), and the kernel, spread by
+    kernel_dilation[i], slides with stride[i]:
+        O_i = (P_i - ((K_i - 1) * kernel_dilation[i] + 1)) // stride[i] + 1
+        P_i = (S_i - 1) * input_dilation[i] + 1 + padding_lo[i] + padding_hi[i]
+    out[n, o, co] = sum_{k, ci} xp[n, o * stride + k' * kernel_dilation, g * C_in_g + ci] * w[co, k, ci]
+    with g = co // (C_out / groups) and k' = k, or K - 1 - k when `flip` (a true convolution
+    rather than a correlation; the transposed convolutions need it).
+
+    %0 = "mirax.conv"(%x, %w) {stride = array<i64: 1>, padding_lo = array<i64: 1>,
+           padding_hi = array<i64: 1>, kernel_dilation = array<i64: 1>, input_dilation = array<i64: 1>,
+           groups = 1 : i64, flip = false} : (tensor<2x8x3xf32>, tensor<4x3x3xf32>) -> tensor<2x8x4xf32>
+
+Lowering: input dilation scatters the input into a zero tensor (a strided
+`tensor.insert_slice`), padding is `tensor.pad` (and `tensor.extract_slice` for negative
+padding), then one `linalg.generic` over (n, o..., g, co_g, k..., ci) with the groups split
+out by `tensor.reshape`. A 2-D (1-D) convolution with one group, no input dilation and
+no flip becomes `linalg.conv_2d_nhwc_fhwc` (`linalg.conv_1d_nwc_wcf`), which upstream
+tiles and vectorizes.
+
+Rules (as JAX's conv_general_dilated): jvp bilinear; the vjp w.r.t. the input is the
+transposed convolution (the cotangent convolved with the flipped, in/out-swapped weights,
+input dilation = stride), w.r.t. the weights a convolution of the input with the
+cotangent (batch and feature dims swapped, the groups carried by the channel dim);
+batching folds the batch into N (input) or into the groups (weights).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import dtypes as dt
+from .core import Aval, Bool, I64, I64Array, MiraxError, primitive
+from .reduction import _reshape
+from ..lowering.emit import _affine, memory_type, ttype
+
+CONV_TEST = [dt.float32, dt.float64, dt.int32]
+
+PARAMS = ("stride", "padding_lo", "padding_hi", "kernel_dilation", "input_dilation", "groups", "flip")
+
+
+# ---- shape rule ----------------------------------------------------------------------
+
+def conv_geometry(x_shape, w_shape, stride, padding_lo, padding_hi, kernel_dilation, input_dilation):
+    """(padded sizes, dilated kernel sizes, output sizes) per spatial dim."""
+    d = len(x_shape) - 2
+    padded = [(x_shape[1 + i] - 1) * input_dilation[i] + 1 + padding_lo[i] + padding_hi[i]
+              if x_shape[1 + i] else padding_lo[i] + padding_hi[i] for i in range(d)]
+    kd = [(w_shape[1 + i] - 1) * kernel_dilation[i] + 1 for i in range(d)]
+    out = [(p - k) // s + 1 for p, k, s in zip(padded, kd, stride)]
+    return padded, kd, out
+
+
+def _conv_shape(avals, stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups, flip):
+    x, w = avals
+    op = "mirax.conv"
+    if x.dtype is not w.dtype:
+        raise MiraxError(f"{op}: operand dtypes differ: {x.dtype.name} and {w.dtype.name}")
+    if x.dtype.kind not in "iuf":
+        raise MiraxError(f"{op} does not support dtype {x.dtype.name}")
+    if x.ndim < 3 or x.ndim != w.ndim:
+        raise MiraxError(f"{op}: input (N, spatial..., C_in) and weight (C_out, spatial..., C_in / groups) "
+                         f"need the same rank >= 3, got shapes {x.shape} and {w.shape}")
+    d = x.ndim - 2
+    vecs = {"stride": stride, "padding_lo": padding_lo, "padding_hi": padding_hi,
+            "kernel_dilation": kernel_dilation, "input_dilation": input_dilation}
+    for k, v in vecs.items():
+        if len(tuple(v)) != d:
+            raise MiraxError(f"{op}: {k} {tuple(v)} needs one entry per spatial dim ({d}) of input {x.shape}")
+    for k in ("stride", "kernel_dilation", "input_dilation"):
+        if any(int(s) < 1 for s in vecs[k]):
+            raise MiraxError(f"{op}: {k} must be positive, got {tuple(vecs[k])}")
+    groups = int(groups)
+    c_in, c_out = x.shape[-1], w.shape[0]
+    if groups < 1:
+        raise MiraxError(f"{op}: groups must be positive, got {groups}")
+    if c_in % groups or c_out % groups:
+        raise MiraxError(f"{op}: groups ({groups}) must divide the input channels ({c_in}) and the output "
+                         f"channels ({c_out}); shapes {x.shape} and {w.shape}")
+    if w.shape[-1] * groups != c_in:
+        raise MiraxError(f"{op}: channel mismatch: the input has {c_in} channels, the weight expects "
+                         f"{w.shape[-1]} per group x {groups} groups = {w.shape[-1] * groups}; "
+                         f"shapes {x.shape} and {w.shape}")
+    padded, kd, out = conv_geometry(x.shape, w.shape, stride, padding_lo, padding_hi, kernel_dilation,
+                                    input_dilation)
+    for i in range(d):
+        if padded[i] < kd[i]:
+            raise MiraxError(f"{op}: spatial dim {i}: the padded, dilated input ({padded[i]}) is smaller than "
+                             f"the dilated kernel ({kd[i]}); shapes {x.shape} and {w.shape}, "
+                             f"padding ({padding_lo[i]}, {padding_hi[i]}), kernel_dilation {kernel_dilation[i]}")
+        if x.shape[1 + i] == 0:
+            raise MiraxError(f"{op}: spatial dim {i} of the input {x.shape} is empty")
+    return Aval((x.shape[0],) + tuple(out) + (c_out,), x.dtype)
+
+
+# ---- numpy reference -----------------------------------------------------------------
+
+def _dilate_pad_np(x, lo, hi, dil):
+    """The input dilated by `dil` and padded by (lo, hi) per spatial dim (negative: cropped)."""
+    d = x.ndim - 2
+    shape = (x.shape[0],) + tuple((s - 1) * k + 1 for s, k in zip(x.shape[1:-1], dil)) + (x.shape[-1],)
+    xd = np.zeros(shape, x.dtype)
+    xd[(slice(None),) + tuple(slice(None, None, k) for k in dil)] = x
+    xp = np.pad(xd, [(0, 0)] + [(max(a, 0), max(b, 0)) for a, b in zip(lo, hi)] + [(0, 0)])
+    crop = tuple(slice(max(-a, 0), xp.shape[1 + i] - max(-b, 0)) for i, (a, b) in enumerate(zip(lo, hi)))
+    assert len(crop) == d
+    return xp[(slice(None),) + crop]
+
+
+def _conv_ref(x, w, stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups, flip):
+    acc_t = np.float64 if x.dtype.kind == "f" else np.int64
+    xp = _dilate_pad_np(x.astype(acc_t), padding_lo, padding_hi, input_dilation)
+    w = w.astype(acc_t)
+    d = x.ndim - 2
+    if flip:
+        w = w[(slice(None),) + (slice(None, None, -1),) * d]
+    _, _, out = conv_geometry(x.shape, w.shape, stride, padding_lo, padding_hi, kernel_dilation, input_dilation)
+    n, c_in, c_out = x.shape[0], x.shape[-1], w.shape[0]
+    g = int(groups)
+    res = np.zeros((n,) + tuple(out) + (g, c_out // g), acc_t)
+    for k in itertools.product(*[range(s) for s in w.shape[1:-1]]):
+        win = xp[(slice(None),) + tuple(slice(k[i] * kernel_dilation[i],
+                                              k[i] * kernel_dilation[i] + (out[i] - 1) * stride[i] + 1, stride[i])
+                                        for i in range(d))]
+        win = win.reshape(win.shape[:-1] + (g, c_in // g))
+        wk = w[(slice(None),) + k].reshape(g, c_out // g, c_in // g)
+        res += np.einsum("...gc,gfc->...gf", win, wk)
+    return res.reshape((n,) + tuple(out) + (c_out,)).astype(x.dtype)
+
+
+# ---- lowering ------------------------------------------------------------------------
+
+def _lst(v):
+    return ", ".join(str(int(x)) for x in v)
+
+
+def _dilate_pad(e, x, a: Aval, lo, hi, dil):
+    """The input dilated and padded with zeros (negative padding crops); returns (value, aval)."""
+    d = a.ndim - 2
+    if any(k != 1 for k in dil):
+        dshape = (a.shape[0],) + tuple((s - 1) * k + 1 for s, k in zip(a.shape[1:-1], dil)) + (a.shape[-1],)
+        da = Aval(dshape, a.dtype)
+        z = e.fill(0, da)
+        strides = (1,) + tuple(dil) + (1,)
+        x = e.op(f"tensor.insert_slice {x} into {z}[{_lst([0] * a.ndim)}] [{_lst(a.shape)}] [{_lst(strides)}] "
+                 f": {ttype(a)} into {ttype(da)}")
+        a = da
+    plo, phi = [0] + [max(v, 0) for v in lo] + [0], [0] + [max(v, 0) for v in hi] + [0]
+    if any(plo) or any(phi):
+        pa = Aval(tuple(s + p + q for s, p, q in zip(a.shape, plo, phi)), a.dtype)
+        zero = e.const(0, memory_type(a))
+        r = e.fresh("pad")
+        idx = ", ".join(f"%i{k}_{r[1:]}: index" for k in range(a.ndim))
+        e.line(f"{r} = tensor.pad {x} low[{_lst(plo)}] high[{_lst(phi)}] {{")
+        e.lines.append(e.indent + f"^bb0({idx}):")
+        e.line(f"  tensor.yield {zero} : {memory_type(a)}")
+        e.line(f"}} : {ttype(a)} to {ttype(pa)}")
+        x, a = r, pa
+    clo, chi = [0] + [max(-v, 0) for v in lo] + [0], [0] + [max(-v, 0) for v in hi] + [0]
+    if any(clo) or any(chi):
+        ca = Aval(tuple(s - p - q for s, p, q in zip(a.shape, clo, chi)), a.dtype)
+        x = e.op(f"tensor.extract_slice {x}[{_lst(clo)}] [{_lst(ca.shape)}] [{_lst([1] * a.ndim)}] "
+                 f": {ttype(a)} to {ttype(ca)}")
+        a = ca
+    assert a.ndim == d + 2
+    return x, a
+
+
+def _mul_add(b, x, w, acc, d: dt.Dtype):
+    t = d.signless
+    f = "f" if d.kind == "f" else "i"
+    m = b.op(f"arith.mul{f} {x}, {w} : {t}")
+    return b.op(f"arith.add{f} {acc}, {m} : {t}")
+
+
+def _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation):
+    """linalg.conv_1d_nwc_wcf / conv_2d_nhwc_fhwc, or None when there is no named op."""
+    d = xa.ndim - 2
+    attrs = (f"{{dilations = dense<[{_lst(kernel_dilation)}]> : tensor<{d}xi64>, "
+             f"strides = dense<[{_lst(stride)}]> : tensor<{d}xi64>}}")
+    if d == 2:
+        init = e.fill(0, out)
+        return e.op(f"linalg.conv_2d_nhwc_fhwc {attrs} ins({x}, {w} : {ttype(xa)}, {ttype(wa)}) "
+                    f"outs({init} : {ttype(out)}) -> {ttype(out)}")
+    if d == 1:
+        # (F, W, C) -> (W, C, F)
+        wt = Aval((wa.shape[1], wa.shape[2], wa.shape[0]), wa.dtype)
+        tinit = e.empty(wt)
+        w = e.op(f"linalg.transpose ins({w} : {ttype(wa)}) outs({tinit} : {ttype(wt)}) permutation = [1, 2, 0]")
+        init = e.fill(0, out)
+        return e.op(f"linalg.conv_1d_nwc_wcf {attrs} ins({x}, {w} : {ttype(xa)}, {ttype(wt)}) "
+                    f"outs({init} : {ttype(out)}) -> {ttype(out)}")
+    return None
+
+
+def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation,
+                groups, flip):
+    xa, wa = in_avals
+    x, w = ins
+    d = xa.ndim - 2
+    if out.size == 0:
+        return e.empty(out)
+    if xa.size == 0 or wa.size == 0:  # an empty reduction (no input channels)
+        return e.fill(0, out)
+    x, xa = _dilate_pad(e, x, xa, padding_lo, padding_hi, input_dilation)
+    g = int(groups)
+    if g == 1 and not flip and d in (1, 2):
+        r = _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation)
+        if r is not None:
+            return r
+    cig, cog = xa.shape[-1] // g, wa.shape[0] // g
+    ksz = wa.shape[1:-1]
+    # operands with the groups split out
+    xg = Aval(xa.shape[:-1] + (g, cig), xa.dtype)
+    wg = Aval((g, cog) + wa.shape[1:], wa.dtype)
+    og = Aval(out.shape[:-1] + (g, cog), out.dtype)
+    x, w = _reshape(e, x, xa, xg), _reshape(e, w, wa, wg)
+    # loops: n, o_1..o_d, g, f, k_1..k_d, c
+    nl = 2 * d + 4
+    N, O = 0, list(range(1, d + 1))
+    G, F = d + 1, d + 2
+    K = list(range(d + 3, 2 * d + 3))
+    C = 2 * d + 3
+    sp = []
+    for i in range(d):
+        if flip:  # the kernel read backwards: input position o*s + (K-1-k)*kd
+            sp.append(f"d{O[i]} * {int(stride[i])} - d{K[i]} * {int(kernel_dilation[i])} "
+                      f"+ {(ksz[i] - 1) * int(kernel_dilation[i])}")
+        else:
+            sp.append(f"d{O[i]} * {int(stride[i])} + d{K[i]} * {int(kernel_dilation[i])}")
+    x_map = _affine(nl, [f"d{N}"] + sp + [f"d{G}", f"d{C}"])
+    w_map = _affine(nl, [f"d{G}", f"d{F}"] + [f"d{k}" for k in K] + [f"d{C}"])
+    o_map = _affine(nl, [f"d{N}"] + [f"d{o}" for o in O] + [f"d{G}", f"d{F}"])
+    its = ["parallel"] * (d + 3) + ["reduction"] * (d + 1)
+    init = e.fill(0, og)
+    r = e.generic([x, w], [xg, wg], og, lambda b, xv, wv, acc: _mul_add(b, xv, wv, acc, out.dtype),
+                  [x_map, w_map, o_map], its, init=init)
+    return _reshape(e, r, og, out)
+
+
+primitive("conv", ["input", "weight"], _conv_shape, _conv_lower, _conv_ref,
+          attrs={"stride": I64Array(), "padding_lo": I64Array(), "padding_hi": I64Array(),
+                 "kernel_dilation": I64Array(), "input_dilation": I64Array(), "groups": I64(), "flip": Bool()},
+          summary="channels-last convolution (MLX conv_general): (N, S..., C_in) x (C_out, K..., C_in/groups) "
+                  "-> (N, O..., C_out)",
+          dtypes=CONV_TEST)
+
+
+# ---- transform rules -----------------------------------------------------------------
+
+def _rules():
+    import mirax as mr
+    from .rules import defbatch, defjvp, defvjp, move_to_front
+
+    def conv(x, w, **params):
+        from mirax.array import apply
+        return apply("conv", [x, w], **params)
+
+    def params_of(stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups, flip):
+        return dict(stride=tuple(int(s) for s in stride), padding_lo=tuple(int(s) for s in padding_lo),
+                    padding_hi=tuple(int(s) for s in padding_hi),
+                    kernel_dilation=tuple(int(s) for s in kernel_dilation),
+                    input_dilation=tuple(int(s) for s in input_dilation), groups=int(groups), flip=bool(flip))
+
+    # jvp: bilinear
+    defjvp("conv", lambda g, x, w, out, **p: conv(g, w, **p), lambda g, x, w, out, **p: conv(x, g, **p))
+
+    def flip_spatial(a):
+        """`a` reversed along its spatial axes (all but the first and last)."""
+        for ax in range(1, a.ndim - 1):
+            if a.shape[ax] > 1:
+                idx = mr.array(np.arange(a.shape[ax] - 1, -1, -1, dtype=np.int32))
+                a = mr.take(a, idx, axis=ax)
+        return a
+
+    # vjp w.r.t. the input: the transposed convolution (JAX's _conv_general_dilated_transpose_lhs)
+    def vjp_input(ct, x, w, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups,
+                  flip):
+        d = x.ndim - 2
+        g = int(groups)
+        c_out, ksz, cig = w.shape[0], w.shape[1:-1], w.shape[-1]
+        cog = c_out // g
+        # (C_out, K, C_in/g) -> (g, C_out/g, K, C_in/g) -> (g, C_in/g, K, C_out/g) -> (C_in, K, C_out/g)
+        wt = mr.reshape(w, (g, cog) + ksz + (cig,))
+        wt = mr.transpose(wt, [0, d + 2] + list(range(2, d + 2)) + [1])
+        wt = mr.reshape(wt, (g * cig,) + ksz + (cog,))
+        _, kd, _ = conv_geometry(x.shape, w.shape, stride, padding_lo, padding_hi, kernel_dilation,
+                                 input_dilation)
+        lo, hi = [], []
+        for i in range(d):
+            sd = (x.shape[1 + i] - 1) * input_dilation[i] + 1
+            od = (ct.shape[1 + i] - 1) * stride[i] + 1
+            b = kd[i] - int(padding_lo[i]) - 1
+            lo.append(b)
+            hi.append(sd + kd[i] - 1 - od - b)
+        return conv(ct, wt, stride=tuple(int(s) for s in input_dilation), padding_lo=tuple(lo),
+                    padding_hi=tuple(hi), kernel_dilation=tuple(int(s) for s in kernel_dilation),
+                    input_dilation=tuple(int(s) for s in stride), groups=g, flip=not flip)
+
+    # vjp w.r.t. the weights (JAX's _conv_general_dilated_transpose_rhs): a convolution whose
+    # "batch" is the input channels of a group, whose contracted channels are (group, N)
+    # and whose window slides over the output positions; groups keep the groups apart.
+    def vjp_weight(ct, x, w, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups,
+                   flip):
+        d = x.ndim - 2
+        g = int(groups)
+        n, ssz, c_in = x.shape[0], x.shape[1:-1], x.shape[-1]
+        cig = c_in // g
+        # x (N, S, C_in) -> (N, S, g, C_in/g) -> (C_in/g, S, g, N) -> (C_in/g, S, g*N)
+        xt = mr.reshape(x, (n,) + ssz + (g, cig))
+        xt = mr.transpose(xt, [d + 2] + list(range(1, d + 1)) + [d + 1, 0])
+        xt = mr.reshape(xt, (cig,) + ssz + (g * n,))
+        # ct (N, O, C_out) -> (C_out, O, N)
+        ctt = mr.transpose(ct, [d + 1] + list(range(1, d + 1)) + [0])
+        _, kd, _ = conv_geometry(x.shape, w.shape, stride, padding_lo, padding_hi, kernel_dilation,
+                                 input_dilation)
+        hi = []
+        for i in range(d):
+            sd = (x.shape[1 + i] - 1) * input_dilation[i] + 1
+            od = (ct.shape[1 + i] - 1) * stride[i] + 1
+            hi.append(od - sd + kd[i] - int(padding_lo[i]) - 1)
+        r = conv(xt, ctt, stride=tuple(int(s) for s in kernel_dilation),
+                 padding_lo=tuple(int(s) for s in padding_lo), padding_hi=tuple(hi),
+                 kernel_dilation=tuple(int(s) for s in stride), input_dilation=tuple(int(s) for s in input_dilation),
+                 groups=g, flip=False)  # (C_in/g, K, C_out)
+        r = mr.transpose(r, [d + 1] + list(range(1, d + 1)) + [0])  # (C_out, K, C_in/g)
+        return flip_spatial(r) if flip else r
+
+    defvjp("conv", vjp_input, vjp_weight)
+
+    # batching: a batched input folds into N; batched weights fold into the groups (the
+    # input's channels repeated per example when it is unbatched)
+    def conv_batch(args, dims, **p):
+        p = params_of(**p)
+        x, w = args
+        dx, dw = dims
+        if dw is None:
+            x = move_to_front(x, dx)
+            b, n = x.shape[:2]
+            r = conv(mr.reshape(x, (b * n,) + x.shape[2:]), w, **p)
+            return mr.reshape(r, (b, n) + r.shape[1:]), 0
+        w = move_to_front(w, dw)
+        b = w.shape[0]
+        g = p["groups"]
+        wf = mr.reshape(w, (b * w.shape[1],) + w.shape[2:])  # (B*C_out, K, C_in/g)
+        if dx is None:
+            c_in = x.shape[-1]
+            xf = mr.broadcast_to(mr.expand_dims(x, -2), x.shape[:-1] + (b, c_in))
+        else:
+            x = move_to_front(x, dx)  # (B, N, S, C_in)
+            c_in = x.shape[-1]
+            xf = mr.moveaxis(x, 0, -2)  # (N, S, B, C_in)
+        xf = mr.reshape(xf, xf.shape[:-2] + (b * c_in,))
+        p["groups"] = b * g
+        r = conv(xf, wf, **p)  # (N, O, B*C_out)
+        r = mr.reshape(r, r.shape[:-1] + (b, w.shape[1]))
+        return mr.moveaxis(r, -2, 0), 0
+
+    defbatch("conv", conv_batch)
+
+
+_rules()

@@ -1,0 +1,383 @@
+"""`mr.compile`: trace a function once to mirax IR, optimize and lower it to one native
+function, and call that on later inputs (MLX's `mx.compile` semantics).
+
+    @mr.compile
+    def gelu(x):
+        return x * (1 + mr.erf(x / math.sqrt(2))) / 2
+
+    step = mr.compile(step, inputs=state, outputs=state)   # captures implicit state
+    print(mr.compile(f).lower(x).as_text("linalg"))       # the IR at each stage
+
+The cache is keyed by the function, the input tree structure, shapes (unless
+`shapeless`), dtypes and Python scalar values; it is shared by every wrapper of the same
+function. Called on traced inputs (inside a transform or another compiled function) a
+compiled function simply runs its Python body, so it is inlined into the outer trace.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import weakref
+
+import numpy as np
+from mlir import ir
+
+from .array import STATE, Array, eval as _eval, where_text
+from .dialect.core import Aval, MiraxError
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["compile", "disable_compile", "enable_compile"]
+
+_ENABLED = [os.environ.get("MIRAX_DISABLE_COMPILE", "") in ("", "0")]
+
+
+def disable_compile():
+    """Run compiled functions as plain Python (so `print` inside them works)."""
+    _ENABLED[0] = False
+
+
+def enable_compile():
+    _ENABLED[0] = True
+
+
+# ---- leaves, keys and in-place state --------------------------------------------------------
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _leaf_key(x, shapeless):
+    if isinstance(x, Array):
+        return ("a", None if shapeless else x.shape, x.dtype.name)
+    if isinstance(x, np.ndarray):
+        return ("n", None if shapeless else x.shape, str(x.dtype))
+    if isinstance(x, _SCALARS):
+        return ("s", type(x).__name__, x)
+    try:
+        hash(x)
+        return ("o", x)
+    except TypeError:
+        return ("i", id(x))
+
+
+def _slots(tree):
+    """[(container, key)] of the array leaves of a tree of mutable containers, in
+    tree_flatten order: where compile reads captured state and writes it back."""
+    out = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k in x:
+                v = x[k]
+                if isinstance(v, Array):
+                    out.append((x, k))
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                if isinstance(v, Array):
+                    out.append((x, i))
+                else:
+                    walk(v)
+        elif isinstance(x, tuple):
+            for v in x:
+                if isinstance(v, Array):
+                    raise TypeError("compile: state captured with inputs=/outputs= must live in lists, "
+                                    f"dicts or modules (a tuple cannot be updated in place){where_text()}")
+                walk(v)
+        elif x is not None and hasattr(x, "__dict__") and not isinstance(x, Array):
+            for k, v in vars(x).items():
+                if isinstance(v, Array):
+                    out.append((_Attrs(x), k))
+                elif isinstance(v, (dict, list, tuple)):
+                    walk(v)
+    walk(tree)
+    return out
+
+
+class _Attrs:
+    """Item access to an object's attributes (for state held by plain objects)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __getitem__(self, k):
+        return getattr(self.obj, k)
+
+    def __setitem__(self, k, v):
+        setattr(self.obj, k, v)
+
+
+# ---- the executable --------------------------------------------------------------------------
+
+class Executable:
+    """One specialization: a native function and how to call it."""
+
+    def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name):
+        from .runtime.cpu import compile_module
+        self.text = module_text
+        self.stages = stages
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+        self.out_tree = out_tree
+        self.n_state_out = n_state_out
+        self.lifted = [np.asarray(a._data) for a in lifted]
+        self.lifted_avals = [a.aval for a in lifted]
+        self.kernel = compile_module(module_text, "main")
+        self.name = name
+
+    def run(self, arrays):
+        """Call on evaluated input arrays; returns the output arrays."""
+        ins = [a._data for a in arrays] + self.lifted
+        outs = [np.empty(a.shape, a.dtype.storage) for a in self.out_avals]
+        self.kernel(ins, outs)
+        return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+
+
+_CACHE: dict = {}  # function key -> {call key -> Executable or traced module}
+_TRACES: dict = {}  # function key -> number of traces
+
+
+def _fun_key(fun):
+    f = getattr(fun, "__func__", fun)
+    key = (id(f), id(getattr(fun, "__self__", None)))
+    if key not in _CACHE:
+        _CACHE[key] = {}
+        _TRACES[key] = 0
+        try:
+            weakref.finalize(f, _forget, key)
+        except TypeError:
+            pass
+    return key
+
+
+def _forget(key):
+    _CACHE.pop(key, None)
+    _TRACES.pop(key, None)
+
+
+class Compiled:
+    """The callable `mr.compile` returns."""
+
+    def __init__(self, fun, inputs=None, outputs=None, shapeless=False):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.inputs = inputs
+        self.outputs = outputs
+        self.shapeless = shapeless
+        self._key = _fun_key(fun)
+
+    @property
+    def trace_count(self):
+        """How many times this function has been traced (shared by all its wrappers)."""
+        return _TRACES.get(self._key, 0)
+
+    def __get__(self, obj, objtype=None):  # compiled methods
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    # ---- calling ----------------------------------------------------------------------------
+    def __call__(self, *args):
+        if not _ENABLED[0]:
+            return self.fun(*args)
+        leaves, treedef = tree_flatten(list(args))
+        if any(isinstance(x, Array) and x._tracer is not None for x in leaves) or STATE.tracing:
+            return self.fun(*args)  # inside a trace: inline
+        state_slots = _slots(self.inputs) if self.inputs is not None else []
+        state_in = [c[k] for c, k in state_slots]
+        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
+               tuple(_leaf_key(x, self.shapeless) for x in state_in))
+        arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
+        arrays += state_in
+        cache = _CACHE[self._key]
+        exe = cache.get(key)
+        if exe is None or (self.shapeless and exe.in_avals != [a.aval for a in arrays]):
+            exe = self._build(args, leaves, treedef, state_slots, arrays, key, cache)
+        _eval(arrays)
+        outs = exe.run(arrays)
+        n = len(outs) - exe.n_state_out
+        if exe.n_state_out:
+            out_slots = _slots(self.outputs)
+            if len(out_slots) != exe.n_state_out:
+                raise MiraxError(f"compile: the outputs= state changed structure since it was traced "
+                                 f"({len(out_slots)} arrays now, {exe.n_state_out} then){where_text()}")
+            for (c, k), v in zip(out_slots, outs[n:]):
+                c[k] = v
+        return tree_unflatten(exe.out_tree, outs[:n])
+
+    def _build(self, args, leaves, treedef, state_slots, arrays, key, cache):
+        avals = tuple(a.aval for a in arrays)
+        base = cache.get(key)
+        if base is not None:  # shapeless, new shapes: specialize the traced IR, no retrace
+            specs = cache.setdefault(("shapes", key), {})
+            exe = specs.get(avals)
+            if exe is None:
+                exe = specs[avals] = _respecialize(base, list(avals))
+            return exe
+        exe = self._trace(args, leaves, treedef, state_slots, arrays)
+        cache[key] = exe
+        return exe
+
+    def _trace(self, args, leaves, treedef, state_slots, arrays):
+        """Trace the function on placeholders and build its executable."""
+        from .trace import Tracer, placeholder, to_mlir_text
+        tracer = Tracer("compile")
+        ph = [placeholder(a.aval, tracer, i) for i, a in enumerate(arrays)]
+        it = iter(ph)
+        traced_leaves = [next(it) if isinstance(x, (Array, np.ndarray)) else x for x in leaves]
+        state_ph = [next(it) for _ in state_slots]
+        saved = [c[k] for c, k in state_slots]
+        for (c, k), p in zip(state_slots, state_ph):
+            c[k] = p
+        STATE.tracing += 1
+        try:
+            out = self.fun(*tree_unflatten(treedef, traced_leaves))
+            out_leaves, out_tree = tree_flatten(out)
+            state_out = [c[k] for c, k in _slots(self.outputs)] if self.outputs is not None else []
+        finally:
+            STATE.tracing -= 1
+            for (c, k), v in zip(state_slots, saved):
+                c[k] = v
+        for o in out_leaves:
+            if not isinstance(o, Array):
+                raise TypeError(f"compile: the function must return arrays (or trees of arrays), got "
+                                f"{type(o).__name__}{where_text()}")
+        _TRACES[self._key] = _TRACES.get(self._key, 0) + 1
+        all_out = list(out_leaves) + list(state_out)
+        text, lifted = to_mlir_text(ph, all_out, "main")
+        _eval(lifted)
+        name = getattr(self.fun, "__name__", "fun")
+        return _executable(text, [a.aval for a in arrays], [o.aval for o in all_out], out_tree,
+                           len(state_out), lifted, name)
+
+    # ---- inspection ---------------------------------------------------------------------
+    def lower(self, *args):
+        """The IR of this function for `args` at each stage: `.as_text(stage)`."""
+        leaves, treedef = tree_flatten(list(args))
+        state_slots = _slots(self.inputs) if self.inputs is not None else []
+        state_in = [c[k] for c, k in state_slots]
+        arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
+        arrays += state_in
+        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
+               tuple(_leaf_key(x, self.shapeless) for x in state_in))
+        exe = _CACHE[self._key].get(key) or self._build(args, leaves, treedef, state_slots, arrays, key,
+                                                         _CACHE[self._key])
+        return Lowered(exe.stages)
+
+
+class Lowered:
+    """The IR of a compiled function at each stage of its lowering:
+    `mirax` (as traced), `simplified` (after mirax-simplify), `linalg` (after
+    convert-mirax-to-linalg), `llvm` (after the whole CPU pipeline)."""
+
+    STAGES = ("mirax", "simplified", "linalg", "llvm")
+
+    def __init__(self, stages):
+        self.stages = stages  # computed lazily past "simplified"
+
+    def as_text(self, stage="mirax"):
+        if stage not in self.STAGES:
+            raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES)}")
+        if stage not in self.stages:
+            self.stages.update(_late_stages(self.stages["simplified"]))
+        return self.stages[stage]
+
+    def __repr__(self):
+        return f"Lowered(stages={list(self.STAGES)})"
+
+
+def _with_c_interface(text):
+    """Parse a traced module and mark @main to get a C interface."""
+    from .runtime.context import context
+    from .transforms.interpret import find_function
+    with context(), ir.Location.unknown():
+        m = ir.Module.parse("module {\n" + text + "\n}\n")
+        find_function(m, "main").attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+        return m
+
+
+def _run(module, add):
+    from mlir.passmanager import PassManager
+    pm = PassManager("builtin.module", context=module.context)
+    add(pm)
+    with module.context, ir.Location.unknown():
+        pm.run(module.operation)
+    return str(module)
+
+
+def early_stages(text) -> dict:
+    """The traced module (`mirax`) and after mirax-simplify (`simplified`)."""
+    from .lowering import PASSES
+    m = _with_c_interface(text)
+    stages = {"mirax": str(m)}
+    stages["simplified"] = _run(m, PASSES["mirax-simplify"]().add_to)
+    return stages
+
+
+def _late_stages(simplified) -> dict:
+    from .lowering import PASSES
+    from .lowering.cpu_pipeline import MiraxCpuPipeline
+    from .runtime.context import context
+    ctx = context()
+    with ctx, ir.Location.unknown():
+        linalg = _run(ir.Module.parse(simplified), PASSES["convert-mirax-to-linalg"]().add_to)
+        llvm = _run(ir.Module.parse(simplified), MiraxCpuPipeline().add_to)
+    return {"linalg": linalg, "llvm": llvm}
+
+
+def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):
+    try:
+        stages = early_stages(text)
+        if os.environ.get("MIRAX_DUMP_IR"):
+            stages.update(_late_stages(stages["simplified"]))
+            _dump(name, stages)
+        return Executable(stages["simplified"], stages, in_avals, out_avals, out_tree, n_state_out, lifted, name)
+    except ir.MLIRError as err:
+        raise MiraxError(f"compile: lowering failed: {err}{where_text()}") from None
+
+
+def _respecialize(exe, in_avals):
+    """A shapeless function at new input shapes: re-run the shape rules over the traced
+    IR (no new trace); ops that baked in a shape fail with the op's error."""
+    from .runtime.context import context
+    from .trace import to_mlir_text
+    from .transforms.interpret import apply_op, interpret, placeholders
+    with context(), ir.Location.unknown():
+        m = ir.Module.parse(exe.stages["mirax"])
+    ph = placeholders(in_avals)
+    n_lifted = len(exe.lifted)
+    lifted = [Array._leaf(d, a.dtype) for d, a in zip(exe.lifted, exe.lifted_avals)]
+    STATE.tracing += 1
+    try:
+        outs = interpret(m, "main", ph + lifted, apply_op)
+    except MiraxError as err:
+        raise MiraxError(f"compile(shapeless=True): the function cannot run on the new input shapes "
+                         f"{[a.shape for a in in_avals]}: {str(err).splitlines()[0]}{where_text()}") from None
+    finally:
+        STATE.tracing -= 1
+    text, new_lifted = to_mlir_text(ph, outs, "main", lift=True)
+    assert n_lifted == 0 or new_lifted, "captured constants are lifted again"
+    _eval(new_lifted)
+    return _executable(text, in_avals, [o.aval for o in outs], exe.out_tree, exe.n_state_out, new_lifted, exe.name)
+
+
+_DUMPS = [0]
+
+
+def _dump(name, stages):
+    d = os.environ.get("MIRAX_DUMP_IR")
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    _DUMPS[0] += 1
+    for stage, text in stages.items():
+        with open(os.path.join(d, f"{name}.{_DUMPS[0]}.{stage}.mlir"), "w") as f:
+            f.write(text)
+
+
+def compile(fun=None, inputs=None, outputs=None, shapeless=False):
+    """Compile `fun` (MLX's `mx.compile`); usable as `@mr.compile`, `mr.compile(f, ...)`
+    and through `functools.partial(mr.compile, inputs=..., outputs=...)`."""
+    if fun is None:
+        return lambda f: Compiled(f, inputs, outputs, shapeless)
+    return Compiled(fun, inputs, outputs, shapeless)

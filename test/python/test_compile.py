@@ -1,0 +1,253 @@
+"""`mr.compile` against MLX's compile guide (seeds/000), with `mr` for `mx`."""
+import math
+import os
+import subprocess
+import sys
+from functools import partial
+
+import numpy as np
+import pytest
+
+import mirax as mr
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def test_basics_same_result_and_no_recompile():
+    def fun(x, y):
+        return mr.exp(-x) + y
+
+    x, y = mr.array(1.0), mr.array(2.0)
+    close(fun(x, y), 2.36788)
+    compiled_fun = mr.compile(fun)
+    close(compiled_fun(x, y), 2.36788)
+    assert compiled_fun.trace_count == 1
+    compiled_fun(x, y)
+    mr.compile(fun)(x, y)  # a new wrapper of the same function reuses the cache
+    assert compiled_fun.trace_count == 1
+
+
+def test_recompiles_on_shape_dtype_count_and_scalar_changes():
+    def fun(*xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x
+        return out
+
+    c = mr.compile(fun)
+    c(mr.array([1.0]))
+    c(mr.array([2.0]))
+    assert c.trace_count == 1
+    c(mr.array([1.0, 2.0]))  # shape
+    assert c.trace_count == 2
+    c(mr.array([1, 2]))  # dtype
+    assert c.trace_count == 3
+    c(mr.array([1.0]), mr.array([1.0]))  # number of inputs
+    assert c.trace_count == 4
+
+    def scaled(x, s):
+        return x * s
+    cs = mr.compile(scaled)
+    close(cs(mr.array(2.0), 3), 6.0)
+    close(cs(mr.array(2.0), 4), 8.0)  # Python scalars are part of the key
+    assert cs.trace_count == 2
+
+
+def test_lambda_in_a_loop_compiles_each_time():
+    a = mr.array(1.0)
+    counts = []
+    for _ in range(3):
+        c = mr.compile(lambda x: mr.exp(mr.abs(x)))
+        c(a)
+        counts.append(c.trace_count)
+    assert counts == [1, 1, 1]
+
+
+def test_gelu_speedup_example_is_correct():
+    def gelu(x):
+        return x * (1 + mr.erf(x / math.sqrt(2))) / 2
+
+    x = mr.random.uniform(shape=(4, 100, 64))
+    close(mr.compile(gelu)(x), gelu(x))
+
+
+def test_printing_inside_a_compiled_function_is_an_error_naming_the_line():
+    @mr.compile
+    def fun(x):
+        z = -x
+        print(z)
+        return mr.exp(z)
+
+    with pytest.raises(mr.TraceError) as err:
+        fun(mr.array(5.0))
+    assert "print(z)" in str(err.value)
+
+
+def test_disable_compile_lets_print_work(capsys):
+    @mr.compile
+    def fun(x):
+        z = -x
+        print(z)
+        return mr.exp(z)
+
+    mr.disable_compile()
+    try:
+        close(fun(mr.array(5.0)), math.exp(-5))
+    finally:
+        mr.enable_compile()
+    assert "array(-5" in capsys.readouterr().out
+
+
+def test_mirax_disable_compile_environment_variable():
+    code = ("import mirax as mr\n"
+            "f = mr.compile(lambda x: x + 1)\n"
+            "f(mr.array(1.0)); print(f.trace_count)\n")
+    env = dict(os.environ, MIRAX_DISABLE_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+
+
+def test_pure_functions_return_state_or_capture_outputs():
+    state = []
+
+    @mr.compile
+    def fun(x, y):
+        z = x + y
+        state.append(z)
+        return mr.exp(z), state
+
+    _, st = fun(mr.array(1.0), mr.array(2.0))
+    close(st[0], 3.0)
+
+    state2 = []
+
+    @partial(mr.compile, outputs=state2)
+    def fun2(x, y):
+        z = x + y
+        state2.append(z)
+        return mr.exp(z)
+
+    fun2(mr.array(1.0), mr.array(2.0))
+    close(state2[0], 3.0)
+    fun2(mr.array(2.0), mr.array(2.0))  # cached: the output slot is written again
+    close(state2[0], 4.0)
+
+
+def test_closed_over_arrays_are_constants_unless_captured():
+    state = [mr.array(1.0)]
+
+    @mr.compile
+    def fun(x):
+        return x + state[0]
+
+    close(fun(mr.array(1.0)), 2.0)
+    state[0] = mr.array(5.0)
+    close(fun(mr.array(1.0)), 2.0)
+
+    state = [mr.array(1.0)]
+
+    @mr.compile
+    def fun_arg(x, state):
+        return x + state[0]
+
+    close(fun_arg(mr.array(1.0), state), 2.0)
+    state[0] = mr.array(5.0)
+    close(fun_arg(mr.array(1.0), state), 6.0)
+
+    state = [mr.array(1.0)]
+
+    @partial(mr.compile, inputs=state)
+    def fun_in(x):
+        return x + state[0]
+
+    close(fun_in(mr.array(1.0)), 2.0)
+    state[0] = mr.array(5.0)
+    close(fun_in(mr.array(1.0)), 6.0)
+
+
+def test_large_closed_over_arrays_are_constants_too():
+    w = mr.array(np.arange(100, dtype=np.float32))
+    f = mr.compile(lambda x: x * w)
+    close(f(mr.ones((100,))), np.arange(100))
+
+
+def test_random_state_captured_by_compile_advances():
+    state = [mr.random.state]
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def noisy(x):
+        return x + mr.random.uniform(shape=x.shape)
+
+    mr.random.seed(0)
+    a = np.asarray(noisy(mr.zeros((4,))))
+    b = np.asarray(noisy(mr.zeros((4,))))
+    assert not np.allclose(a, b)  # the key advanced between calls
+    mr.random.seed(0)
+    close(noisy(mr.zeros((4,))), a)  # and replays from the seed
+    assert noisy.trace_count == 1
+
+
+def test_compiling_transformed_functions():
+    grad_fn = mr.grad(mr.exp)
+    compiled_grad_fn = mr.compile(grad_fn)
+    close(grad_fn(mr.array(1.0)), math.e)
+    close(compiled_grad_fn(mr.array(1.0)), math.e)
+
+
+def test_compiled_functions_calling_compiled_functions_and_transforms_of_compiled():
+    @mr.compile
+    def inner(x):
+        return mr.exp(-mr.abs(x))
+
+    def outer(x):
+        return inner(inner(x))
+
+    fun = mr.compile(outer)
+    x = mr.array([0.5, -1.0])
+    close(fun(x), outer(x))
+    close(mr.grad(lambda x: inner(x).sum())(x), -np.sign(np.asarray(x)) * np.exp(-np.abs(np.asarray(x))))
+    # a function with no outputs compiles too (the guide's outer returns None)
+    assert mr.compile(lambda x: None)(x) is None
+
+
+def test_shapeless_does_not_retrace_and_static_shapes_fail_clearly():
+    def fun(x, y):
+        return mr.abs(x + y)
+
+    c = mr.compile(fun, shapeless=True)
+    close(c(mr.array(1.0), mr.array(-2.0)), 1.0)
+    close(c(mr.array([1.0, -6.0]), mr.array([-2.0, 3.0])), [1.0, 3.0])
+    assert c.trace_count == 1
+
+    def fun_reshape(x):
+        return x.reshape(x.shape[0] * x.shape[1], -1)
+
+    cr = mr.compile(fun_reshape, shapeless=True)
+    assert cr(mr.random.uniform(shape=(2, 3, 4))).shape == (6, 4)
+    with pytest.raises(ValueError, match="reshape"):
+        cr(mr.random.uniform(shape=(5, 5, 3)))
+
+    def fun_flatten(x):
+        return x.flatten(0, 1)
+
+    cf = mr.compile(fun_flatten, shapeless=True)
+    assert cf(mr.random.uniform(shape=(2, 3, 4))).shape == (6, 4)
+    assert cf(mr.random.uniform(shape=(5, 5, 3))).shape == (25, 3)
+    assert cf.trace_count == 1
+
+
+def test_lower_prints_each_stage(tmp_path):
+    f = mr.compile(lambda x: mr.exp(x) * 2)
+    low = f.lower(mr.ones((8,)))
+    assert '"mirax.exp"' in low.as_text("mirax")
+    assert "linalg.generic" in low.as_text("linalg")
+    assert "llvm.func @main" in low.as_text("llvm")
+    with pytest.raises(ValueError, match="stage"):
+        low.as_text("ptx")
+    env = dict(os.environ, MIRAX_DUMP_IR=str(tmp_path))
+    code = "import mirax as mr\nmr.compile(lambda x: x * 3)(mr.ones((2,)))\n"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    names = sorted(p.name.split(".")[-2] for p in tmp_path.iterdir())
+    assert names == ["linalg", "llvm", "mirax", "simplified"]

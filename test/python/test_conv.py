@@ -1,0 +1,222 @@
+"""The `mirax.conv` primitive and its API (conv_general, conv1d/2d/3d, conv_transpose1d/2d).
+
+Forward: the lowered kernel against the numpy reference, and the reference against a
+naive loop over output elements. Rules, all in float64: jvp against central finite
+differences, <vjp(u), v> == <u, jvp(v)>, and vmap (input, weights, both) against a
+Python loop over the examples.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import mirax as mr
+from mirax.array import apply
+from mirax.dialect import PRIMITIVES
+
+REF = PRIMITIVES["conv"].reference
+
+
+def P(d, stride=1, lo=0, hi=0, kd=1, idl=1, groups=1, flip=False):
+    t = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * d  # noqa: E731
+    return dict(stride=t(stride), padding_lo=t(lo), padding_hi=t(hi), kernel_dilation=t(kd),
+                input_dilation=t(idl), groups=groups, flip=flip)
+
+
+def naive(x, w, stride, padding_lo, padding_hi, kernel_dilation, input_dilation, groups, flip):
+    """Output element by output element, straight from the definition."""
+    d = x.ndim - 2
+    n, sz, c_in = x.shape[0], x.shape[1:-1], x.shape[-1]
+    c_out, ksz, cig = w.shape[0], w.shape[1:-1], w.shape[-1]
+    cog = c_out // groups
+    padded = [(s - 1) * idl + 1 + lo + hi for s, idl, lo, hi in zip(sz, input_dilation, padding_lo, padding_hi)]
+    out_sz = [(p - ((k - 1) * kd + 1)) // s + 1 for p, k, kd, s in zip(padded, ksz, kernel_dilation, stride)]
+    out = np.zeros((n,) + tuple(out_sz) + (c_out,))
+
+    def xval(b, pos, c):  # the padded, dilated input at `pos`
+        idx = []
+        for i in range(d):
+            q = pos[i] - padding_lo[i]
+            if q < 0 or q % input_dilation[i] or q // input_dilation[i] >= sz[i]:
+                return 0.0
+            idx.append(q // input_dilation[i])
+        return x[(b,) + tuple(idx) + (c,)]
+
+    for b, o, co in itertools.product(range(n), itertools.product(*map(range, out_sz)), range(c_out)):
+        g = co // cog
+        acc = 0.0
+        for k in itertools.product(*map(range, ksz)):
+            kk = tuple(ks - 1 - ki for ks, ki in zip(ksz, k)) if flip else k
+            pos = [o[i] * stride[i] + kk[i] * kernel_dilation[i] for i in range(d)]
+            for ci in range(cig):
+                acc += xval(b, pos, g * cig + ci) * w[(co,) + k + (ci,)]
+        out[(b,) + o + (co,)] = acc
+    assert c_in == groups * cig
+    return out
+
+
+# (input shape, weight shape, params)
+FORWARD = [
+    ((2, 7, 3), (4, 3, 3), P(1)),
+    ((2, 9, 3), (4, 3, 3), P(1, stride=2, lo=1, hi=2, kd=2)),
+    ((2, 7, 4), (6, 3, 2), P(1, groups=2, flip=True)),
+    ((1, 5, 4), (4, 2, 1), P(1, groups=4, idl=2, lo=-1, hi=1)),
+    ((2, 6, 5, 3), (4, 3, 2, 3), P(2, stride=(2, 1), lo=(1, 0), hi=(1, 1))),
+    ((2, 6, 5, 4), (6, 3, 2, 2), P(2, groups=2, kd=(1, 2), idl=(2, 1), flip=True)),
+    ((1, 5, 6, 2), (3, 2, 3, 2), P(2, stride=2, kd=2, lo=(2, 1), hi=(0, 3))),
+    ((1, 4, 4, 3, 2), (2, 2, 2, 2, 2), P(3, lo=(1, 0, 0))),
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", FORWARD)
+def test_forward_matches_reference(xs, ws, params, rng):
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    want = REF(x, w, **params)
+    if x.ndim <= 4:
+        np.testing.assert_allclose(want, naive(x, w, **params), rtol=1e-12, atol=1e-12)
+    for d, tol in [(np.float64, 1e-12), (np.float32, 1e-5)]:
+        got = np.asarray(apply("conv", [mr.array(x.astype(d)), mr.array(w.astype(d))], **params))
+        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol)
+    xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(apply("conv", [mr.array(xi), mr.array(wi)], **params)),
+                                  REF(xi, wi, **params))
+
+
+def test_api_matches_mlx_semantics(rng):
+    x1, w1 = rng.standard_normal((2, 8, 4)), rng.standard_normal((6, 3, 2))
+    got = np.asarray(mr.conv1d(mr.array(x1), mr.array(w1), stride=2, padding=1, dilation=2, groups=2))
+    np.testing.assert_allclose(got, naive(x1, w1, **P(1, stride=2, lo=1, hi=1, kd=2, groups=2)), rtol=1e-12)
+    x2, w2 = rng.standard_normal((2, 6, 5, 3)), rng.standard_normal((4, 3, 2, 3))
+    got = np.asarray(mr.conv2d(mr.array(x2), mr.array(w2), stride=(2, 1), padding=(1, 0)))
+    np.testing.assert_allclose(got, naive(x2, w2, **P(2, stride=(2, 1), lo=(1, 0), hi=(1, 0))), rtol=1e-12)
+    got = np.asarray(mr.conv_general(mr.array(x2), mr.array(w2), padding=([1, 0], [0, 2]), input_dilation=2,
+                                     flip=True))
+    np.testing.assert_allclose(got, naive(x2, w2, **P(2, lo=(1, 0), hi=(0, 2), idl=2, flip=True)), rtol=1e-12)
+    x3, w3 = rng.standard_normal((1, 4, 3, 3, 2)), rng.standard_normal((2, 2, 2, 2, 2))
+    np.testing.assert_allclose(np.asarray(mr.conv3d(mr.array(x3), mr.array(w3), padding=1)),
+                               REF(x3, w3, **P(3, lo=1, hi=1)), rtol=1e-12)
+    # float32 and int32 operands promote to float32, as MLX
+    r = mr.conv1d(mr.array(x1.astype(np.float32)), mr.array(np.ones((2, 3, 4), np.int32)))
+    assert r.dtype == mr.float32 and r.shape == (2, 6, 2)
+
+
+def test_conv_transpose_is_the_input_gradient(rng):
+    """conv_transpose(y, w) is the vjp of conv w.r.t. its input at cotangent y, with the
+    weight's in/out channels swapped (MLX's weight layout (C_out, K..., C_in))."""
+    for nd, s, p, dil, xs in [(1, 2, 1, 1, (2, 9, 3)), (1, 3, 0, 2, (1, 10, 2)), (2, 2, 1, 1, (1, 7, 6, 3))]:
+        wf = rng.standard_normal((5,) + (3,) * nd + (xs[-1],))  # forward conv: C_in=xs[-1] -> 5
+        conv = getattr(mr, f"conv{nd}d")
+        y = conv(mr.array(rng.standard_normal(xs)), mr.array(wf), stride=s, padding=p, dilation=dil)
+        u = rng.standard_normal(y.shape)
+        _, (ct,) = mr.vjp(lambda a: conv(a, mr.array(wf), stride=s, padding=p, dilation=dil),
+                          [mr.array(rng.standard_normal(xs))], [mr.array(u)])
+        wt = np.moveaxis(wf, [0, -1], [-1, 0])  # (C_in, K, 5)
+        # output_padding recovers the input positions the strided forward conv never reached
+        op = tuple(xs[1 + i] - ((y.shape[1 + i] - 1) * s - 2 * p + (3 - 1) * dil + 1) for i in range(nd))
+        tr = getattr(mr, f"conv_transpose{nd}d")(mr.array(u), mr.array(wt), stride=s, padding=p, dilation=dil,
+                                                 output_padding=op)
+        assert tr.shape == ct.shape == xs
+        np.testing.assert_allclose(np.asarray(tr), np.asarray(ct), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: mr.conv1d(mr.zeros((1, 5, 3)), mr.zeros((2, 3, 2))), "channel mismatch"),
+    (lambda: mr.conv1d(mr.zeros((1, 5, 4)), mr.zeros((3, 3, 2)), groups=2), "groups \\(2\\) must divide"),
+    (lambda: mr.conv1d(mr.zeros((1, 5, 3)), mr.zeros((2, 3, 1)), groups=2), "groups \\(2\\) must divide"),
+    (lambda: mr.conv2d(mr.zeros((1, 5, 3)), mr.zeros((2, 3, 3))), "expects a 4-D input"),
+    (lambda: mr.conv1d(mr.zeros((1, 2, 3)), mr.zeros((2, 3, 3))), "smaller than the dilated kernel"),
+    (lambda: mr.conv1d(mr.zeros((1, 5, 3)), mr.zeros((2, 3, 3)), stride=0), "stride must be positive"),
+    (lambda: mr.conv2d(mr.zeros((1, 5, 5, 3)), mr.zeros((2, 3, 3, 3)), padding=(1, 2, 3)), "needs 2 entries"),
+    (lambda: apply("conv", [mr.zeros((1, 5, 4)), mr.zeros((2, 3, 3))], **P(1)), "channel mismatch"),
+    (lambda: apply("conv", [mr.zeros((1, 5, 4)), mr.zeros((3, 3, 2))], **P(1, groups=2)), "must divide"),
+    (lambda: apply("conv", [mr.zeros((1, 5, 4)), mr.zeros((2, 3, 4), mr.int32)], **P(1)), "dtypes differ"),
+])
+def test_errors(call, msg):
+    with pytest.raises(mr.MiraxError, match=msg):
+        call()
+
+
+# ---- rules ---------------------------------------------------------------------------
+
+EPS = 1e-6
+
+
+def _conv_fn(params):
+    return lambda x, w: apply("conv", [x, w], **params)
+
+
+RULES = [
+    ((2, 7, 3), (4, 3, 3), P(1)),
+    ((2, 9, 3), (4, 3, 3), P(1, stride=2, lo=1, hi=2, kd=2)),
+    ((2, 8, 4), (6, 3, 2), P(1, stride=3, groups=2, flip=True, lo=2, hi=0)),
+    ((1, 5, 4), (4, 2, 1), P(1, groups=4, idl=2, lo=-1, hi=1, stride=2)),
+    ((2, 6, 5, 3), (4, 3, 2, 3), P(2, stride=(2, 1), lo=(1, 0), hi=(1, 1))),
+    ((1, 6, 5, 4), (6, 3, 2, 2), P(2, groups=2, kd=(1, 2), idl=(2, 1), stride=(1, 2), flip=True)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", RULES)
+def test_jvp_and_vjp(xs, ws, params, rng):
+    f = _conv_fn(params)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    tx, tw = rng.standard_normal(xs), rng.standard_normal(ws)
+    (y,), (ty,) = mr.jvp(f, [mr.array(x), mr.array(w)], [mr.array(tx), mr.array(tw)])
+    y, ty = np.asarray(y), np.asarray(ty)
+    np.testing.assert_allclose(y, REF(x, w, **params), rtol=1e-12, atol=1e-12)
+    fd = (REF(x + EPS * tx, w + EPS * tw, **params) - REF(x - EPS * tx, w - EPS * tw, **params)) / (2 * EPS)
+    np.testing.assert_allclose(ty, fd, rtol=1e-6, atol=1e-6)
+    u = rng.standard_normal(y.shape)
+    _, (cx, cw) = mr.vjp(f, [mr.array(x), mr.array(w)], [mr.array(u)])
+    cx, cw = np.asarray(cx), np.asarray(cw)
+    assert cx.shape == xs and cw.shape == ws
+    np.testing.assert_allclose(np.sum(cx * tx) + np.sum(cw * tw), np.sum(u * ty), rtol=1e-10, atol=1e-10)
+    # each cotangent on its own: <vjp_x(u), tx> == <u, conv(tx, w)>, <vjp_w(u), tw> == <u, conv(x, tw)>
+    np.testing.assert_allclose(np.sum(cx * tx), np.sum(u * REF(tx, w, **params)), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(np.sum(cw * tw), np.sum(u * REF(x, tw, **params)), rtol=1e-10, atol=1e-10)
+
+
+def test_second_order(rng):
+    """grad of a function of grad: the rules of the transposed convolutions."""
+    params = P(1, stride=2, lo=1, hi=0, kd=2, groups=2)
+    x, w = rng.standard_normal((2, 9, 4)), rng.standard_normal((4, 2, 2))
+    u = rng.standard_normal(REF(x, w, **params).shape)
+
+    def g(w_):
+        _, (cx,) = mr.vjp(lambda a: apply("conv", [a, w_], **params), [mr.array(x)], [mr.array(u)])
+        return mr.sum(cx * cx)
+    got = np.asarray(mr.grad(g)(mr.array(w)))
+    t = rng.standard_normal(w.shape)
+    fd = (float(np.asarray(g(mr.array(w + EPS * t)))) - float(np.asarray(g(mr.array(w - EPS * t))))) / (2 * EPS)
+    np.testing.assert_allclose(np.sum(got * t), fd, rtol=1e-6, atol=1e-6)
+
+
+VMAP = [
+    ((2, 7, 4), (6, 3, 2), P(1, stride=2, lo=1, hi=1, groups=2)),
+    ((1, 6, 5, 3), (4, 3, 2, 3), P(2, kd=(2, 1), idl=(1, 2), flip=True)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", VMAP)
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0), (2, 1)])
+def test_vmap(xs, ws, params, in_axes, rng):
+    f = _conv_fn(params)
+    b = 3
+    x = rng.standard_normal(xs if in_axes[0] is None else xs[:in_axes[0]] + (b,) + xs[in_axes[0]:])
+    w = rng.standard_normal(ws if in_axes[1] is None else ws[:in_axes[1]] + (b,) + ws[in_axes[1]:])
+    got = np.asarray(mr.vmap(f, in_axes=in_axes)(mr.array(x), mr.array(w)))
+    want = np.stack([REF(x if in_axes[0] is None else np.take(x, i, in_axes[0]),
+                         w if in_axes[1] is None else np.take(w, i, in_axes[1]), **params) for i in range(b)])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_vmap_of_grad(rng):
+    """Per-example weight gradients: vmap over (x, ct) of the vjp w.r.t. the weights."""
+    params = P(1, stride=2, groups=2)
+    x, w = rng.standard_normal((3, 2, 8, 4)), rng.standard_normal((4, 3, 2))
+
+    def loss(w_, xe):
+        return mr.sum(apply("conv", [xe, w_], **params) ** 2)
+    got = np.asarray(mr.vmap(mr.grad(loss), in_axes=(None, 0))(mr.array(w), mr.array(x)))
+    want = np.stack([np.asarray(mr.grad(loss)(mr.array(w), mr.array(x[i]))) for i in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
