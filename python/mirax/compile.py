@@ -155,6 +155,17 @@ def _forget(key):
     _TRACES.pop(key, None)
 
 
+_FLAT = {}
+
+
+def _flat_treedef(n):
+    """The tree structure of n positional arrays."""
+    d = _FLAT.get(n)
+    if d is None:
+        d = _FLAT[n] = tree_flatten([Array._leaf(np.zeros(()), None)] * n)[1]
+    return d
+
+
 class Compiled:
     """The callable `mr.compile` returns."""
 
@@ -178,11 +189,15 @@ class Compiled:
 
     # ---- calling ----------------------------------------------------------------------------
     def __call__(self, *args):
-        if not _ENABLED[0]:
-            return self.fun(*args)
-        leaves, treedef = tree_flatten(list(args))
-        if any(isinstance(x, Array) and x._tracer is not None for x in leaves) or STATE.tracing:
-            return self.fun(*args)  # inside a trace: inline
+        if not _ENABLED[0] or STATE.tracing:
+            return self.fun(*args)  # disabled, or inside a trace: inline
+        if all(type(x) is Array for x in args):  # the common case, without walking a tree
+            leaves, treedef = list(args), _flat_treedef(len(args))
+        else:
+            leaves, treedef = tree_flatten(list(args))
+        for x in leaves:
+            if type(x) is Array and x._tracer is not None:
+                return self.fun(*args)  # called on traced values: inline
         state_slots = _slots(self.inputs) if self.inputs is not None else []
         state_in = [c[k] for c, k in state_slots]
         key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
@@ -193,7 +208,9 @@ class Compiled:
         exe = cache.get(key)
         if exe is None or (self.shapeless and exe.in_avals != [a.aval for a in arrays]):
             exe = self._build(args, leaves, treedef, state_slots, arrays, key, cache)
-        _eval(arrays)
+        pending = [a for a in arrays if a._data is None]
+        if pending:
+            _eval(*pending)
         outs = exe.run(arrays)
         n = len(outs) - exe.n_state_out
         if exe.n_state_out:
