@@ -283,5 +283,6 @@ def eval(*trees) -> None:
             raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
         ins = [x._data for x in node._inputs]
         node._data = dev.run(node._prim, node._params, [x.aval for x in node._inputs], node.aval, ins)
+        node._prim = None  # now a leaf holding data, like an array made from values
         node._inputs = ()
         node._params = None

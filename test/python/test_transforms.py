@@ -271,3 +271,9 @@ def test_vmap_out_axes_per_leaf_in_axes_and_negative_axes():
     a, b = mr.vmap(lambda v: (v.sum(), v * 2), out_axes=(0, 1))(x)
     close(a, [3.0, 12.0])
     close(b, (np.asarray(x) * 2).T)
+
+
+def test_evaluated_intermediates_are_constants_in_later_traces():
+    c = mr.ones((3,)) * 2
+    mr.eval(c)
+    close(mr.grad(lambda x: (x * c).sum())(mr.ones((3,))), [2.0, 2.0, 2.0])
