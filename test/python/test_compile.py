@@ -251,3 +251,49 @@ def test_lower_prints_each_stage(tmp_path):
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     names = sorted(p.name.split(".")[-2] for p in tmp_path.iterdir())
     assert names == ["linalg", "llvm", "mirax", "simplified"]
+
+
+def test_compiling_training_graphs_as_in_the_guide():
+    import mirax.nn as nn
+    import mirax.optimizers as optim
+
+    def run(compiled):
+        mr.random.seed(0)
+        x = mr.random.uniform(shape=(4, 10))
+        y = mr.array([0, 1, 0, 1])
+        model = nn.Linear(10, 1)
+        optimizer = optim.SGD(learning_rate=0.1, momentum=0.8)
+
+        def loss_fn(model, x, y):
+            logits = model(x).squeeze()
+            return nn.losses.binary_cross_entropy(logits, y)
+
+        losses = []
+        if not compiled:
+            loss_and_grad_fn = nn.value_and_grad(model, loss_fn)
+            for _ in range(10):
+                loss, grads = loss_and_grad_fn(model, x, y)
+                optimizer.update(model, grads)
+                mr.eval(model.parameters(), optimizer.state)
+                losses.append(loss.item())
+            return losses, None
+        state = [model.state, optimizer.state]
+
+        @partial(mr.compile, inputs=state, outputs=state)
+        def step(x, y):
+            loss_and_grad_fn = nn.value_and_grad(model, loss_fn)
+            loss, grads = loss_and_grad_fn(model, x, y)
+            optimizer.update(model, grads)
+            return loss
+
+        for _ in range(10):
+            loss = step(x, y)
+            mr.eval(state)
+            losses.append(loss.item())
+        return losses, step
+
+    plain, _ = run(False)
+    compiled, step = run(True)
+    np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
+    assert plain[-1] < plain[0]
+    assert step.trace_count <= 2  # the optimizer's state appears on the first update

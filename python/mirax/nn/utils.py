@@ -56,7 +56,9 @@ def value_and_grad(model: Module, fn: Callable):
         params = model.trainable_parameters()
         trained = set(_array_slots(params))
         others = [(k, v) for k, v in _array_slots(model).items() if k not in trained]
-        leaves, treedef = tree_flatten((args, kwargs))
+        # modules among the arguments pass through as they are: their arrays enter the
+        # trace through `params` and `others`
+        leaves, treedef = tree_flatten((args, kwargs), is_leaf=lambda x: isinstance(x, Module))
         arr_idx = [i for i, x in enumerate(leaves) if isinstance(x, Array)]
         changed_names: list = []
         key_changed = [False]
