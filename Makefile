@@ -3,12 +3,18 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# compiled kernels persist here between test runs (any change to the compiler invalidates them)
+MIRAX_TEST_CACHE_DIR ?= $(CURDIR)/build/kernel-cache
 
 .PHONY: run test lit pytest bench setup clean
 
 $(STAMP): pyproject.toml
 	@command -v python3 >/dev/null || (apt-get update -qq && apt-get install -y -qq python3 python3-venv)
 	@python3 -m venv --help >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq python3-venv)
+	@# LLVM's OpenMP runtime (__kmpc_*) lets large kernels use every core; without it they run serially
+	@ldconfig -p 2>/dev/null | grep -q 'libomp\.so\.5' || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq libomp5) || \
+		echo "warning: could not install libomp5 (LLVM OpenMP runtime): CPU kernels will run on one thread"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
@@ -23,12 +29,13 @@ lit: $(STAMP)
 	$(VENV)/bin/lit -sv test/lit
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q test/python
+	MIRAX_TEST_CACHE_DIR=$(MIRAX_TEST_CACHE_DIR) $(PY) -m pytest -q test/python
 
 test: lit pytest
 
 bench: $(STAMP)
 	$(PY) bench/eager_overhead.py
+	$(PY) bench/elementwise.py
 
 clean:
 	rm -rf $(VENV) build test/lit/Output

@@ -51,6 +51,8 @@ def _float_fn(fn):
 
 
 def _math(name):
+    """`math.<name>` (f16/bf16 through f32). The CPU pipeline's `mirax-math-approx`
+    (lowering/approx.py) turns the f32 exp/log/erf/tanh into vectorizable polynomials."""
     return _float_fn(lambda b, x, t: b.op(f"math.{name} {x} : {t}"))
 
 
@@ -142,11 +144,19 @@ def _float_recip(b, x, t):
 
 
 def _sigmoid(b, x, t):
+    """1 / (1 + exp(-x)) without overflow: with e = exp(-|x|) in (0, 1] and
+    r = 1 / (1 + e), the result is r for x >= 0 and e * r for x < 0, so very negative x
+    give exp(x) down to the denormals rather than 0 (f32's exp is then the polynomial of
+    lowering/approx.py)."""
     one = b.const(1.0, t)
-    n = b.op(f"arith.negf {x} : {t}")
-    ex = b.op(f"math.exp {n} : {t}")
-    den = b.op(f"arith.addf {one}, {ex} : {t}")
-    return b.op(f"arith.divf {one}, {den} : {t}")
+    ax = b.op(f"math.absf {x} : {t}")
+    nax = b.op(f"arith.negf {ax} : {t}")
+    e = b.op(f"math.exp {nax} : {t}")
+    den = b.op(f"arith.addf {one}, {e} : {t}")
+    r = b.op(f"arith.divf {one}, {den} : {t}")
+    er = b.op(f"arith.mulf {e}, {r} : {t}")
+    neg = b.op(f"arith.cmpf olt, {x}, {b.const(0.0, t)} : {t}")
+    return b.op(f"arith.select {neg}, {er}, {r} : {t}")
 
 
 def _erfinv(b, x, t):

@@ -10,7 +10,8 @@ dtype (argmax/argmin give uint32, as MLX); the API promotes first (`sum` of bool
 
 Lowering: a `linalg.generic` with parallel iterators on the kept dims and reduction
 iterators on `axes`, accumulating into a `linalg.fill` of the op's identity, then a
-`tensor.reshape` for `keepdims`. argmax/argmin carry (value, index) in a two-output
+`tensor.expand_shape` for `keepdims` (elementwise fusion folds it into the consumer, so a
+`x - max(x, keepdims=True)` reads the row maximum directly). argmax/argmin carry (value, index) in a two-output
 generic; cumsum is an `scf.for` over the axis carrying the running sum.
 """
 from __future__ import annotations
@@ -80,6 +81,33 @@ def _reshape(e, value, src: Aval, dst: Aval):
     return e.op(f"tensor.reshape {value}({shp}) : ({ttype(src)}, tensor<{dst.ndim}xi64>) -> {ttype(dst)}")
 
 
+def _keepdims(e, value, src: Aval, dst: Aval):
+    """`tensor.expand_shape` adding the unit dims of `keepdims` (`_reshape` otherwise).
+
+    Each kept dim is grouped with the unit dims after it (leading unit dims join the
+    first group), which is the form the linalg reshape fusions see through:
+
+        %r = tensor.expand_shape %s [[0, 1]] output_shape [4096, 1] : tensor<4096xf32> into tensor<4096x1xf32>
+    """
+    if src.shape == dst.shape:
+        return value
+    kept = [i for i, s in enumerate(dst.shape) if s != 1]
+    if [dst.shape[i] for i in kept] != [s for s in src.shape if s != 1] or src.ndim != len(kept) \
+            or any(s == 1 for s in src.shape):
+        return _reshape(e, value, src, dst)
+    groups = []
+    for i in range(dst.ndim if src.ndim else 0):
+        if i in kept or not groups:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    if len(groups) > src.ndim:  # leading unit dims: merge into the first kept dim's group
+        groups = [groups[0] + groups[1]] + groups[2:]
+    reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+    shape = ", ".join(str(d) for d in dst.shape)
+    return e.op(f"tensor.expand_shape {value} {reassoc} output_shape [{shape}] : {ttype(src)} into {ttype(dst)}")
+
+
 def _identity_value(kind, d: dt.Dtype):
     """The identity of a reduction as a Python value for `Emitter.const` (signless)."""
     if kind == "sum":
@@ -122,7 +150,7 @@ def _reduce_lower(kind):
         its = ["reduction" if i in axes else "parallel" for i in range(n)]
         r = e.generic(ins, in_avals, red, lambda b, x, acc: _combine(kind, b, x, acc, a.dtype),
                       maps, its, init=init)
-        return _reshape(e, r, red, out)
+        return _keepdims(e, r, red, out)
     return lower
 
 
@@ -197,7 +225,7 @@ def _arg_lower(kind):
         e.lines.extend(b.lines)
         e.line(f"  linalg.yield {nv}, {ni} : {mt}, i32")
         e.line(f"}} -> ({ttype(red_v)}, {ttype(red_i)})")
-        return _reshape(e, f"{res}#1", red_i, out)
+        return _keepdims(e, f"{res}#1", red_i, out)
     return lower
 
 

@@ -3,12 +3,17 @@
     from mirax.lowering import PASSES
     PASSES["convert-mirax-to-linalg"]().add_to(pm)
 """
+from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
+from .fuse import MiraxFuse
+from .fuse_reductions import MiraxFuseReductions
 from .mirax_simplify import MiraxSimplify
+from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
 from .verify import MiraxVerify
 
-PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify]}
+PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify,
+                               MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -3,10 +3,29 @@
 The functions it leaves take their inputs and then their outputs as memrefs, written in
 place (`buffer-results-to-out-params`), with C interfaces, so the runtime calls them on
 numpy buffers without copies.
+
+Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
+
+    convert-mirax-to-linalg     one linalg op per mirax op
+    mirax-math-approx           f32 exp/log/erf/tanh as vectorizable arithmetic
+    mirax-fuse                  elementwise chains + broadcasts -> one linalg.generic
+    mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
+    (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
+    mirax-parallelize           large ops -> scf.forall over the threads (tuning.py)
+    bufferize                   into the caller's buffers
+    loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
+                                vectorizer widens the fused loops at JIT time (O3)
+
+`threads=1` (or no OpenMP runtime on the machine) leaves everything serial.
 """
 from __future__ import annotations
 
+from . import tuning
+from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
+from .fuse import MiraxFuse
+from .fuse_reductions import MiraxFuseReductions
+from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
 
 NAME = "mirax-cpu-pipeline"
@@ -21,25 +40,54 @@ BUFFERIZE = [
     "buffer-deallocation-pipeline",
 ]
 
+# OpenMP needs finalize-memref-to-llvm before convert-scf-to-cf (DESIGN.md)
 TO_LLVM = [
+    "scf-forall-to-parallel",
+    "convert-scf-to-openmp",            # dropped when serial: scf.parallel then becomes loops
     "func.func(convert-linalg-to-loops)",
+    "convert-vector-to-scf{full-unroll}",
     "convert-complex-to-standard",
     "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
     "convert-math-to-llvm",
     "convert-math-to-libm",
     "convert-complex-to-llvm",
     "expand-strided-metadata", "lower-affine",
+    "convert-vector-to-llvm",
     "finalize-memref-to-llvm",
+    "convert-openmp-to-llvm",           # dropped when serial
     "convert-scf-to-cf", "convert-cf-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm",
     "convert-func-to-llvm", "convert-ub-to-llvm", "reconcile-unrealized-casts",
 ]
+OPENMP_ONLY = ("convert-scf-to-openmp", "convert-openmp-to-llvm")
+
+
+def _optimize_matmuls(op, *_):
+    """The matmul code generator's hook, when lowering/matmul_codegen.py exists."""
+    try:
+        from .matmul_codegen import optimize_matmuls
+    except ImportError:
+        return
+    optimize_matmuls(op)
 
 
 class MiraxCpuPipeline(MiraxPass):
     name = NAME
-    summary = "Lower mirax to LLVM for the CPU: linalg, bufferization into out-params, loops, LLVM"
+    summary = "Lower mirax to LLVM for the CPU: linalg, fusion, threads, bufferization into out-params, LLVM"
+    options = {"threads": (0, "threads for large kernels (0: tuning.threads(); 1: serial)"),
+               "fuse": (True, "fuse elementwise ops (mirax-fuse)"),
+               "approx": (True, "f32 exp/log/erf/tanh as polynomials (mirax-math-approx)")}
 
     def add_to(self, pm):
+        threads = int(self.opts["threads"]) or tuning.threads()
         ConvertMiraxToLinalg().add_to(pm)
-        for p in ["canonicalize", "cse"] + BUFFERIZE + TO_LLVM:
+        for p in ["canonicalize", "cse"]:
+            pm.add(p)
+        if self.opts["approx"]:
+            MathApprox().add_to(pm)
+        if self.opts["fuse"]:
+            MiraxFuse().add_to(pm)
+            MiraxFuseReductions(threads=threads).add_to(pm)
+        pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
+        MiraxParallelize(threads=threads).add_to(pm)
+        for p in BUFFERIZE + [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
             pm.add(p)

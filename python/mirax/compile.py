@@ -115,14 +115,15 @@ class Executable:
     def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name):
         from .runtime.cpu import compile_module
         self.text = module_text
-        self.stages = stages
+        self.stages = stages  # filled on demand by Lowered
         self.in_avals = in_avals
         self.out_avals = out_avals
         self.out_tree = out_tree
         self.n_state_out = n_state_out
         self.lifted = [np.asarray(a._data) for a in lifted]
         self.lifted_avals = [a.aval for a in lifted]
-        self.kernel = compile_module(module_text, "main")
+        # keyed by the traced text: a disk-cache hit needs no MLIR at all
+        self.kernel = compile_module(module_text, "main", prepare=("mirax-simplify", _prepare_for_cpu))
         self.name = name
 
     def run(self, arrays):
@@ -295,6 +296,8 @@ class Lowered:
     def as_text(self, stage="mirax"):
         if stage not in self.STAGES:
             raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES)}")
+        if "simplified" not in self.stages:
+            self.stages.update(early_stages(self.stages["traced"]))
         if stage not in self.stages:
             self.stages.update(_late_stages(self.stages["simplified"]))
         return self.stages[stage]
@@ -303,14 +306,27 @@ class Lowered:
         return f"Lowered(stages={list(self.STAGES)})"
 
 
+def _module_text(text):
+    return "module {\n" + text + "\n}\n"
+
+
 def _with_c_interface(text):
     """Parse a traced module and mark @main to get a C interface."""
     from .runtime.context import context
     from .transforms.interpret import find_function
     with context(), ir.Location.unknown():
-        m = ir.Module.parse("module {\n" + text + "\n}\n")
+        m = ir.Module.parse(_module_text(text))
         find_function(m, "main").attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
         return m
+
+
+def _prepare_for_cpu(module):
+    """What compile does to a traced module before the CPU pipeline."""
+    from .lowering import PASSES
+    from .transforms.interpret import find_function
+    with module.context, ir.Location.unknown():
+        find_function(module, "main").attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    _run(module, PASSES["mirax-simplify"]().add_to)
 
 
 def _run(module, add):
@@ -344,11 +360,13 @@ def _late_stages(simplified) -> dict:
 
 def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):
     try:
-        stages = early_stages(text)
+        stages = {"traced": text}
         if os.environ.get("MIRAX_DUMP_IR"):
-            stages.update(_late_stages(stages["simplified"]))
-            _dump(name, stages)
-        return Executable(stages["simplified"], stages, in_avals, out_avals, out_tree, n_state_out, lifted, name)
+            low = Lowered(stages)
+            for st in Lowered.STAGES:
+                low.as_text(st)
+            _dump(name, {k: v for k, v in stages.items() if k != "traced"})
+        return Executable(_module_text(text), stages, in_avals, out_avals, out_tree, n_state_out, lifted, name)
     except ir.MLIRError as err:
         raise MiraxError(f"compile: lowering failed: {err}{where_text()}") from None
 
@@ -360,7 +378,7 @@ def _respecialize(exe, in_avals):
     from .trace import to_mlir_text
     from .transforms.interpret import apply_op, interpret, placeholders
     with context(), ir.Location.unknown():
-        m = ir.Module.parse(exe.stages["mirax"])
+        m = ir.Module.parse(_module_text(exe.stages["traced"]))
     ph = placeholders(in_avals)
     n_lifted = len(exe.lifted)
     lifted = [Array._leaf(d, a.dtype) for d, a in zip(exe.lifted, exe.lifted_avals)]

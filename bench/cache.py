@@ -1,0 +1,98 @@
+"""Cold compile vs warm on-disk kernel cache, each in a fresh process.
+
+    python bench/cache.py [--runs 5]
+
+For a compiled gelu-like function and for one eager op, a fresh subprocess times the
+first call (trace + lower + compile, or a disk-cache load) against an empty cache dir
+("cold") and against the dir an earlier process filled ("warm"); also "jit only" with the
+disk cache off (a miss links and writes its .so on a background thread, so cold ~ jit
+only; the process waits for the writes at exit). Prints medians
+of interleaved runs, the ratio (target: warm >= 10x faster than cold) and the per-call
+time of a cached compiled call (target <= 20 us).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import json, math, time
+import numpy as np
+import mirax as mr
+from mirax.runtime import cpu, disk_cache
+which = {which!r}
+x = mr.array(np.linspace(-3, 3, 32 * 4096, dtype=np.float32).reshape(32, 4096))
+mr.eval(x)
+if which == "gelu":
+    def gelu(x):
+        return x * (1 + mr.erf(x / math.sqrt(2))) / 2
+    f = mr.compile(gelu)
+    t = time.perf_counter(); mr.eval(f(x)); first = time.perf_counter() - t
+    small = mr.array(np.ones(16, np.float32)); mr.eval(small)
+    mr.eval(f(small))
+    n = 5000
+    t = time.perf_counter()
+    for _ in range(n):
+        f(small)
+    per_call = (time.perf_counter() - t) / n
+    kern = list(cpu._loaded.values())[-1]  # the raw kernel call: CpuKernel on numpy buffers
+    a = np.ones(16, np.float32); o = np.empty(16, np.float32)
+    t = time.perf_counter()
+    for _ in range(n):
+        kern([a], [o])
+    raw = (time.perf_counter() - t) / n
+else:
+    t = time.perf_counter(); mr.eval(mr.tanh(x)); first = time.perf_counter() - t
+    per_call = raw = None
+disk_cache.flush()  # count the entries the writer thread is still linking
+print(json.dumps(dict(first=first, per_call=per_call, raw=raw, stats=cpu.stats.as_dict())))
+"""
+
+
+def child(which, cache_dir):
+    env = dict(os.environ)
+    if cache_dir is None:
+        env["MIRAX_DISABLE_DISK_CACHE"] = "1"
+    else:
+        env.pop("MIRAX_DISABLE_DISK_CACHE", None)
+        env["MIRAX_CACHE_DIR"] = cache_dir
+    r = subprocess.run([sys.executable, "-c", CHILD.format(which=which)], env=env,
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    print(f"{'case':<22}{'jit only ms':>12}{'cold ms':>10}{'warm ms':>10}{'cold/warm':>11}   per-call")
+    for which, label in (("gelu", "compiled gelu 32x4096"), ("tanh", "eager tanh 32x4096")):
+        jit, cold, warm, per_call, raw, cm_cold, cm_warm = [], [], [], [], [], [], []
+        for _ in range(args.runs):  # interleave the three kinds of run
+            with tempfile.TemporaryDirectory() as d:
+                jit.append(child(which, None)["first"])
+                c = child(which, d)
+                assert c["stats"]["compiles"] >= 1 and c["stats"]["disk_writes"] >= 1, c
+                cold.append(c["first"])
+                cm_cold.append(c["stats"]["compile_seconds"])
+                w = child(which, d)
+                assert w["stats"]["compiles"] == 0, w  # a warm process compiles nothing
+                warm.append(w["first"])
+                cm_warm.append(w["stats"]["load_seconds"])
+                if w["per_call"] is not None:
+                    per_call.append(w["per_call"])
+                    raw.append(w["raw"])
+        j, c, w = (statistics.median(v) * 1e3 for v in (jit, cold, warm))
+        pc = (f"compiled call {statistics.median(per_call) * 1e6:.1f} us, kernel call "
+              f"{statistics.median(raw) * 1e6:.1f} us" if per_call else "")
+        print(f"{label:<22}{j:>12.1f}{c:>10.1f}{w:>10.2f}{c / w:>10.1f}x   {pc}")
+        mc, mw = statistics.median(cm_cold) * 1e3, statistics.median(cm_warm) * 1e3
+        print(f"{'':<22}compile_module calls: compile {mc:.1f} ms, disk load {mw:.2f} ms ({mc / mw:.0f}x)")
+        print(f"{'':<22}target warm >= 10x faster than cold: {'ok' if c / w >= 10 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

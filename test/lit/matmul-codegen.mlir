@@ -1,0 +1,87 @@
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file | FileCheck %s
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --script | FileCheck %s --check-prefix=SCRIPT
+
+// optimize_matmuls: f32 matmuls with large static shapes become a two-thread scf.forall
+// of cache-tiled loops around an 8x32 register tile updated by outer products
+// (vector.fma), with C's tile read before the k loop and written after it.
+
+// CHECK-LABEL: func.func @square
+// CHECK: scf.forall (%{{.+}}) in (16) shared_outs
+// CHECK: linalg.fill
+// CHECK: scf.for
+// CHECK: %[[ACC:.+]] = vector.transfer_read {{.+}} vector<8x32xf32>
+// CHECK: scf.for {{.+}} iter_args({{.*}}%{{.+}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
+// CHECK: vector.transfer_read %{{.+}} : tensor<1024x1024xf32>, vector<{{(1x)?}}32xf32>
+// CHECK-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// CHECK: vector.transfer_write {{.+}} : vector<8x32xf32>, tensor<64x512xf32>
+// CHECK: scf.forall.in_parallel
+// CHECK-NOT: linalg.matmul
+// SCRIPT-LABEL: transform.named_sequence @__transform_main
+// SCRIPT: transform.structured.tile_using_forall {{.+}} tile_sizes [64, 0]
+// SCRIPT: transform.structured.fuse_into_containing_op
+// SCRIPT: transform.structured.tile_using_for {{.+}} tile_sizes [0, 512, 256]
+// SCRIPT: transform.structured.tile_using_for {{.+}} tile_sizes [8, 32, 1]
+// SCRIPT: transform.structured.vectorize {{.+}} {create_named_contraction}
+// SCRIPT: transform.loop.hoist_loop_invariant_subsets
+// SCRIPT: lowering_strategy = "outerproduct"
+func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1024x1024xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<1024x1024xf32>, tensor<1024x1024xf32>) outs(%f : tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  return %r : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Shapes that do not divide the register tile are padded with zeros; the result is a
+// slice of the padded product.
+// CHECK-LABEL: func.func @ragged
+// CHECK: tensor.pad
+// CHECK: scf.forall
+// CHECK: vector.fma
+// CHECK: tensor.extract_slice {{.+}} [1000, 1030] [1, 1] : tensor<1000x1056xf32> to tensor<1000x1030xf32>
+// CHECK-NOT: linalg.matmul
+// SCRIPT-LABEL: transform.named_sequence @__transform_main
+// SCRIPT: transform.structured.pad {{.+}} pad_to_multiple_of [8, 32, 1]
+func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<1000x1030xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1000x1030xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1000x1030xf32>) -> tensor<1000x1030xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<1000x999xf32>, tensor<999x1030xf32>) outs(%f : tensor<1000x1030xf32>) -> tensor<1000x1030xf32>
+  return %r : tensor<1000x1030xf32>
+}
+
+// -----
+
+// batch_matmul: the batch dim and row blocks share the parallel loop; the unit batch
+// dim of the register tile is cast away before the outer-product lowering.
+// CHECK-LABEL: func.func @batched
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, 4)
+// CHECK: vector.transfer_read %{{.+}} : tensor<8x256x256xf32>, vector<{{(1x)?}}32xf32>
+// CHECK: vector.fma
+// CHECK-NOT: linalg.batch_matmul
+// SCRIPT-LABEL: transform.named_sequence @__transform_main
+// SCRIPT: tile_using_forall {{.+}} tile_sizes [1, 64, 0]
+// SCRIPT: cast_away_vector_leading_one_dim
+func.func @batched(%a: tensor<8x256x256xf32>, %b: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x256x256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x256x256xf32>) -> tensor<8x256x256xf32>
+  %r = linalg.batch_matmul ins(%a, %b : tensor<8x256x256xf32>, tensor<8x256x256xf32>) outs(%f : tensor<8x256x256xf32>) -> tensor<8x256x256xf32>
+  return %r : tensor<8x256x256xf32>
+}
+
+// -----
+
+// Left alone: other dtypes and small products.
+// CHECK-LABEL: func.func @skipped
+// CHECK-NOT: scf.forall
+// CHECK: linalg.matmul {{.+}} tensor<256x256xf64>
+// CHECK: linalg.matmul {{.+}} tensor<16x16xf32>
+// SCRIPT: None
+func.func @skipped(%a: tensor<256x256xf64>, %c: tensor<256x256xf64>, %x: tensor<16x16xf32>, %y: tensor<16x16xf32>) -> (tensor<256x256xf64>, tensor<16x16xf32>) {
+  %r = linalg.matmul ins(%a, %a : tensor<256x256xf64>, tensor<256x256xf64>) outs(%c : tensor<256x256xf64>) -> tensor<256x256xf64>
+  %s = linalg.matmul ins(%x, %y : tensor<16x16xf32>, tensor<16x16xf32>) outs(%y : tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %r, %s : tensor<256x256xf64>, tensor<16x16xf32>
+}

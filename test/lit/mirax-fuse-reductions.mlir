@@ -1,0 +1,101 @@
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse "--mirax-fuse-reductions=min-elements=1 threads=2" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse --mirax-fuse-reductions | FileCheck %s --check-prefix=SMALL
+// RUN: %mirax-opt %s -split-input-file --mirax-cpu-pipeline=threads=2 | FileCheck %s --check-prefix=OMP
+
+// softmax as `mr.softmax` traces it: max, exp(x - max), sum, divide become ONE loop over
+// the rows; each reduction over the 2048 columns keeps 64 partial results (a loop of
+// elementwise steps LLVM vectorizes) before the final 64 -> 1 reduce.
+// CHECK-LABEL: func.func @softmax
+// CHECK: scf.forall (%[[I:.+]]) in (4) shared_outs(%[[O:.+]] = %{{.+}}) -> (tensor<4x2048xf32>)
+// CHECK: tensor.extract_slice %{{.+}}[%[[I]], 0] [1, 2048] [1, 1]
+// CHECK: scf.for {{.*}} -> (tensor<1x64xf32>)
+// CHECK: arith.maximumf
+// CHECK: linalg.reduce
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: scf.for {{.*}} -> (tensor<1x64xf32>)
+// CHECK: arith.addf
+// CHECK: linalg.reduce
+// CHECK: %[[D:.+]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.divf
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %[[D]] into %[[O]]
+// CHECK-NOT: linalg.
+// CHECK: return
+// SMALL-LABEL: func.func @softmax
+// SMALL-NOT: scf.forall
+// SMALL: return
+func.func @softmax(%arg0: tensor<4x2048xf32>) -> tensor<4x2048xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
+  %1 = "mirax.stop_gradient"(%0) : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %2 = "mirax.broadcast_to"(%1) {shape = array<i64: 4, 2048>} : (tensor<4x1xf32>) -> tensor<4x2048xf32>
+  %3 = "mirax.subtract"(%arg0, %2) : (tensor<4x2048xf32>, tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  %4 = "mirax.exp"(%3) : (tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  %5 = "mirax.sum"(%4) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
+  %6 = "mirax.broadcast_to"(%5) {shape = array<i64: 4, 2048>} : (tensor<4x1xf32>) -> tensor<4x2048xf32>
+  %7 = "mirax.divide"(%4, %6) : (tensor<4x2048xf32>, tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  return %7 : tensor<4x2048xf32>
+}
+
+// -----
+
+// Layer norm: both means and the normalization in one loop; the centred values are
+// computed once a row and read by the variance and the output. Rows of 256 are below
+// the tuning table's split_min: the reductions stay single loops.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK: scf.forall (%{{.+}}) in (8)
+// CHECK-NOT: scf.for
+// CHECK-COUNT-2: iterator_types = ["parallel", "reduction"]
+// CHECK: math.rsqrt
+// CHECK: scf.forall.in_parallel
+// CHECK-NOT: linalg.
+// CHECK: return
+func.func @layer_norm(%arg0: tensor<8x256xf32>) -> tensor<8x256xf32> {
+  %0 = "mirax.sum"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<8x256xf32>) -> tensor<8x1xf32>
+  %1 = "mirax.constant"() {value = dense<2.560000e+02> : tensor<f32>} : () -> tensor<f32>
+  %2 = "mirax.broadcast_to"(%1) {shape = array<i64: 8, 1>} : (tensor<f32>) -> tensor<8x1xf32>
+  %3 = "mirax.divide"(%0, %2) : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %4 = "mirax.broadcast_to"(%3) {shape = array<i64: 8, 256>} : (tensor<8x1xf32>) -> tensor<8x256xf32>
+  %5 = "mirax.subtract"(%arg0, %4) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  %6 = "mirax.multiply"(%5, %5) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  %7 = "mirax.sum"(%6) {axes = array<i64: 1>, keepdims = true} : (tensor<8x256xf32>) -> tensor<8x1xf32>
+  %8 = "mirax.divide"(%7, %2) : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %9 = "mirax.rsqrt"(%8) : (tensor<8x1xf32>) -> tensor<8x1xf32>
+  %10 = "mirax.broadcast_to"(%9) {shape = array<i64: 8, 256>} : (tensor<8x1xf32>) -> tensor<8x256xf32>
+  %11 = "mirax.multiply"(%5, %10) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  return %11 : tensor<8x256xf32>
+}
+
+// -----
+
+// A reduction over the leading (column) dim does not index the rows with its first
+// loop: nothing to fuse by rows, the ops stay as mirax-fuse left them.
+// CHECK-LABEL: func.func @column_sum
+// CHECK-NOT: scf.forall
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK: return
+func.func @column_sum(%arg0: tensor<8x256xf32>) -> tensor<8x256xf32> {
+  %0 = "mirax.sum"(%arg0) {axes = array<i64: 0>, keepdims = true} : (tensor<8x256xf32>) -> tensor<1x256xf32>
+  %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 8, 256>} : (tensor<1x256xf32>) -> tensor<8x256xf32>
+  %2 = "mirax.divide"(%arg0, %1) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  return %2 : tensor<8x256xf32>
+}
+
+// -----
+
+// In the CPU pipeline (with the tuning table's thresholds) a 256x1024 softmax is one
+// OpenMP loop over row blocks.
+// OMP-LABEL: llvm.func @softmax_big
+// OMP: omp.parallel
+// OMP: omp.wsloop
+// OMP-NOT: omp.parallel
+// OMP: llvm.return
+func.func @softmax_big(%arg0: tensor<256x1024xf32>) -> tensor<256x1024xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<256x1024xf32>) -> tensor<256x1xf32>
+  %2 = "mirax.broadcast_to"(%0) {shape = array<i64: 256, 1024>} : (tensor<256x1xf32>) -> tensor<256x1024xf32>
+  %3 = "mirax.subtract"(%arg0, %2) : (tensor<256x1024xf32>, tensor<256x1024xf32>) -> tensor<256x1024xf32>
+  %4 = "mirax.exp"(%3) : (tensor<256x1024xf32>) -> tensor<256x1024xf32>
+  %5 = "mirax.sum"(%4) {axes = array<i64: 1>, keepdims = true} : (tensor<256x1024xf32>) -> tensor<256x1xf32>
+  %6 = "mirax.broadcast_to"(%5) {shape = array<i64: 256, 1024>} : (tensor<256x1xf32>) -> tensor<256x1024xf32>
+  %7 = "mirax.divide"(%4, %6) : (tensor<256x1024xf32>, tensor<256x1024xf32>) -> tensor<256x1024xf32>
+  return %7 : tensor<256x1024xf32>
+}

@@ -1,0 +1,191 @@
+"""optimize_matmuls (lowering/matmul_codegen.py): the tiled, vectorized, two-thread matmul
+against numpy, through the standalone driver (optimize_matmuls + PASSES_AFTER + JIT)."""
+import numpy as np
+import pytest
+from mlir import ir
+
+from mirax.lowering import matmul_codegen as mc
+
+
+def _t(shape, dt):
+    return "tensor<" + "x".join(map(str, shape)) + "x" + dt + ">"
+
+
+def matmul_text(m, n, k, batch=None, dt="f32"):
+    lead = (batch,) if batch else ()
+    a, b, c = _t(lead + (m, k), dt), _t(lead + (k, n), dt), _t(lead + (m, n), dt)
+    zero = "0.0" if dt.startswith(("f", "bf")) else "0"
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    return f"""
+func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant {zero} : {dt}
+  %e = tensor.empty() : {c}
+  %f = linalg.fill ins(%z : {dt}) outs(%e : {c}) -> {c}
+  %r = {op} ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
+  return %r : {c}
+}}"""
+
+
+def transformed(text):
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        script = mc.optimize_matmuls(module, return_script=True)
+        return script, str(module)
+
+
+needs_openmp = pytest.mark.skipif(mc.openmp_library() is None,
+                                  reason="no LLVM OpenMP runtime (apt-get install libomp5 or pip install intel-openmp)")
+
+
+def run(text, a, b, out_shape, dtype=np.float32, optimize=True):
+    mm = mc.compile_standalone(text, "mm", optimize=optimize)
+    out = np.full(out_shape, -7, dtype)  # every element must be written
+    mm([a, b], [out])
+    return out
+
+
+def check(out, a, b):
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    # rtol 1e-4 on the products' scale: f32 sums of K terms of mixed signs
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+SHAPES = [  # (batch, M, N, K)
+    (None, 1024, 1024, 1024),
+    (None, 1000, 1030, 999),   # nothing divides: padded
+    (None, 2048, 64, 512),     # tall
+    (None, 64, 2048, 512),     # wide
+    (None, 128, 128, 4096),    # long K (partial k cache tiles)
+    (None, 96, 544, 300),      # N divides the register tile but not the cache tile
+    (8, 256, 256, 256),
+    (3, 100, 130, 70),         # batched and padded
+]
+
+
+@needs_openmp
+@pytest.mark.parametrize("batch,m,n,k", SHAPES)
+def test_matches_numpy(rng, batch, m, n, k):
+    lead = (batch,) if batch else ()
+    a = rng.standard_normal(lead + (m, k), dtype=np.float32)
+    b = rng.standard_normal(lead + (k, n), dtype=np.float32)
+    text = matmul_text(m, n, k, batch)
+    script, ir_text = transformed(text)
+    assert script is not None, "this shape should be transformed"
+    assert "scf.forall" in ir_text and "vector.fma" in ir_text
+    assert "linalg.matmul" not in ir_text and "linalg.batch_matmul" not in ir_text
+    check(run(text, a, b, lead + (m, n)), a, b)
+
+
+def test_padding_only_when_needed():
+    assert "structured.pad" not in transformed(matmul_text(1024, 1024, 1024))[0]
+    assert "structured.pad" in transformed(matmul_text(1000, 1030, 999))[0]
+    assert "structured.pad" not in transformed(matmul_text(512, 512, 999))[0]  # any K works
+
+
+@pytest.mark.parametrize("text", [
+    matmul_text(16, 16, 16),                   # small: not worth it
+    matmul_text(256, 256, 256, dt="f64"),      # other dtypes: generic lowering
+    matmul_text(256, 256, 256, dt="i32"),
+    matmul_text(4096, 1, 256),                 # matrix-vector: padding N would waste 32x
+])
+def test_skipped_ops_are_left_alone(text):
+    script, ir_text = transformed(text)
+    assert script is None
+    assert ("linalg.matmul" in ir_text) and "scf.forall" not in ir_text and mc.MARK not in ir_text
+
+
+def test_dynamic_shapes_are_left_alone():
+    text = """
+func.func @mm(%a: tensor<?x256xf32>, %b: tensor<256x256xf32>, %c: tensor<?x256xf32>) -> tensor<?x256xf32> {
+  %r = linalg.matmul ins(%a, %b : tensor<?x256xf32>, tensor<256x256xf32>) outs(%c : tensor<?x256xf32>) -> tensor<?x256xf32>
+  return %r : tensor<?x256xf32>
+}"""
+    script, ir_text = transformed(text)
+    assert script is None and "linalg.matmul" in ir_text
+
+
+@needs_openmp
+@pytest.mark.parametrize("dt,np_dt", [("f64", np.float64), ("i32", np.int32)])
+def test_skipped_dtypes_still_compute(rng, dt, np_dt):
+    a = (rng.standard_normal((96, 80)) * 4).astype(np_dt)
+    b = (rng.standard_normal((80, 112)) * 4).astype(np_dt)
+    out = run(matmul_text(96, 112, 80, dt=dt), a, b, (96, 112), np_dt)
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-10)
+
+
+def test_failed_script_restores_the_module(monkeypatch):
+    text = matmul_text(256, 256, 256)
+    # a script that tiles, then fails: tiling a loop is an error
+    monkeypatch.setattr(mc, "op_script", lambda i, name, p: [
+        f'%m{i} = transform.structured.match ops{{["{name}"]}} in %root : (!transform.any_op) -> !transform.any_op',
+        f"%t, %l = transform.structured.tile_using_forall %m{i} tile_sizes [64, 0] : "
+        "(!transform.any_op) -> (!transform.any_op, !transform.any_op)",
+        "%t2, %l2 = transform.structured.tile_using_for %l tile_sizes [8] : "
+        "(!transform.any_op) -> (!transform.any_op, !transform.any_op)"])
+    with pytest.warns(UserWarning, match="transform failed"):
+        script, ir_text = transformed(text)
+    assert script is None
+    assert "linalg.matmul" in ir_text and "scf.forall" not in ir_text and mc.MARK not in ir_text
+
+
+@needs_openmp
+def test_after_convert_mirax_to_linalg(rng):
+    """The hook's real input: a mirax function lowered by convert-mirax-to-linalg."""
+    from mlir.passmanager import PassManager
+    from mirax.lowering import ConvertMiraxToLinalg
+    from mirax.runtime.context import new_context
+
+    text = """
+func.func @mm(%a: tensor<2x192x320xf32>, %b: tensor<2x320x256xf32>) -> tensor<2x192x256xf32> attributes {llvm.emit_c_interface} {
+  %0 = "mirax.matmul"(%a, %b) : (tensor<2x192x320xf32>, tensor<2x320x256xf32>) -> tensor<2x192x256xf32>
+  return %0 : tensor<2x192x256xf32>
+}"""
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(text)
+        pm = PassManager("builtin.module")
+        ConvertMiraxToLinalg().add_to(pm)
+        pm.run(module.operation)
+        linalg_text = str(module)
+    assert "linalg.batch_matmul" in linalg_text
+    script, ir_text = transformed(linalg_text)
+    assert script is not None and "scf.forall" in ir_text
+    a = rng.standard_normal((2, 192, 320), dtype=np.float32)
+    b = rng.standard_normal((2, 320, 256), dtype=np.float32)
+    check(run(linalg_text, a, b, (2, 192, 256)), a, b)
+
+
+def test_tuning_table_is_documented_and_sane():
+    for (name, dtype), cfg in mc.TUNING.items():
+        assert name in ("linalg.matmul", "linalg.batch_matmul") and dtype == "f32"
+        assert cfg["forall_m"] % cfg["mr"] == 0 and cfg["nc"] % cfg["nr"] == 0
+        assert set(cfg) == {"forall_m", "nc", "kc", "mr", "nr", "min_flops", "max_pad"}
+
+
+def test_runs_as_a_python_pass_in_a_pipeline():
+    """How the CPU pipeline calls it: a Python pass between upstream passes."""
+    from mlir.passmanager import PassManager
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(matmul_text(512, 512, 512))
+        pm = PassManager.parse("builtin.module(canonicalize)")
+        pm.add(lambda op, *_: mc.optimize_matmuls(op))
+        pm.add("cse")
+        pm.run(module.operation)
+        text = str(module)
+    assert "scf.forall" in text and "vector.fma" in text and "linalg.matmul" not in text
+
+
+def test_lowering_helpers(rng):
+    """openmp_dynamic_schedule and strided_copies_to_linalg change what they should."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(matmul_text(1000, 1030, 999))
+        mc.optimize_matmuls(module)
+        from mlir.passmanager import PassManager
+        PassManager.parse("builtin.module(" + ",".join(["canonicalize", "cse"] + mc.BUFFERIZE) + ")").run(
+            module.operation)
+        assert "memref.copy" in str(module)
+        mc.strided_copies_to_linalg(module)
+        assert "memref.copy" not in str(module) and "linalg.copy" in str(module)
+        PassManager.parse("builtin.module(scf-forall-to-parallel,convert-scf-to-openmp)").run(module.operation)
+        mc.openmp_dynamic_schedule(module)
+        assert "schedule(dynamic)" in str(module)
