@@ -46,7 +46,39 @@ def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
 
 
 class ComplexDenseText(str):
-    """The text of a complex DenseElementsAttr (see dense_attr)."""
+    """The text of a DenseElementsAttr, standing in for the attribute where the bindings
+    cannot hold it (complex values) or where building it would cost an MLIR context
+    (`dense_text`)."""
+
+
+def _scalar_text(v, dtype: dt.Dtype) -> str:
+    from ..lowering.emit import float_literal
+    if dtype.kind == "b":
+        return "true" if v else "false"
+    if dtype.kind in "iu":
+        return str(int(v))
+    if dtype.kind == "c":
+        return f"({float_literal(float(v.real), 'f32')}, {float_literal(float(v.imag), 'f32')})"
+    if dtype is dt.bfloat16:  # raw bits: the value they hold
+        v = np.array(int(v) << 16, np.uint32).view(np.float32)
+    return float_literal(float(v), dtype.mlir)
+
+
+def dense_text(value: np.ndarray, dtype: dt.Dtype) -> str:
+    """The text of `dense<...> : tensor<...>` for `value`, in pure Python (exact: every
+    float is printed with enough digits to round-trip its type)."""
+    value = np.asarray(value)
+    dims = "".join(f"{d}x" for d in value.shape)
+    flat = value.reshape(-1)
+    if value.size and np.all(flat == flat[0]):
+        body = _scalar_text(flat[0], dtype)
+    else:
+        def nest(v):
+            if v.ndim == 0:
+                return _scalar_text(v[()], dtype)
+            return "[" + ", ".join(nest(x) for x in v) + "]"
+        body = nest(value)
+    return ComplexDenseText(f"dense<{body}> : tensor<{dims}{dtype.mlir}>")
 
 
 def _nested_complex(value):

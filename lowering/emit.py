@@ -52,7 +52,10 @@ def float_literal(v: float, elt: str) -> str:
         pos = {"f16": "0x7C00", "bf16": "0x7F80", "f32": "0x7F800000", "f64": "0x7FF0000000000000"}[elt]
         neg = {"f16": "0xFC00", "bf16": "0xFF80", "f32": "0xFF800000", "f64": "0xFFF0000000000000"}[elt]
         return pos if v > 0 else neg
-    return repr(float(v))
+    text = repr(float(v))
+    if "." not in text:  # MLIR float literals need a decimal point: 1e-05 -> 1.0e-05
+        text = text.replace("e", ".0e") if "e" in text else text + ".0"
+    return text
 
 
 class Emitter:

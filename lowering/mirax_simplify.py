@@ -44,7 +44,10 @@ def _splat(v: ir.Value):
     c = _defining(v, "mirax.constant")
     if c is None:
         return None
-    a = ir.DenseElementsAttr(c.attributes["value"])
+    try:
+        a = ir.DenseElementsAttr(c.attributes["value"])
+    except TypeError:  # complex: the bindings cannot wrap it
+        return None
     if not a.is_splat:
         return None
     s = a.get_splat_value()
@@ -159,7 +162,9 @@ def _fold(op: ir.Operation):
 
 
 def _cse_key(op: ir.Operation):
-    return (op.name, tuple(op.operands), tuple((k, op.attributes[k]) for k in op.attributes),
+    from ..dialect.core import Dense
+    # Dense.read: complex constants cannot be wrapped by the bindings, only printed
+    return (op.name, tuple(op.operands), tuple((k, str(Dense.read(op, k))) for k in op.attributes),
             tuple(r.type for r in op.results))
 
 

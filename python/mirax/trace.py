@@ -114,10 +114,10 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
                 names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
                 lifted.append(node)
                 return
-            from .ops.creation import constant
-            c = constant(np.asarray(node._data), node.dtype)
+            from .dialect.creation import dense_text
             res = f"%{counter[0]}"
-            lines.append("    " + op_text(c._prim, res, [], [], c.aval, c._params))
+            lines.append(f'    {res} = "mirax.constant"() {{value = {dense_text(node._data, node.dtype)}}} : '
+                         f"() -> {node.aval.tensor_type()}")
         else:
             res = f"%{counter[0]}"
             ins = [names[id(x)] for x in node._inputs]

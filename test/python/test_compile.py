@@ -297,3 +297,20 @@ def test_compiling_training_graphs_as_in_the_guide():
     np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
     assert plain[-1] < plain[0]
     assert step.trace_count <= 2  # the optimizer's state appears on the first update
+
+
+@pytest.mark.parametrize("value,dtype", [
+    (np.array([0.1, -2.5, np.nan, -np.inf], np.float32), mr.float32),
+    (np.arange(3, dtype=np.float16) / 3, mr.float16),
+    (np.array([1.5, 3.0, -0.0078125], np.float32), mr.bfloat16),
+    (np.array([0.1, 1e-300]), mr.float64),
+    (np.array([True, False]), mr.bool_),
+    (np.array([1 + 2j, 3j], np.complex64), mr.complex64),
+    (np.array([2 ** 31 - 1, -5], np.int32), mr.int32),
+    (np.array([255, 0], np.uint8), mr.uint8),
+])
+def test_captured_constants_round_trip_exactly(value, dtype):
+    a = mr.array(value, dtype)
+    back = mr.compile(lambda: a)()
+    assert back.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(a))
