@@ -78,6 +78,13 @@ class MiraxCpuPipeline(MiraxPass):
                "approx": (True, "f32 exp/log/erf/tanh as polynomials (mirax-math-approx)")}
 
     def add_to(self, pm):
+        threads = self.add_tensor_passes(pm)
+        for p in BUFFERIZE + [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
+            pm.add(p)
+
+    def add_tensor_passes(self, pm) -> int:
+        """The passes on tensors, up to bufferization (compile's "optimized" stage);
+        returns the thread count they planned for."""
         threads = int(self.opts["threads"]) or tuning.threads()
         ConvertMiraxToLinalg().add_to(pm)
         for p in ["canonicalize", "cse"]:
@@ -89,5 +96,4 @@ class MiraxCpuPipeline(MiraxPass):
             MiraxFuseReductions(threads=threads).add_to(pm)
         pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
         MiraxParallelize(threads=threads).add_to(pm)
-        for p in BUFFERIZE + [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
-            pm.add(p)
+        return threads

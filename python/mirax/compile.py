@@ -286,9 +286,10 @@ class Compiled:
 class Lowered:
     """The IR of a compiled function at each stage of its lowering:
     `mirax` (as traced), `simplified` (after mirax-simplify), `linalg` (after
-    convert-mirax-to-linalg), `llvm` (after the whole CPU pipeline)."""
+    convert-mirax-to-linalg), `optimized` (fused, tiled and parallelized linalg on
+    tensors, before bufferization), `llvm` (after the whole CPU pipeline)."""
 
-    STAGES = ("mirax", "simplified", "linalg", "llvm")
+    STAGES = ("mirax", "simplified", "linalg", "optimized", "llvm")
 
     def __init__(self, stages):
         self.stages = stages  # computed lazily past "simplified"
@@ -354,8 +355,9 @@ def _late_stages(simplified) -> dict:
     ctx = context()
     with ctx, ir.Location.unknown():
         linalg = _run(ir.Module.parse(simplified), PASSES["convert-mirax-to-linalg"]().add_to)
+        optimized = _run(ir.Module.parse(simplified), MiraxCpuPipeline().add_tensor_passes)
         llvm = _run(ir.Module.parse(simplified), MiraxCpuPipeline().add_to)
-    return {"linalg": linalg, "llvm": llvm}
+    return {"linalg": linalg, "optimized": optimized, "llvm": llvm}
 
 
 def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):

@@ -244,13 +244,14 @@ def test_lower_prints_each_stage(tmp_path):
     assert '"mirax.exp"' in low.as_text("mirax")
     assert "linalg.generic" in low.as_text("linalg")
     assert "llvm.func @main" in low.as_text("llvm")
+    assert low.as_text("optimized").count("linalg.generic") == 1  # exp and the multiply fused
     with pytest.raises(ValueError, match="stage"):
         low.as_text("ptx")
     env = dict(os.environ, MIRAX_DUMP_IR=str(tmp_path))
     code = "import mirax as mr\nmr.compile(lambda x: x * 3)(mr.ones((2,)))\n"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     names = sorted(p.name.split(".")[-2] for p in tmp_path.iterdir())
-    assert names == ["linalg", "llvm", "mirax", "simplified"]
+    assert names == ["linalg", "llvm", "mirax", "optimized", "simplified"]
 
 
 def test_compiling_training_graphs_as_in_the_guide():
