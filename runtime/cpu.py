@@ -189,13 +189,16 @@ def clear_memory_cache():
         _loaded.clear()
 
 
-def compile_module(module_or_text, name="kernel", opt_level=3, prepare=None) -> CpuKernel:
+def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) -> CpuKernel:
     """Lower a module holding `func.func @name` (with `llvm.emit_c_interface`) and JIT it,
     or load it from the on-disk cache (runtime/disk_cache.py) when an earlier process built it.
 
     `prepare` is a (tag, function) pair run on the parsed module before lowering; the tag
     joins the cache key, so a cache hit skips parsing and preparing altogether."""
     text = module_or_text if isinstance(module_or_text, str) else str(module_or_text)
+    if opt_level is None:
+        from ..lowering.tuning import jit_opt_level
+        opt_level = jit_opt_level(text)
     libs = _shared_libs()
     key = disk_cache.cache_key(text + (f"\n// prepared by {prepare[0]}" if prepare else ""), name, opt_level, libs)
     k = _loaded.get(key)
