@@ -29,27 +29,21 @@ def _inputs(shape, seed=0):
 
 
 def _mirax_fn(shape):
-    from mirax.lowering.matmul_codegen import compile_standalone
+    """The user's path: `mr.compile(lambda a, b: a @ b)` (trace, mirax-cpu-pipeline with
+    lowering/matmul_codegen.py, JIT), called on mirax arrays."""
+    import mirax as mr
     m, n, k = shape
-    text = f"""
-func.func @mm(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attributes {{llvm.emit_c_interface}} {{
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
-}}"""
-    t0 = time.perf_counter()
-    mm = compile_standalone(text, "mm")
-    sys.stderr.write(f"mirax: compiled in {time.perf_counter() - t0:.2f} s\n")
     a, b = _inputs(shape)
-    c = np.empty((m, n), np.float32)
-    mm([a, b], [c])
+    am, bm = mr.array(a), mr.array(b)
+    mm = mr.compile(lambda x, y: x @ y)
+    t0 = time.perf_counter()
+    c = np.asarray(mm(am, bm))
+    sys.stderr.write(f"mirax: compiled in {time.perf_counter() - t0:.2f} s\n")
     ref = a.astype(np.float64) @ b
     err = float(np.abs(c - ref).max() / np.abs(ref).max())
     if err > 1e-4:
         raise SystemExit(f"mirax: wrong result (relative error {err:.2e})")
-    return lambda: mm([a, b], [c])
+    return lambda: mr.eval(mm(am, bm))
 
 
 def _numpy_fn(shape):

@@ -70,6 +70,19 @@ def _optimize_matmuls(op, *_):
     optimize_matmuls(op)
 
 
+def _strided_copies(op, *_):
+    """Strided memref copies (from padding) as linalg.copy loops, not the runtime's
+    element-by-element memrefCopy."""
+    from .matmul_codegen import strided_copies_to_linalg
+    strided_copies_to_linalg(op)
+
+
+def _dynamic_schedule(op, *_):
+    """omp.wsloop with schedule(dynamic): threads that share the machine keep busy."""
+    from .matmul_codegen import openmp_dynamic_schedule
+    openmp_dynamic_schedule(op)
+
+
 class MiraxCpuPipeline(MiraxPass):
     name = NAME
     summary = "Lower mirax to LLVM for the CPU: linalg, fusion, threads, bufferization into out-params, LLVM"
@@ -79,8 +92,13 @@ class MiraxCpuPipeline(MiraxPass):
 
     def add_to(self, pm):
         threads = self.add_tensor_passes(pm)
-        for p in BUFFERIZE + [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
+        for p in BUFFERIZE:
             pm.add(p)
+        pm.add(_strided_copies, name="mirax-strided-copies")
+        for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
+            pm.add(p)
+            if p == "convert-scf-to-openmp":
+                pm.add(_dynamic_schedule, name="mirax-omp-dynamic-schedule")
 
     def add_tensor_passes(self, pm) -> int:
         """The passes on tensors, up to bufferization (compile's "optimized" stage);
