@@ -19,7 +19,7 @@ from ..dialect import PRIMITIVES
 from ..dialect.core import Aval
 from ..dialect import dtypes as dt
 from .emit import kernel_function
-from .pass_base import MiraxPass, PassError
+from .pass_base import MiraxPass, PassError, walk_ops
 
 NAME = "convert-mirax-to-linalg"
 
@@ -31,18 +31,7 @@ def aval_of(t: ir.Type) -> Aval:
 
 def mirax_ops(root: ir.Operation):
     """All mirax ops nested in `root`, in program order."""
-    out = []
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name.startswith("mirax."):
-                        out.append(child)
-                    visit(child)
-    visit(root)
-    return out
+    return walk_ops(root, lambda name: name.startswith("mirax."))
 
 
 def op_signature(op):

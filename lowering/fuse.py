@@ -22,7 +22,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, walk_ops
 
 NAME = "mirax-fuse"
 
@@ -62,18 +62,7 @@ def _reassoc(groups):
 
 
 def _walk(root, name):
-    out = []
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name == name:
-                        out.append(child)
-                    visit(child)
-    visit(root)
-    return out
+    return walk_ops(root, lambda n: n == name)
 
 
 def fold_unit_expands_into_generics(root):

@@ -47,6 +47,8 @@ import warnings
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
+from .pass_base import walk_ops
+
 # Tile sizes per (op family, element type), chosen on a 2-core AMD EPYC (Zen 4, AVX-512,
 # 32 KiB L1d, 1 MiB L2 per core). One thread, 1024^3, thread CPU time (robust to other
 # load): 8x32 ~98-101 GFLOP/s, 4x64 ~100-103, 6x64 ~98, 12x32 ~85, 2x128 ~78; kc 128/256
@@ -65,34 +67,9 @@ TUNING = {
 
 MARK = "__mirax_matmul_codegen"
 
-# The lowering after this hook, as used by the tests and the benchmark (a pass-pipeline
-# element list): the CPU pipeline's bufferization, then its LLVM lowering with the vector
-# and OpenMP passes added.
-BUFFERIZE = [
-    "eliminate-empty-tensors",
-    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
-    "canonicalize", "cse",
-    "drop-equivalent-buffer-results",
-    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}",
-    "buffer-deallocation-pipeline",
-]
-TO_LLVM = [
-    "scf-forall-to-parallel",           # new: scf.forall (bufferized) -> scf.parallel
-    "convert-scf-to-openmp",            # new: scf.parallel -> omp.parallel + omp.wsloop
-    "func.func(convert-linalg-to-loops)",
-    "convert-vector-to-scf{full-unroll}",  # new: n-D transfers -> 1-D
-    "convert-complex-to-standard",
-    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
-    "convert-math-to-llvm",
-    "convert-math-to-libm",
-    "convert-complex-to-llvm",
-    "expand-strided-metadata", "lower-affine",
-    "convert-vector-to-llvm",           # new: vector.fma -> llvm.intr.fmuladd on <32 x f32>
-    "finalize-memref-to-llvm",
-    "convert-openmp-to-llvm",           # new: after finalize-memref-to-llvm, before scf-to-cf
-    "convert-scf-to-cf", "convert-cf-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm",
-    "convert-func-to-llvm", "convert-ub-to-llvm", "reconcile-unrealized-casts",
-]
+# The lowering after this hook, as used by the tests: the CPU pipeline's own
+# bufferization and LLVM lowering (lowering/cpu_pipeline.py).
+from .cpu_pipeline import BUFFERIZE, TO_LLVM  # noqa: E402
 
 
 def lower_to_llvm(module) -> None:
@@ -111,18 +88,7 @@ def lower_to_llvm(module) -> None:
 
 
 def _walk(root, name):
-    found = []
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name == name:
-                        found.append(child)
-                    visit(child)
-    visit(root)
-    return found
+    return walk_ops(root, lambda n: n == name)
 
 
 def openmp_dynamic_schedule(module) -> None:

@@ -46,3 +46,20 @@ class MiraxPass:
 
 def _add_takes_name(pm):
     return True
+
+
+def walk_ops(root, keep):
+    """The ops nested in `root` (not `root` itself), in program order, whose name
+    satisfies `keep(name)`."""
+    out = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if keep(child.name):
+                        out.append(child)
+                    visit(child)
+    visit(root)
+    return out
