@@ -609,7 +609,7 @@ def _rules():
     import math
 
     import mirax as mr
-    from .rules import defbatch, defjvp, deflinear, defvjp, elementwise_batch
+    from .rules import defjvp, deflinear, defvjp, elementwise_batch
 
     def conj(x):
         return mr.conjugate(x) if x.dtype.kind == "c" else x
@@ -730,7 +730,6 @@ def _rules():
 
     for name in list(UNARY) + list(BINARY) + ["where", "astype"]:
         elementwise_batch(name)
-    del defbatch
 
 
 _rules()

@@ -78,9 +78,11 @@ def _strided_copies(op, *_):
 
 
 def _dynamic_schedule(op, *_):
-    """omp.wsloop with schedule(dynamic): threads that share the machine keep busy."""
-    from .matmul_codegen import openmp_dynamic_schedule
-    openmp_dynamic_schedule(op)
+    """omp.wsloop with schedule(dynamic) in modules with tiled matmuls (their loops
+    balance better so; streaming kernels lose with it)."""
+    from .matmul_codegen import DYNAMIC_SCHEDULE, openmp_dynamic_schedule
+    if DYNAMIC_SCHEDULE in op.attributes:
+        openmp_dynamic_schedule(op)
 
 
 class MiraxCpuPipeline(MiraxPass):
