@@ -24,6 +24,7 @@ from mlir import ir
 
 from .array import STATE, Array, eval as _eval, where_text
 from .dialect.core import Aval, MiraxError
+from .runtime import buffers
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["compile", "disable_compile", "enable_compile"]
@@ -63,35 +64,37 @@ def _slots(tree):
     """[(container, key)] of the array leaves of a tree of mutable containers, in
     tree_flatten order: where compile reads captured state and writes it back."""
     out = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            for k in x:
-                v = x[k]
-                if isinstance(v, Array):
-                    out.append((x, k))
-                else:
-                    walk(v)
-        elif isinstance(x, list):
-            for i, v in enumerate(x):
-                if isinstance(v, Array):
-                    out.append((x, i))
-                else:
-                    walk(v)
-        elif isinstance(x, tuple):
-            for v in x:
-                if isinstance(v, Array):
-                    raise TypeError("compile: state captured with inputs=/outputs= must live in lists, "
-                                    f"dicts or modules (a tuple cannot be updated in place){where_text()}")
-                walk(v)
-        elif x is not None and hasattr(x, "__dict__") and not isinstance(x, Array):
-            for k, v in vars(x).items():
-                if isinstance(v, Array):
-                    out.append((_Attrs(x), k))
-                elif isinstance(v, (dict, list, tuple)):
-                    walk(v)
-    walk(tree)
+    _collect_slots(tree, out)
     return out
+
+
+def _collect_slots(x, out):
+    # a module-level recursion: a recursive closure would be a reference cycle
+    if isinstance(x, dict):
+        for k in x:
+            v = x[k]
+            if isinstance(v, Array):
+                out.append((x, k))
+            else:
+                _collect_slots(v, out)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            if isinstance(v, Array):
+                out.append((x, i))
+            else:
+                _collect_slots(v, out)
+    elif isinstance(x, tuple):
+        for v in x:
+            if isinstance(v, Array):
+                raise TypeError("compile: state captured with inputs=/outputs= must live in lists, "
+                                f"dicts or modules (a tuple cannot be updated in place){where_text()}")
+            _collect_slots(v, out)
+    elif x is not None and hasattr(x, "__dict__") and not isinstance(x, Array):
+        for k, v in vars(x).items():
+            if isinstance(v, Array):
+                out.append((_Attrs(x), k))
+            elif isinstance(v, (dict, list, tuple)):
+                _collect_slots(v, out)
 
 
 class _Attrs:
@@ -129,7 +132,7 @@ class Executable:
     def run(self, arrays):
         """Call on evaluated input arrays; returns the output arrays."""
         ins = [a._data for a in arrays] + self.lifted
-        outs = [np.empty(a.shape, a.dtype.storage) for a in self.out_avals]
+        outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.out_avals]
         self.kernel(ins, outs)
         return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dialect.core import op_text
+from .runtime import buffers
 from .runtime.kernel_cache import KernelCache
 
 
@@ -33,7 +34,7 @@ class CpuDevice(Device):
 
     def run(self, prim, params, in_avals, out_aval, inputs):
         """Run one primitive on numpy buffers; returns the new output buffer."""
-        out = np.empty(out_aval.shape, out_aval.dtype.storage)
+        out = buffers.empty(out_aval.shape, out_aval.dtype.storage)
         if out.size == 0:
             return out
         key = (prim.name, _params_key(params), tuple(in_avals), out_aval)

@@ -78,37 +78,42 @@ def _struct_key(x, children):
     return (t.__qualname__, children)
 
 
+# The walkers are module-level functions with explicit state: recursive closures form
+# reference cycles (function <-> cell) that keep the leaves alive until the garbage
+# collector runs, which held on to large output buffers.
+
+def _flatten(x, is_leaf, leaves):
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return TreeDef("leaf", None, (), "*")
+    if x is None:
+        return TreeDef("none", None, (), "None")
+    node = _node(x)
+    if node is None:
+        leaves.append(x)
+        return TreeDef("leaf", None, (), "*")
+    children, rebuild = node
+    defs = tuple(_flatten(c, is_leaf, leaves) for c in children)
+    return TreeDef("node", rebuild, defs, _struct_key(x, tuple(d._key for d in defs)))
+
+
 def tree_flatten(tree, is_leaf=None):
     """(leaves, treedef). `None` is an empty node, as in MLX/JAX."""
     leaves = []
-
-    def walk(x):
-        if is_leaf is not None and is_leaf(x):
-            leaves.append(x)
-            return TreeDef("leaf", None, (), "*")
-        if x is None:
-            return TreeDef("none", None, (), "None")
-        node = _node(x)
-        if node is None:
-            leaves.append(x)
-            return TreeDef("leaf", None, (), "*")
-        children, rebuild = node
-        defs = tuple(walk(c) for c in children)
-        return TreeDef("node", rebuild, defs, _struct_key(x, tuple(d._key for d in defs)))
-    treedef = walk(tree)
+    treedef = _flatten(tree, is_leaf, leaves)
     return leaves, treedef
 
 
-def tree_unflatten(treedef: TreeDef, leaves):
-    it = iter(leaves)
+def _build(d, it):
+    if d.kind == "leaf":
+        return next(it)
+    if d.kind == "none":
+        return None
+    return d.rebuild([_build(c, it) for c in d.children])
 
-    def build(d):
-        if d.kind == "leaf":
-            return next(it)
-        if d.kind == "none":
-            return None
-        return d.rebuild([build(c) for c in d.children])
-    return build(treedef)
+
+def tree_unflatten(treedef: TreeDef, leaves):
+    return _build(treedef, iter(leaves))
 
 
 def tree_leaves(tree, is_leaf=None):
@@ -122,44 +127,46 @@ def tree_map(fn, tree, *rest, is_leaf=None):
     return tree_unflatten(treedef, [fn(x, *[o[i] for o in others]) for i, x in enumerate(leaves)])
 
 
+def _prefix_leaves(d, x, out):
+    if d.kind == "leaf":
+        out.append(x)
+        return
+    if d.kind == "none":
+        return
+    node = _node(x)
+    if node is None:
+        raise ValueError(f"tree structures differ: expected a node, got {type(x).__name__}")
+    children, _ = node
+    if len(children) != len(d.children):
+        raise ValueError("tree structures differ: different numbers of children")
+    for c, y in zip(d.children, children):
+        _prefix_leaves(c, y, out)
+
+
 def treedef_leaves(treedef: TreeDef, tree):
     """The leaves of `tree` at the positions of `treedef`'s leaves (a prefix match)."""
     out = []
-
-    def walk(d, x):
-        if d.kind == "leaf":
-            out.append(x)
-            return
-        if d.kind == "none":
-            return
-        node = _node(x)
-        if node is None:
-            raise ValueError(f"tree structures differ: expected a node, got {type(x).__name__}")
-        children, _ = node
-        if len(children) != len(d.children):
-            raise ValueError("tree structures differ: different numbers of children")
-        for c, y in zip(d.children, children):
-            walk(c, y)
-    walk(treedef, tree)
+    _prefix_leaves(treedef, tree, out)
     return out
+
+
+def _with_path(x, path, out):
+    if x is None:
+        return
+    if isinstance(x, dict):
+        for k, v in x.items():
+            _with_path(v, f"{path}.{k}" if path else str(k), out)
+        return
+    node = _node(x)
+    if node is None:
+        out.append((path, x))
+        return
+    for i, c in enumerate(node[0]):
+        _with_path(c, f"{path}.{i}" if path else str(i), out)
 
 
 def tree_flatten_with_path(tree, prefix=""):
     """[(dotted path, leaf)] as `mlx.utils.tree_flatten` returns them."""
     out = []
-
-    def walk(x, path):
-        if x is None:
-            return
-        if isinstance(x, dict):
-            for k, v in x.items():
-                walk(v, f"{path}.{k}" if path else str(k))
-            return
-        node = _node(x)
-        if node is None:
-            out.append((path, x))
-            return
-        for i, c in enumerate(node[0]):
-            walk(c, f"{path}.{i}" if path else str(i))
-    walk(tree, prefix)
+    _with_path(tree, prefix, out)
     return out

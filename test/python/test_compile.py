@@ -315,3 +315,24 @@ def test_captured_constants_round_trip_exactly(value, dtype):
     back = mr.compile(lambda: a)()
     assert back.dtype == dtype
     np.testing.assert_array_equal(np.asarray(back), np.asarray(a))
+
+
+def test_outputs_are_freed_without_the_garbage_collector_and_buffers_recycled():
+    import gc
+    import weakref
+    from mirax.runtime import buffers
+    f = mr.compile(lambda x: x * 3)
+    x = mr.ones((1024, 512))  # 2 MB: large enough to be pooled
+    gc.disable()
+    try:
+        r = f(x)
+        mr.eval(r)
+        ref = weakref.ref(r)
+        del r
+        assert ref() is None  # no reference cycle holds a result
+        before = len(buffers._pool)
+        for _ in range(5):
+            mr.eval(f(x))
+        assert len(buffers._pool) <= before + 1
+    finally:
+        gc.enable()
