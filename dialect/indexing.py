@@ -83,11 +83,14 @@ def _take_lower(e, ins, in_avals, out, axis):
     return e.generic([ins[1]], [idx], out, body, maps, ["parallel"] * n)
 
 
-def _take_ref(x, indices, axis):
-    n = x.shape[axis]
+def _np_index(indices, n):
+    """The reference's index rule: negative indices wrap once, the rest clamp."""
     i = np.asarray(indices).astype(np.int64)
-    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
-    return np.take(x, i, axis=axis)
+    return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def _take_ref(x, indices, axis):
+    return np.take(x, _np_index(indices, x.shape[axis]), axis=axis)
 
 
 primitive("take", ["x", "indices"], _take_shape, _take_lower, _take_ref, attrs={"axis": I64()},
@@ -123,10 +126,7 @@ def _tala_lower(e, ins, in_avals, out, axis):
 
 
 def _tala_ref(x, indices, axis):
-    n = x.shape[axis]
-    i = np.asarray(indices).astype(np.int64)
-    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
-    return np.take_along_axis(x, i, axis=axis)
+    return np.take_along_axis(x, _np_index(indices, x.shape[axis]), axis=axis)
 
 
 primitive("take_along_axis", ["x", "indices"], _tala_shape, _tala_lower, _tala_ref, attrs={"axis": I64()},
@@ -198,9 +198,7 @@ def _scatter_lower(e, ins, in_avals, out, axis):
 
 
 def _scatter_ref(x, indices, updates, axis):
-    n = x.shape[axis]
-    i = np.asarray(indices).astype(np.int64)
-    i = np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0)).reshape(-1)
+    i = _np_index(indices, x.shape[axis]).reshape(-1)
     out = np.moveaxis(x.copy(), axis, 0)
     u = np.moveaxis(updates.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 1:]), axis, 0)
     if x.dtype == np.bool_:
