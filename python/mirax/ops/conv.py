@@ -54,20 +54,9 @@ def _operands(input, weight, op):
 
 
 def _conv(x, w, stride, lo, hi, kernel_dilation, input_dilation, groups, flip, op):
-    d = x.ndim - 2
     if not isinstance(groups, int) or groups < 1:
         raise _err(f"{op}: groups must be a positive int, got {groups!r}")
-    c_in, c_out = x.shape[-1], w.shape[0]
-    if c_in % groups or c_out % groups:
-        raise _err(f"{op}: groups ({groups}) must divide the input channels ({c_in}) and the output channels "
-                   f"({c_out}); shapes {x.shape} and {w.shape}")
-    if w.shape[-1] * groups != c_in:
-        raise _err(f"{op}: channel mismatch: the input has {c_in} channels but the weight expects "
-                   f"{w.shape[-1] * groups} ({w.shape[-1]} per group x {groups} groups); "
-                   f"shapes {x.shape} and {w.shape}")
-    for name, v in [("stride", stride), ("kernel_dilation", kernel_dilation), ("input_dilation", input_dilation)]:
-        if any(s < 1 for s in v):
-            raise _err(f"{op}: {name} must be positive, got {v}")
+    # channels, groups and strides are checked by the primitive's shape rule (dialect/conv.py)
     return apply("conv", [x, w], stride=stride, padding_lo=lo, padding_hi=hi, kernel_dilation=kernel_dilation,
                  input_dilation=input_dilation, groups=groups, flip=bool(flip))
 
