@@ -202,16 +202,7 @@ class Compiled:
         for x in leaves:
             if type(x) is Array and x._tracer is not None:
                 return self.fun(*args)  # called on traced values: inline
-        state_slots = _slots(self.inputs) if self.inputs is not None else []
-        state_in = [c[k] for c, k in state_slots]
-        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
-               tuple(_leaf_key(x, self.shapeless) for x in state_in))
-        arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
-        arrays += state_in
-        cache = _CACHE[self._key]
-        exe = cache.get(key)
-        if exe is None or (self.shapeless and exe.in_avals != [a.aval for a in arrays]):
-            exe = self._build(args, leaves, treedef, state_slots, arrays, key, cache)
+        exe, arrays = self._specialization(args, leaves, treedef)
         pending = [a for a in arrays if a._data is None]
         if pending:
             _eval(*pending)
@@ -225,6 +216,21 @@ class Compiled:
             for (c, k), v in zip(out_slots, outs[n:]):
                 c[k] = v
         return tree_unflatten(exe.out_tree, outs[:n])
+
+    def _specialization(self, args, leaves, treedef):
+        """(the executable for these arguments, building it if needed; the input arrays:
+        the array leaves, then the captured state)."""
+        state_slots = _slots(self.inputs) if self.inputs is not None else []
+        state_in = [c[k] for c, k in state_slots]
+        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
+               tuple(_leaf_key(x, self.shapeless) for x in state_in))
+        arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
+        arrays += state_in
+        cache = _CACHE[self._key]
+        exe = cache.get(key)
+        if exe is None or (self.shapeless and exe.in_avals != [a.aval for a in arrays]):
+            exe = self._build(args, leaves, treedef, state_slots, arrays, key, cache)
+        return exe, arrays
 
     def _build(self, args, leaves, treedef, state_slots, arrays, key, cache):
         avals = tuple(a.aval for a in arrays)
@@ -275,14 +281,7 @@ class Compiled:
     def lower(self, *args):
         """The IR of this function for `args` at each stage: `.as_text(stage)`."""
         leaves, treedef = tree_flatten(list(args))
-        state_slots = _slots(self.inputs) if self.inputs is not None else []
-        state_in = [c[k] for c, k in state_slots]
-        arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
-        arrays += state_in
-        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
-               tuple(_leaf_key(x, self.shapeless) for x in state_in))
-        exe = _CACHE[self._key].get(key) or self._build(args, leaves, treedef, state_slots, arrays, key,
-                                                         _CACHE[self._key])
+        exe, _ = self._specialization(args, leaves, treedef)
         return Lowered(exe.stages)
 
 
