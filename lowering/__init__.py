@@ -8,12 +8,15 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions
+from .gpu_map import MiraxGpuMap
+from .gpu_pipeline import MiraxGpuLaunch, MiraxGpuPipeline
 from .mirax_simplify import MiraxSimplify
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
 from .verify import MiraxVerify
 
 PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify,
-                               MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize]}
+                               MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
+                               MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -8,7 +8,8 @@ from .dialect.dtypes import (bfloat16, bool_, complex64, float16, float32, float
                               int32, int64, uint8, uint16, uint32, uint64, Dtype)
 from .dialect.core import MiraxError  # noqa: F401
 from .array import Array, TraceError, array, eval  # noqa: F401
-from .device import Device, cpu, default_device, set_default_device  # noqa: F401
+from .device import (Device, DeviceType, Stream, cpu, default_device, default_stream, device_count,  # noqa: F401
+                     gpu, is_available, new_stream, set_default_device, stream, synchronize)
 from .ops import *  # noqa: F401,F403
 from .trace import trace  # noqa: F401
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap  # noqa: F401

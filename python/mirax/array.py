@@ -67,7 +67,7 @@ class Array:
     holds a numpy buffer (`_data`) and forgets its inputs.
     """
 
-    __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "__weakref__")
+    __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "_dev", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, obj=None, dtype=None):
@@ -93,12 +93,16 @@ class Array:
                 tr = t
         a._tracer = tr
         a._loc = user_frame() if STATE.tracing else None
+        a._dev = _device.current_device()  # where it will run (mr.stream, stream=, default)
         return a
 
     @staticmethod
-    def _leaf(data: np.ndarray, dtype: dt.Dtype):
+    def _leaf(data, dtype: dt.Dtype, shape=None):
+        """An evaluated array: `data` is a numpy array (CPU) or a device buffer (then
+        `shape` is given)."""
         a = Array.__new__(Array)
-        a.aval = Aval(tuple(data.shape), dtype)
+        a.aval = Aval(tuple(data.shape) if shape is None else tuple(shape), dtype)
+        a._dev = _device.cpu if shape is None else _device.gpu
         a._prim = None
         a._inputs = ()
         a._params = None
@@ -141,10 +145,15 @@ class Array:
     def _numpy(self) -> np.ndarray:
         """The evaluated buffer (bfloat16 widened to float32, since numpy lacks it)."""
         eval(self)
-        d = self._data
+        d = _host(self._data, self.aval)
         if self.dtype is dt.bfloat16:
             return (d.astype(np.uint32) << 16).view(np.float32)
         return d
+
+    @property
+    def device(self):
+        """The device this array is (or will be) computed on."""
+        return self._dev
 
     def item(self):
         if self.size != 1:
@@ -187,6 +196,25 @@ class Array:
         return (self[i] for i in range(self.shape[0]))
 
     __hash__ = object.__hash__
+
+
+def _host(data, aval):
+    """A numpy array of evaluated data: a device buffer is copied out once its device has
+    run what was queued (so numpy can never write into device memory)."""
+    if isinstance(data, np.ndarray):
+        return data
+    data.device.synchronize()
+    return data.view(aval.dtype.storage, aval.shape).copy()
+
+
+def _on(dev, data, aval):
+    """`data` where `dev` reads it: numpy for the CPU, a device buffer for the GPU."""
+    if dev.type is _device.DeviceType.cpu:
+        if isinstance(data, np.ndarray):
+            return data
+        data.device.synchronize()
+        return data.view(aval.dtype.storage, aval.shape)
+    return data
 
 
 def _from_python(obj, dtype=None) -> Array:
@@ -277,12 +305,20 @@ def eval(*trees) -> None:
                 "cannot evaluate an array inside a traced function (transform or compile): "
                 "its value is not known while tracing; evaluate the results instead"
                 + where_text())
-    dev = _device.default_device()
+    used = set()
     for node in _topo(outs):
         if node._prim is None:
             raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
-        ins = [x._data for x in node._inputs]
+        dev = node._dev
+        if dev.type is _device.DeviceType.gpu:
+            for x in node._inputs:
+                if isinstance(x._data, np.ndarray):  # the copy at the edge, once: it lives there now
+                    x._data, x._dev = dev.backend.upload(x._data), dev
+        ins = [_on(dev, x._data, x.aval) for x in node._inputs]
         node._data = dev.run(node._prim, node._params, [x.aval for x in node._inputs], node.aval, ins)
+        used.add(dev)
         node._prim = None  # now a leaf holding data, like an array made from values
         node._inputs = ()
         node._params = None
+    for dev in used:  # MLX: eval returns when the values exist (one submit per device)
+        dev.synchronize()

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 from mlir import ir
 
-from .array import STATE, Array, eval as _eval, where_text
+from .array import STATE, Array, _host, _on, eval as _eval, where_text
 from .dialect.core import Aval, MiraxError
 from .runtime import buffers
 from .tree import tree_flatten, tree_unflatten
@@ -113,28 +113,62 @@ class _Attrs:
 # ---- the executable --------------------------------------------------------------------------
 
 class Executable:
-    """One specialization: a native function and how to call it."""
+    """One specialization: a native function per device and how to call it."""
 
     def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name):
-        from .runtime.cpu import compile_module
         self.text = module_text
         self.stages = stages  # filled on demand by Lowered
         self.in_avals = in_avals
         self.out_avals = out_avals
         self.out_tree = out_tree
         self.n_state_out = n_state_out
-        self.lifted = [np.asarray(a._data) for a in lifted]
+        self.lifted = [np.asarray(_host(a._data, a.aval)) for a in lifted]
         self.lifted_avals = [a.aval for a in lifted]
-        # keyed by the traced text: a disk-cache hit needs no MLIR at all
-        self.kernel = compile_module(module_text, "main", prepare=("mirax-simplify", _prepare_for_cpu))
         self.name = name
+        self._kernel = None   # CPU: built on first use
+        self._program = None  # GPU
+        self._lifted_gpu = None
 
-    def run(self, arrays):
+    @property
+    def kernel(self):
+        if self._kernel is None:
+            from .runtime.cpu import compile_module
+            # keyed by the traced text: a disk-cache hit needs no MLIR at all
+            self._kernel = compile_module(self.text, "main", prepare=("mirax-simplify", _prepare_for_cpu))
+        return self._kernel
+
+    @property
+    def program(self):
+        if self._program is None:
+            from .runtime import vulkan
+            self._program = vulkan.compile_program(self.text, "main", prepare=("mirax-simplify", _prepare_for_gpu))
+        return self._program
+
+    def run(self, arrays, device=None):
         """Call on evaluated input arrays; returns the output arrays."""
-        ins = [a._data for a in arrays] + self.lifted
+        from .device import DeviceType, current_device
+        dev = device or current_device()
+        if dev.type is DeviceType.gpu:
+            return self._run_gpu(arrays, dev)
+        ins = [_on(dev, a._data, a.aval) for a in arrays] + self.lifted
         outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.out_avals]
         self.kernel(ins, outs)
         return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+
+    def _run_gpu(self, arrays, dev):
+        from .runtime import vulkan
+        backend = dev.backend
+        prog = self.program
+        if self._lifted_gpu is None:
+            self._lifted_gpu = [backend.upload(a) for a in self.lifted]
+        ins = []
+        for a in arrays:
+            if isinstance(a._data, np.ndarray):  # the copy at the edge, once
+                a._data, a._dev = backend.upload(a._data), dev
+            ins.append(a._data)
+        outs = [backend.alloc(a.size * a.dtype.size) for a in self.out_avals]
+        vulkan.run_program(prog, ins + self._lifted_gpu, outs)
+        return [Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.out_avals)]
 
 
 _CACHE: dict = {}  # function key -> {call key -> Executable or traced module}
@@ -292,15 +326,18 @@ class Lowered:
     tensors, before bufferization), `llvm` (after the whole CPU pipeline)."""
 
     STAGES = ("mirax", "simplified", "linalg", "optimized", "llvm")
+    GPU_STAGES = ("gpu", "spirv")  # the gpu dialect (kernels and launches), the spirv dialect
 
     def __init__(self, stages):
         self.stages = stages  # computed lazily past "simplified"
 
     def as_text(self, stage="mirax"):
-        if stage not in self.STAGES:
-            raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES)}")
+        if stage not in self.STAGES + self.GPU_STAGES:
+            raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES + self.GPU_STAGES)}")
         if "simplified" not in self.stages:
             self.stages.update(early_stages(self.stages["traced"]))
+        if stage in self.GPU_STAGES and stage not in self.stages:
+            self.stages.update(_gpu_stages(self.stages["simplified"]))
         if stage not in self.stages:
             self.stages.update(_late_stages(self.stages["simplified"]))
         return self.stages[stage]
@@ -332,6 +369,12 @@ def _prepare_for_cpu(module):
     _run(module, PASSES["mirax-simplify"]().add_to)
 
 
+def _prepare_for_gpu(module):
+    """What compile does to a traced module before the GPU pipeline."""
+    from .lowering import PASSES
+    _run(module, PASSES["mirax-simplify"]().add_to)
+
+
 def _run(module, add):
     from mlir.passmanager import PassManager
     pm = PassManager("builtin.module", context=module.context)
@@ -347,6 +390,18 @@ def early_stages(text) -> dict:
     m = _with_c_interface(text)
     stages = {"mirax": str(m)}
     stages["simplified"] = _run(m, PASSES["mirax-simplify"]().add_to)
+    return stages
+
+
+def _gpu_stages(simplified) -> dict:
+    from .lowering.gpu_pipeline import lower_to_spirv
+    from .runtime.context import context
+    from .runtime.vulkan import target
+    stages = {}
+    with context(), ir.Location.unknown():
+        m = ir.Module.parse(simplified)
+        _strip = m.body.operations  # noqa: F841 (the pipeline drops the C-interface attribute itself)
+        lower_to_spirv(m, "main", target(), stages)
     return stages
 
 

@@ -1,39 +1,85 @@
-"""Devices. `mr.cpu` runs each primitive as its own JIT kernel, cached per
-(op, attributes, shapes, dtypes); the GPU device comes with the Vulkan runtime.
+"""Devices and streams, with MLX's API. Each backend lives in `mirax.runtime`:
+`mr.cpu` runs each primitive as its own JIT kernel (runtime/cpu.py); `mr.gpu` lowers it
+through the gpu dialect to SPIR-V and runs it on Vulkan (runtime/vulkan.py).
 
-    mr.set_default_device(mr.cpu)
+    mr.set_default_device(mr.gpu)
+    with mr.stream(mr.cpu):
+        y = mr.exp(x)                 # on the CPU
+    z = mr.add(x, y, stream=mr.gpu)   # on the GPU; y is read where it lives
+    mr.synchronize()
+
+Arrays made on the GPU stay there until read (`np.asarray`, `.item()`, printing);
+an op on one device whose input lives on the other reads it there (copy at the edge).
 """
 from __future__ import annotations
 
+import enum
+import threading
+
 import numpy as np
 
-from .dialect.core import op_text
+from .dialect.core import MiraxError, op_text
 from .runtime import buffers
 from .runtime.kernel_cache import KernelCache
 
 
+class DeviceType(enum.Enum):
+    cpu = 0
+    gpu = 1
+
+
 class Device:
-    def __init__(self, type_: str, index: int = 0):
-        self.type = type_
-        self.index = index
+    """`mr.Device(mr.gpu)`, `mr.Device(mr.DeviceType.gpu, 0)` or `mr.Device("gpu")`."""
+
+    def __new__(cls, type_="cpu", index: int = 0):
+        if isinstance(type_, Device):
+            return type_
+        t = type_.name if isinstance(type_, DeviceType) else str(type_)
+        if t not in _DEVICES or index != 0:
+            raise ValueError(f"no device {t}:{index}; devices are cpu:0 and gpu:0")
+        return _DEVICES[t]
 
     def __repr__(self):
-        return f"Device({self.type}, {self.index})"
+        return f"Device({self.type.name}, {self.index})"
 
     def __eq__(self, other):
+        if isinstance(other, DeviceType):
+            return self.type == other
         return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self):
         return hash((self.type, self.index))
 
 
+def _params_key(params):
+    return tuple(sorted((k, str(v) if k == "value" else v) for k, v in params.items()))
+
+
+def kernel_module_text(prim, params, in_avals, out_aval, c_interface=True) -> str:
+    """A module whose `@kernel` applies one primitive: the eager kernel's source."""
+    args = [f"%arg{i}" for i in range(len(in_avals))]
+    # inputs are the caller's buffers: bufferization must never write into them
+    sig = ", ".join(f"{a}: {av.tensor_type()} {{bufferization.writable = false}}" for a, av in zip(args, in_avals))
+    body = op_text(prim, "%0", args, in_avals, out_aval, params)
+    attrs = " attributes {llvm.emit_c_interface}" if c_interface else ""
+    return (f"func.func @kernel({sig}) -> {out_aval.tensor_type()}{attrs} {{\n"
+            f"  {body}\n  return %0 : {out_aval.tensor_type()}\n}}\n")
+
+
 class CpuDevice(Device):
-    def __init__(self):
-        super().__init__("cpu", 0)
+    def __new__(cls):
+        return object.__new__(cls)
+
+    def __init__(self, *_):
+        if hasattr(self, "type"):  # Device(mr.cpu) returns the one instance; Python re-inits it
+            return
+        self.type = DeviceType.cpu
+        self.index = 0
         self.kernels = KernelCache()
 
     def run(self, prim, params, in_avals, out_aval, inputs):
         """Run one primitive on numpy buffers; returns the new output buffer."""
+        inputs = [to_host(x) for x in inputs]
         out = buffers.empty(out_aval.shape, out_aval.dtype.storage)
         if out.size == 0:
             return out
@@ -44,30 +90,178 @@ class CpuDevice(Device):
         kernel(inputs, [out])
         return out
 
+    def synchronize(self):
+        pass
 
-def _params_key(params):
-    return tuple(sorted((k, str(v) if k == "value" else v) for k, v in params.items()))
+
+class GpuDevice(Device):
+    """The GPU: Vulkan (lavapipe on a machine without a GPU). Arrays hold device buffers."""
+
+    def __new__(cls):
+        return object.__new__(cls)
+
+    def __init__(self, *_):
+        if hasattr(self, "type"):
+            return
+        self.type = DeviceType.gpu
+        self.index = 0
+        self.kernels = {}
+
+    @property
+    def backend(self):
+        from .runtime.vulkan import VulkanDevice
+        dev = VulkanDevice.get()
+        if dev is None:
+            raise MiraxError("the GPU is not available: " + VulkanDevice.why_unavailable())
+        return dev
+
+    def run(self, prim, params, in_avals, out_aval, inputs):
+        from .runtime import vulkan
+        dev = self.backend
+        ins = [to_device(x, dev) for x in inputs]
+        out = dev.alloc(out_aval.size * out_aval.dtype.size)
+        if out_aval.size == 0:
+            return out
+        key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
+        prog = self.kernels.get(key)
+        if prog is None:
+            text = kernel_module_text(prim, params, in_avals, out_aval, c_interface=False)
+            try:
+                prog = vulkan.compile_program("module {\n" + text + "}\n", "kernel")
+            except MiraxError:
+                raise
+            except Exception as err:
+                raise MiraxError(f"mirax.{prim.name} cannot run on the GPU for {in_avals} -> {out_aval}: "
+                                 f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+            self.kernels[key] = prog
+        vulkan.run_program(prog, ins, [out])
+        return out
+
+    def synchronize(self):
+        from .runtime.vulkan import VulkanDevice
+        dev = VulkanDevice.get()
+        if dev is not None:
+            dev.synchronize()
 
 
-def kernel_module_text(prim, params, in_avals, out_aval) -> str:
-    """A module whose `@kernel` applies one primitive: the eager kernel's source."""
-    args = [f"%arg{i}" for i in range(len(in_avals))]
-    # inputs are the caller's buffers: bufferization must never write into them
-    sig = ", ".join(f"{a}: {av.tensor_type()} {{bufferization.writable = false}}" for a, av in zip(args, in_avals))
-    body = op_text(prim, "%0", args, in_avals, out_aval, params)
-    return (f"func.func @kernel({sig}) -> {out_aval.tensor_type()} attributes {{llvm.emit_c_interface}} {{\n"
-            f"  {body}\n  return %0 : {out_aval.tensor_type()}\n}}\n")
+def to_host(x):
+    """A numpy array of a buffer of any device (waits for the GPU when needed)."""
+    if isinstance(x, np.ndarray):
+        return x
+    x.device.synchronize()
+    return x.view(np.uint8, (x.size,))  # raw bytes: the caller reinterprets
+
+
+def to_device(x, dev):
+    """A device buffer holding `x` (a numpy array is uploaded: the copy at the edge)."""
+    if isinstance(x, np.ndarray):
+        return dev.upload(x)
+    return x
 
 
 cpu = CpuDevice()
-_default = [cpu]
+gpu = GpuDevice()
+_DEVICES = {"cpu": cpu, "gpu": gpu}
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.default = None
+        self.streams = []  # the devices of active `with mr.stream(...)` blocks
+
+
+_state = _State()
+_global_default = [cpu]
 
 
 def default_device() -> Device:
-    return _default[0]
+    return _global_default[0]
 
 
-def set_default_device(device: Device) -> None:
+def set_default_device(device) -> None:
+    if isinstance(device, Stream):
+        device = device.device
     if not isinstance(device, Device):
         raise TypeError(f"set_default_device expects a mirax Device, got {device!r}")
-    _default[0] = device
+    _global_default[0] = device
+
+
+def current_device() -> Device:
+    """The device an op made now runs on: the innermost `mr.stream`, else the default."""
+    return _state.streams[-1] if _state.streams else _global_default[0]
+
+
+def is_available(device) -> bool:
+    """`mr.is_available(mr.gpu)`: True when the device can run kernels here."""
+    d = Device(device.type if isinstance(device, Device) else device)
+    if d.type == DeviceType.cpu:
+        return True
+    from .runtime.vulkan import is_available as vk_available
+    return vk_available()
+
+
+def device_count(device_type) -> int:
+    t = device_type.name if isinstance(device_type, DeviceType) else str(device_type)
+    if t == "cpu":
+        return 1
+    return 1 if is_available(gpu) else 0
+
+
+def synchronize(stream=None) -> None:
+    """Wait until everything queued on the device (default: all devices) has run."""
+    if stream is None:
+        cpu.synchronize()
+        gpu.synchronize()
+    else:
+        _as_device(stream).synchronize()
+
+
+class Stream:
+    """A queue of work on a device (MLX's `mx.Stream`): mirax runs one per device."""
+
+    def __init__(self, device, index=0):
+        self.device = Device(device)
+        self.index = index
+
+    def __repr__(self):
+        return f"Stream({self.device!r}, {self.index})"
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and (self.device, self.index) == (other.device, other.index)
+
+    def __hash__(self):
+        return hash((self.device, self.index))
+
+
+def default_stream(device) -> Stream:
+    return Stream(device, 0)
+
+
+def new_stream(device) -> Stream:
+    """A stream on `device`; its work runs in order with the device's other work."""
+    return Stream(device, 0)
+
+
+def _as_device(s) -> Device:
+    if s is None:
+        return current_device()
+    if isinstance(s, Stream):
+        return s.device
+    if isinstance(s, (Device, DeviceType, str)):
+        return Device(s)
+    raise TypeError(f"stream= expects a Device or a Stream, got {s!r}")
+
+
+class stream:
+    """`with mr.stream(mr.gpu): ...` runs the ops made inside on that device."""
+
+    def __init__(self, s):
+        self.device = _as_device(s)
+
+    def __enter__(self):
+        _state.streams.append(self.device)
+        return self
+
+    def __exit__(self, *exc):
+        _state.streams.pop()
+        return False

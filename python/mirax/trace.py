@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from .dialect.core import op_text
-from .array import STATE, Array, TraceError
+from .array import STATE, Array, TraceError, _host
 from .tree import tree_leaves
 
 
@@ -116,7 +116,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
                 return
             from .dialect.creation import dense_text
             res = f"%{counter[0]}"
-            lines.append(f'    {res} = "mirax.constant"() {{value = {dense_text(node._data, node.dtype)}}} : '
+            lines.append(f'    {res} = "mirax.constant"() {{value = {dense_text(_host(node._data, node.aval), node.dtype)}}} : '
                          f"() -> {node.aval.tensor_type()}")
         else:
             res = f"%{counter[0]}"

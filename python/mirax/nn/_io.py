@@ -11,6 +11,8 @@ import struct
 
 import numpy as np
 
+from ..array import _host
+
 from ..array import Array, array
 from ..array import eval as _eval
 from ..dialect import dtypes as dt
@@ -27,7 +29,7 @@ _ST_DTYPES = {v: k for k, v in _ST_NAMES.items()}
 def _storage(a: Array) -> np.ndarray:
     """The evaluated buffer in its storage type (bfloat16 as its uint16 bits)."""
     _eval(a)
-    return np.ascontiguousarray(a._data)
+    return np.ascontiguousarray(_host(a._data, a.aval))
 
 
 def save_npz(file: str, arrays: dict) -> None:

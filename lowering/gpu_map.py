@@ -1,0 +1,627 @@
+"""`mirax-gpu-map`: give every linalg op of a function a GPU mapping strategy, chosen per
+kernel, and tile it into `scf.forall`s mapped to GPU blocks and threads.
+
+Runs on fused linalg on tensors (after `mirax-fuse`). Each top-level op, last first,
+becomes the root of one kernel:
+
+    matmul       A and B tiles staged in workgroup memory (32x32 block of C, K step 16,
+                 16x16 threads, each owning a 2x2 block of C); shapes that do not divide
+                 the tile take the `parallel` strategy (one thread per output, serial K)
+    row          a reduction over trailing dims, or an all-parallel op that reads such a
+                 reduction (softmax's divide, layer norm's scale): one workgroup of 256
+                 threads per row; the reductions and elementwise producers of the row
+                 are fused into the kernel, each reduction split over the threads with
+                 its partial results in workgroup memory (address space 3) and barriers
+                 between the steps; elementwise producers are recomputed where they are
+                 read, so no row is ever materialized
+    parallel     everything else (elementwise, broadcast, transpose, fill, gather, copy;
+                 reductions over leading dims and convolutions keep their reduction loop
+                 per thread): blocks of up to 256 threads over the innermost dims, the
+                 grid over the outer ones, each dim of the grid within the device's limit
+
+The tiling is a transform-dialect script generated per function (`build_script`); the
+block foralls are tagged `mirax.gpu_kernel = i` and carry their workgroup size, which
+`mirax-gpu-launch` (after bufferization) turns into `gpu.launch`es.
+
+    %r = scf.forall (%i) in (4) {              // one block per row
+      scf.forall (%t) in (256) { partial max } {mapping = [#gpu.thread<x>]}
+      ... } {mapping = [#gpu.block<linear_dim_0>], mirax.gpu_kernel = 0}
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+from .pass_base import MiraxPass, PassError
+
+NAME = "mirax-gpu-map"
+ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
+KERNEL = "mirax.gpu_kernel"  # tags a block forall: the kernel index
+BLOCK = "mirax.gpu_block"    # the workgroup size of a tagged forall, [x, y, z]
+
+THREADS = 256      # threads per workgroup (lavapipe and every Vulkan 1.1 device allow 256)
+MAX_GRID = 65535   # Vulkan's guaranteed maxComputeWorkGroupCount per dimension
+MM_TILE = (32, 32, 16)  # matmul block tile of C (M, N) and the K step staged per iteration
+MM_THREADS = (16, 16)
+
+LINALG_COMPUTE = ("linalg.generic", "linalg.fill", "linalg.matmul", "linalg.batch_matmul",
+                  "linalg.transpose", "linalg.copy", "linalg.broadcast", "linalg.map", "linalg.reduce")
+
+
+def _is_linalg(op):
+    return op.name.startswith("linalg.") and op.name != "linalg.yield" and op.name != "linalg.index"
+
+
+def _iterators(op):
+    """The iterator types of a structured op as 'parallel'/'reduction' strings."""
+    if "iterator_types" in op.attributes:
+        return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if op.name in ("linalg.matmul",):
+        return ["parallel", "parallel", "reduction"]
+    if op.name == "linalg.batch_matmul":
+        return ["parallel"] * 3 + ["reduction"]
+    if op.name.startswith("linalg.conv") or op.name.startswith("linalg.depthwise") or "pooling" in op.name:
+        return None  # named ops with reductions we do not inspect
+    rank = ir.ShapedType(op.results[0].type).rank if len(op.results) else 0
+    return ["parallel"] * rank
+
+
+def _result_maps(op):
+    if "indexing_maps" not in op.attributes:
+        return None
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return maps
+
+
+def _static_shape(value):
+    t = ir.ShapedType(value.type)
+    return list(t.shape) if t.has_static_shape else None
+
+
+def _loop_ranges(op):
+    """Static iteration-space extents of a generic (from its operands), or None."""
+    maps = _result_maps(op)
+    its = _iterators(op)
+    if maps is None or its is None:
+        return None
+    ranges = [None] * len(its)
+    for v, m in zip(list(op.operands), maps):
+        shape = _static_shape(v)
+        if shape is None:
+            return None
+        for r, e in zip(m.results, shape):
+            s = str(r)
+            if s.startswith("d") and s[1:].isdigit():
+                ranges[int(s[1:])] = e
+    return ranges if all(r is not None for r in ranges) else None
+
+
+def _is_row_reduction(op):
+    """A generic whose reduction dims all come after its parallel dims, writing one
+    value per row (its output map is the identity on the parallel dims)."""
+    if op.name != "linalg.generic":
+        return False
+    its = _iterators(op)
+    if not its or "reduction" not in its:
+        return False
+    k = its.index("reduction")
+    if "parallel" in its[k:]:
+        return False
+    maps = _result_maps(op)
+    n_in = len(op.operands) - len(op.results)
+    for m in maps[n_in:]:
+        if [str(r) for r in m.results] != [f"d{i}" for i in range(k)]:
+            return False
+    return _loop_ranges(op) is not None
+
+
+def _producer(value):
+    try:
+        owner = value.owner
+    except Exception:
+        return None
+    if isinstance(owner, ir.Block):
+        return None
+    op = owner.operation if hasattr(owner, "operation") else owner
+    return op
+
+
+@dataclass
+class Kernel:
+    index: int
+    strategy: str               # matmul | row | parallel
+    root: object                # the op tiled into blocks
+    fused: list = field(default_factory=list)  # producers fused into the block forall (topological order)
+    block: tuple = (1, 1, 1)    # workgroup size
+    rows: int = 0               # row strategy: how many leading dims are rows
+    tiles: list = field(default_factory=list)  # block tile sizes of the root
+    threads: list = field(default_factory=list)  # thread-level num_threads of the root
+
+
+def plan(func_op, threads=THREADS) -> list:
+    """The kernels of one function: strategies, roots and fused producers."""
+    body = func_op.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    claimed = set()
+    kernels = []
+    for op in reversed(ops):
+        if not _is_linalg(op) or _key(op) in claimed:
+            continue
+        if not len(op.results):
+            continue  # linalg on memrefs: handled after bufferization
+        k = _plan_root(op, len(kernels), claimed, threads)
+        if k is None:
+            continue
+        claimed.add(_key(op))
+        for p in k.fused:
+            claimed.add(_key(p))
+        kernels.append(k)
+    return kernels
+
+
+def _key(op):
+    """A stable identity for an op (ir.Operation hashes its contents, which change)."""
+    return _capsule_pointer(op._CAPIPtr, b"mlir.ir.Operation._CAPIPtr")
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _negative_maps(op):
+    """Indexing maps with a negative coefficient (a flipped convolution kernel): upstream
+    tiling asserts on them (the process would abort), so they are refused first."""
+    maps = _result_maps(op) or []
+    return any("* -" in str(r) or str(r).startswith("-") or "+ -" in str(r) or " - d" in str(r)
+               for m in maps for r in m.results)
+
+
+def _plan_root(op, index, claimed, threads):
+    if op.name.startswith(("linalg.conv", "linalg.depthwise")):
+        raise PassError(op, f"'{op.name}': convolutions are not mapped to the GPU yet")
+    if _negative_maps(op):
+        raise PassError(op, f"'{op.name}' reads an operand in reverse (a flipped convolution kernel); "
+                            "the GPU mapping cannot tile it yet")
+    shape = _static_shape(op.results[0])
+    if shape is None:
+        return None
+    if op.name in ("linalg.matmul", "linalg.batch_matmul"):
+        k = _plan_matmul(op, index, claimed)
+        if k is not None:
+            return k
+    its = _iterators(op)
+    if its is not None and "reduction" in its and _is_row_reduction(op) and its.index("reduction") >= 1 \
+            and len(op.results) == 1:
+        # the row's result is written by one thread: a copy of the reduction is the root
+        # and the reduction (private to each thread) is fused into it
+        copy = _copy_after(op)
+        claimed.add(_key(copy))
+        return _plan_row(copy, index, claimed, threads, its.index("reduction"))
+    if its is not None and "reduction" not in its and op.name in ("linalg.generic", "linalg.copy"):
+        # an all-parallel op reading a row reduction of the same rows: one row kernel
+        reds = _row_reductions_upstream(op, claimed)
+        if reds:
+            rows = min(_iterators(r).index("reduction") for r in reds)
+            if rows >= 1 and rows < len(its):
+                return _plan_row(op, index, claimed, threads, rows)
+    return _plan_parallel(op, index, threads)
+
+
+def _copy_after(op):
+    """Insert `linalg.copy` of `op`'s result after it and make every user read the copy."""
+    from mlir.dialects import linalg, tensor
+    r = op.results[0]
+    users = [(_owner(u), u.operand_number) for u in r.uses]
+    t = ir.RankedTensorType(r.type)
+    with op.context, op.location, ir.InsertionPoint.after(op):
+        empty = tensor.EmptyOp(t.shape, t.element_type)
+        c = linalg.copy(r, outs=[empty.result])
+    for u, i in users:
+        u.operands[i] = c
+    owner = c.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _inputs(op):
+    n_in = len(op.operands) - len(op.results)
+    return list(op.operands)[:n_in]
+
+
+def _row_reductions_upstream(op, claimed, depth=0):
+    """Row reductions feeding `op` directly or through elementwise generics."""
+    out = []
+    for v in _inputs(op):
+        p = _producer(v)
+        if p is None or not _is_linalg(p) or _key(p) in claimed or depth > 8:
+            continue
+        if _is_row_reduction(p):
+            out.append(p)
+        elif p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"]):
+            out.extend(_row_reductions_upstream(p, claimed, depth + 1))
+    return out
+
+
+def _collect_group(root, claimed):
+    """Producers of `root` to fuse into a row kernel: row reductions, elementwise
+    generics and fills, transitively; in topological order."""
+    seen, order = set(), []
+
+    def visit(op):
+        for v in list(op.operands):
+            p = _producer(v)
+            if p is None or _key(p) in seen or _key(p) in claimed or not _is_linalg(p):
+                continue
+            if p.name == "linalg.fill" or _is_row_reduction(p) or (
+                    p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"])):
+                seen.add(_key(p))
+                visit(p)
+                order.append(p)
+    visit(root)
+    return order
+
+
+def _plan_row(op, index, claimed, threads, rows):
+    shape = _static_shape(op.results[0]) if op.name != "linalg.generic" or "reduction" not in _iterators(op) \
+        else (_loop_ranges(op) or [])
+    if not shape:
+        shape = _loop_ranges(op)
+    n = len(_iterators(op))
+    tiles = [1] * rows + [0] * (n - rows)
+    grid = 1
+    for d in shape[:rows]:
+        grid *= d
+    if grid > MAX_GRID ** 2:
+        return None
+    group = _one_use_each(op, _collect_group(op, claimed))
+    return Kernel(index, "row", op, group, (threads, 1, 1), rows=rows, tiles=tiles)
+
+
+def _one_use_each(root, group):
+    """Clone every elementwise producer of the group once per use inside the group, so
+    each copy is fused into (recomputed in) the one thread loop that reads it."""
+    keys = {_key(g) for g in group} | {_key(root)}
+    changed = True
+    while changed:
+        changed = False
+        for p in group:
+            if p.name != "linalg.generic" or _is_row_reduction(p):
+                continue
+            uses = [u for u in p.results[0].uses if _key(_owner(u)) in keys]
+            for use in uses[1:]:
+                clone = p.clone(ir.InsertionPoint(p))
+                u = _owner(use)
+                u.operands[use.operand_number] = clone.results[0]
+                keys.add(_key(clone))
+                changed = True
+        if changed:
+            group = _in_block_order(root, keys)
+    return group
+
+
+def _owner(use):
+    u = use.owner
+    return u.operation if hasattr(u, "operation") else u
+
+
+def _in_block_order(root, keys):
+    return [o.operation for o in root.block.operations
+            if _key(o.operation) in keys and _key(o.operation) != _key(root)]
+
+
+def _plan_matmul(op, index, claimed):
+    out = _static_shape(op.results[0])
+    a = _static_shape(op.operands[0])
+    if out is None or a is None:
+        return None
+    tm, tn, tk = MM_TILE
+    m, n = out[-2], out[-1]
+    kdim = a[-1]
+    if m % tm or n % tn or kdim % tk:
+        return None
+    fused = []
+    init = _producer(op.operands[2])
+    if init is not None and init.name == "linalg.fill" and init not in claimed:
+        fused.append(init)
+    batch = [1] if op.name == "linalg.batch_matmul" else []
+    return Kernel(index, "matmul", op, fused, (MM_THREADS[1], MM_THREADS[0], 1),
+                  tiles=batch + [tm, tn, 0])
+
+
+def _plan_parallel(op, index, threads):
+    its = _iterators(op)
+    if its is None:  # named convolutions and the like: the output's dims are parallel
+        its = ["parallel"] * ir.ShapedType(op.results[0].type).rank + ["reduction"]
+    par = [i for i, t in enumerate(its) if t == "parallel"]
+    ranges = _loop_ranges(op) if op.name == "linalg.generic" else None
+    if ranges is None:
+        out = _static_shape(op.results[0])
+        if op.name in ("linalg.matmul", "linalg.batch_matmul"):
+            ranges = out + [0]
+        elif op.name.startswith("linalg.generic") or op.name in ("linalg.fill", "linalg.copy", "linalg.transpose",
+                                                                  "linalg.map", "linalg.broadcast"):
+            ranges = out
+        else:
+            ranges = out + [0] * (len(its) - len(out))
+            par = list(range(len(out)))
+    # parallel dims, innermost last: threads over the innermost ones, the grid over the rest
+    pdims = [d for d in par if ranges[d] > 0]
+    tiles = [0] * len(its)
+    thr = [0] * len(its)
+    if not pdims:
+        # a 0-d result (a full reduction): one block, one thread, the loops serial
+        if not ranges or not ranges[0]:
+            return None  # no loops at all: mirax-gpu-launch runs it on one thread
+        tiles[0] = ranges[0]
+        thr[0] = 1
+        fused = []
+        init = _producer(list(op.operands)[-1])
+        if init is not None and init.name == "linalg.fill":
+            fused.append(init)
+        return Kernel(index, "parallel", op, fused, (1, 1, 1), tiles=tiles, threads=thr)
+    left = threads
+    block = []
+    for d in reversed(pdims):
+        if left <= 1 or len(block) == 3:
+            tiles[d] = 1
+            continue
+        t = 1
+        while t * 2 <= left and t < ranges[d]:
+            t *= 2
+        tiles[d] = t
+        thr[d] = t
+        block.append(t)
+        left //= t
+    # a grid dimension must stay within the device's limit: give each block more work
+    for d in pdims:
+        blocks = -(-ranges[d] // tiles[d])
+        while blocks > MAX_GRID:
+            tiles[d] *= 2
+            blocks = -(-ranges[d] // tiles[d])
+    while len(block) < 3:
+        block.append(1)
+    k = Kernel(index, "parallel", op, [], tuple(block[:3]), tiles=tiles, threads=thr)
+    return k
+
+
+# ---- the transform script ---------------------------------------------------------------
+
+_ANY = "!transform.any_op"
+_MAPPING_T = ["#gpu.thread<x>", "#gpu.thread<y>", "#gpu.thread<z>"]
+
+
+def _block_mapping(n):
+    """Linear block mappings for n grid dims, innermost fastest (x)."""
+    return ", ".join(f"#gpu.block<linear_dim_{n - 1 - i}>" for i in range(n))
+
+
+def _thread_mapping(thr):
+    """Thread mappings for the non-zero entries of `thr`, innermost x."""
+    dims = [i for i, t in enumerate(thr) if t]
+    return ", ".join(_MAPPING_T[len(dims) - 1 - j] for j in range(len(dims)))
+
+
+def _match(h, op_name, tag):
+    return (f"{h} = transform.structured.match ops{{[\"{op_name}\"]}} attributes{{{ROOT} = {tag} : i64}} "
+            f"in %root : ({_ANY}) -> {_ANY}")
+
+
+def _l(xs):
+    return "[" + ", ".join(str(int(x)) for x in xs) + "]"
+
+
+def kernel_script(k: Kernel, tags) -> list:
+    """Transform ops tiling kernel `k`; `tags[op]` is the ROOT tag of each op."""
+    i = k.index
+    s = []
+    r = f"%k{i}"
+    s.append(_match(r, k.root.name, tags[_key(k.root)]))
+    if k.strategy == "parallel" and not k.tiles:
+        # a 0-d result: one thread
+        s.append(f"%t{i}, %f{i} = transform.structured.tile_using_forall {r} num_threads [] "
+                 f"(mapping = []) : ({_ANY}) -> ({_ANY}, {_ANY})")
+        return s
+    tiles = k.tiles
+    nblk = sum(1 for t in tiles if t)
+    s.append(f"%t{i}, %f{i} = transform.structured.tile_using_forall {r} tile_sizes {_l(tiles)} "
+             f"(mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+    s.append(f"transform.annotate %f{i} \"{KERNEL}\" = %kidx{i} : {_ANY}, !transform.param<i64>")
+    s.append(f"%fn{i} = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}")
+    s.insert(0, f"%kidx{i} = transform.param.constant {i} : i64 -> !transform.param<i64>")
+    # producers fused into the block, consumers first
+    fused = {}
+    for j, p in reversed(list(enumerate(k.fused))):
+        ph = f"%p{i}_{j}"
+        s.append(_match(ph, p.name, tags[_key(p)]))
+        if _is_row_reduction(p):  # its readers in the block share one slice of it: fuse it once
+            s.append(f"transform.apply_cse to %fn{i} : {_ANY}")
+        s.append(f"{ph}f, %f{i}_{j} = transform.structured.fuse_into_containing_op {ph} into %f{i} "
+                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+        fused[_key(p)] = f"{ph}f"
+    if k.strategy == "parallel":
+        thr = k.threads
+        s.append(f"%tt{i}, %tf{i} = transform.structured.tile_using_forall %t{i} num_threads {_l(thr)} "
+                 f"(mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+    elif k.strategy == "matmul":
+        batch = len(k.tiles) == 4
+        kt = MM_TILE[2]
+        s.append(f"%mk{i}, %mloop{i} = transform.structured.tile_using_for %t{i} tile_sizes "
+                 f"{_l(([0] if batch else []) + [0, 0, kt])} : ({_ANY}) -> ({_ANY}, {_ANY})")
+        s.append(f"%pa{i} = transform.get_operand %mk{i}[0] : ({_ANY}) -> !transform.any_value")
+        s.append(f"%pb{i} = transform.get_operand %mk{i}[1] : ({_ANY}) -> !transform.any_value")
+        s.append(f"%sa{i} = transform.structured.promote_tensor to 3 %pa{i} : !transform.any_value")
+        s.append(f"%sb{i} = transform.structured.promote_tensor to 3 %pb{i} : !transform.any_value")
+        ty, tx = MM_THREADS
+        thr = ([0] if batch else []) + [ty, tx, 0]
+        s.append(f"%mt{i}, %mtf{i} = transform.structured.tile_using_forall %mk{i} num_threads {_l(thr)} "
+                 f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+        for j, p in enumerate(k.fused):  # the zero fill of C: over the threads too
+            s.append(f"%ff{i}_{j}, %fff{i}_{j} = transform.structured.tile_using_forall {fused[_key(p)]} "
+                     f"num_threads {_l(([0] if batch else []) + [ty, tx])} "
+                     f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+    elif k.strategy == "row":
+        s.extend(_row_thread_script(k, fused))
+    return s
+
+
+def _row_thread_script(k: Kernel, fused):
+    """Inside one row block: every reduction split over the threads (partials in
+    workgroup memory), the root tiled over the threads, elementwise producers recomputed
+    inside the thread loops that read them."""
+    i = k.index
+    s = []
+    n_threads = k.block[0]
+
+    def nthreads(op):
+        its = _iterators(op)
+        if op.name == "linalg.fill":
+            return None
+        # split the innermost dim of the op over the threads
+        return [0] * (len(its) - 1) + [n_threads]
+
+    consumers_forall = {}  # op -> thread forall handles that read it
+    root_thr = nthreads(k.root)
+    s.append(f"%rt{i}, %rf{i} = transform.structured.tile_using_forall %t{i} num_threads {_l(root_thr)} "
+             f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+    foralls = {_key(k.root): [f"%rf{i}"]}
+    for j, p in reversed(list(enumerate(k.fused))):
+        h = fused[_key(p)]
+        users = [u for u in _users_in(p, [k.root] + k.fused)]
+        if _is_row_reduction(p):
+            thr = nthreads(p)
+            nres = len(p.results)
+            fills = [f"%rfill{i}_{j}_{q}" for q in range(nres)]
+            combs = [f"%rcomb{i}_{j}_{q}" for q in range(nres)]
+            outs_t = ", ".join([_ANY] * (2 * nres + 2))
+            s.append(f"{', '.join(fills)}, %rsplit{i}_{j}, {', '.join(combs)}, %rforall{i}_{j} = "
+                     f"transform.structured.tile_reduction_using_forall {h} by num_threads = {_l(thr)} "
+                     f"mapping = [#gpu.thread<x>] : ({_ANY}) -> ({outs_t})")
+            for q, fl in enumerate(fills):
+                # the partials live in workgroup memory, written by the threads, read by all
+                s.append(f"{fl}v = transform.get_result {fl}[0] : ({_ANY}) -> !transform.any_value")
+                s.append(f"{fl}s = transform.structured.promote_tensor to 3 {fl}v : !transform.any_value")
+                # each thread fills its own slot of the partials
+                s.append(f"{fl}t, {fl}f = transform.structured.tile_using_forall {fl} "
+                         f"num_threads {_l([0] * (len(thr) - 1) + [n_threads])} (mapping = [#gpu.thread<x>]) "
+                         f": ({_ANY}) -> ({_ANY}, {_ANY})")
+            foralls[_key(p)] = [f"%rforall{i}_{j}"]
+        elif p.name == "linalg.generic":
+            # recompute in every thread loop that reads it
+            outs = []
+            for u in users:
+                for fh in foralls.get(_key(u), []):
+                    c = f"%rc{i}_{j}_{len(outs)}"
+                    s.append(f"{c}, {c}f = transform.structured.fuse_into_containing_op {h} into {fh} "
+                             f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+                    outs.append(fh)
+            foralls[_key(p)] = outs
+        # fills (reduction inits) stay per thread: their buffers become private memory
+    return s
+
+
+def _users_in(p, group):
+    out = []
+    for r in p.results:
+        for use in r.uses:
+            u = use.owner
+            u = u.operation if hasattr(u, "operation") else u
+            if _key(u) in {_key(g) for g in group} and _key(u) not in {_key(o) for o in out}:
+                out.append(u)
+    return out
+
+
+def build_script(kernels, tags) -> str:
+    lines = []
+    for k in kernels:
+        lines.extend(kernel_script(k, tags))
+    lines.append(f"%fn = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}")
+    # a row's reduction result starts as a fresh tensor inside the block (private to
+    # each thread once bufferized), not as a slice of a function-level buffer
+    lines.append("transform.apply_patterns to %fn {\n  transform.apply_patterns.tensor.fold_tensor_empty\n"
+                 "  transform.apply_patterns.canonicalization\n} : " + _ANY)
+    lines.append(f"transform.apply_cse to %fn : {_ANY}")
+    inner = "\n    ".join(lines)
+    return ("module attributes {transform.with_named_sequence} {\n"
+            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            f"    {inner}\n    transform.yield\n  }}\n}}\n")
+
+
+def map_function(func_op, threads=THREADS, return_script=False):
+    """Tile the linalg ops of one function for the GPU (in place)."""
+    kernels = plan(func_op, threads)
+    if not kernels:
+        return "" if return_script else None
+    tags = {}
+    ctx = func_op.context
+    with ctx:
+        i64 = ir.IntegerType.get_signless(64)
+        for k in kernels:
+            for op in [k.root] + k.fused:
+                tags[_key(op)] = len(tags)
+                op.attributes[ROOT] = ir.IntegerAttr.get(i64, tags[_key(op)])
+    script = build_script(kernels, tags)
+    if return_script:
+        return script
+    with ctx, ir.Location.unknown():
+        smod = ir.Module.parse(script)
+        interpreter.apply_named_sequence(func_op, smod.body.operations[0], smod)
+        # record each kernel's workgroup size on its block forall
+        _tag_blocks(func_op, {k.index: k.block for k in kernels})
+        _partials_in_workgroup_memory(func_op)
+    # the elementwise producers recomputed in a thread loop: one loop body, no buffer
+    from mlir.passmanager import PassManager
+    pm = PassManager.parse("builtin.module(func.func(linalg-fuse-elementwise-ops, canonicalize, cse))",
+                           context=func_op.context)
+    pm.run(func_op.parent if hasattr(func_op, "parent") else func_op)
+    return kernels
+
+
+def _tag_blocks(func_op, blocks):
+    from .pass_base import walk_ops
+    with func_op.context:
+        for f in walk_ops(func_op, lambda n: n == "scf.forall"):
+            if KERNEL in f.attributes:
+                idx = ir.IntegerAttr(f.attributes[KERNEL]).value
+                f.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(list(blocks[idx]))
+
+
+def _partials_in_workgroup_memory(func_op):
+    """`promote_tensor` copies a thread loop's result into workgroup memory after the
+    loop; make the loop write there in the first place (no copy, no race on it):
+
+        %p = scf.forall ... shared_outs(%o = %e)        %a = alloc_tensor() {memory_space = 3}
+        %a = alloc_tensor() {memory_space = 3}    ->    %p = scf.forall ... shared_outs(%o = %a)
+        %m = materialize_in_destination %p in %a
+    """
+    from .pass_base import walk_ops
+    for m in walk_ops(func_op, lambda n: n == "bufferization.materialize_in_destination"):
+        src, dest = m.operands[0], m.operands[1]
+        f, a = _producer(src), _producer(dest)
+        if f is None or a is None or f.name != "scf.forall" or a.name != "bufferization.alloc_tensor":
+            continue
+        if len(f.results) != 1 or len(list(a.operands)):
+            continue
+        a.move_before(f)
+        n_out = len(f.results)
+        f.operands[len(f.operands) - n_out] = a.results[0]
+        m.results[0].replace_all_uses_with(f.results[0])
+        m.erase()
+
+
+class MiraxGpuMap(MiraxPass):
+    name = NAME
+    summary = "Tile fused linalg into scf.foralls mapped to GPU blocks and threads, a strategy per kernel"
+    options = {"threads": (THREADS, "threads per workgroup")}
+
+    def run(self, module):
+        from .pass_base import walk_ops
+        for f in walk_ops(module, lambda n: n == "func.func"):
+            if not f.regions[0].blocks:
+                continue
+            try:
+                map_function(f, int(self.opts["threads"]))
+            except ir.MLIRError as err:
+                raise PassError(f, f"mirax-gpu-map: tiling failed: {err}") from None

@@ -1,0 +1,610 @@
+"""`mirax-gpu-pipeline`: mirax (or fused linalg on tensors) to SPIR-V kernels and a launch plan.
+
+Stages (each a pass, so `mirax-opt` can stop anywhere and `lower().as_text` shows them):
+
+    convert-mirax-to-linalg, mirax-math-approx, mirax-fuse    shared with the CPU
+    mirax-gpu-map         a strategy per kernel: scf.forall over blocks and threads
+    bufferize             into the caller's buffers (out-params), workgroup memory = space 3
+    mirax-gpu-launch      block foralls -> gpu.launch (barriers between thread loops);
+                          copies and fills left at host level become kernels too
+    gpu                   linalg -> loops in the kernels, private buffers on the stack,
+                          outlined gpu.func kernels with their workgroup size
+                          (compile's "gpu" stage)
+    spirv                 spirv-attach-target (capabilities from the device),
+                          convert-gpu-to-spirv (compile's "spirv" stage)
+
+`lower_to_spirv(module)` does it all and returns a `GpuProgram`: the SPIR-V binary of each
+kernel and the launch plan read off what is left of the host function (its buffers and
+its `gpu.launch_func`s in order), which runtime/vulkan.py executes.
+
+    prog = lower_to_spirv(module, "main")
+    prog.kernels["main_kernel"].spirv      # bytes, validated by spirv-val in the tests
+    prog.steps                             # [Launch(kernel, grid, block, args), ...]
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+from mlir.passmanager import PassManager
+
+from .approx import MathApprox
+from .convert_mirax_to_linalg import ConvertMiraxToLinalg
+from .fuse import MiraxFuse
+from .gpu_map import BLOCK, KERNEL, MiraxGpuMap, THREADS, _key
+from .pass_base import MiraxPass, PassError, walk_ops
+
+NAME = "mirax-gpu-pipeline"
+
+BUFFERIZE = [
+    "eliminate-empty-tensors",
+    "empty-tensor-to-alloc-tensor",
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
+    "canonicalize", "cse",
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}",
+    "canonicalize",
+]
+
+KERNEL_LOOPS = [
+    "func.func(convert-linalg-to-loops)",  # after mirax-gpu-kernel-copies
+    "canonicalize", "cse",
+    "fold-memref-alias-ops",
+]
+OUTLINE = [
+    "gpu-launch-sink-index-computations",
+    "gpu-kernel-outlining",
+    "canonicalize",
+]
+
+
+@dataclass
+class Target:
+    """What the device supports: the SPIR-V capabilities and extensions to use."""
+
+    float64: bool = True
+    int64: bool = True
+    int16: bool = True
+    int8: bool = True
+    float16: bool = True
+    storage8: bool = True
+    storage16: bool = True
+    max_threads: int = THREADS
+
+    def attach_options(self) -> str:
+        caps = ["Shader"]
+        exts = ["SPV_KHR_storage_buffer_storage_class"]
+        if self.int64:
+            caps.append("Int64")
+        if self.float64:
+            caps.append("Float64")
+        if self.int8:
+            caps.append("Int8")
+        if self.int16:
+            caps.append("Int16")
+        if self.float16:
+            caps.append("Float16")
+        if self.storage8:
+            caps += ["StorageBuffer8BitAccess"]
+            exts.append("SPV_KHR_8bit_storage")
+        if self.storage16:
+            caps += ["StorageBuffer16BitAccess"]
+            exts.append("SPV_KHR_16bit_storage")
+        return f"ver=v1.3 caps={','.join(caps)} exts={','.join(exts)} client_api=Vulkan"
+
+    def key(self):
+        return self.attach_options() + f" threads={self.max_threads}"
+
+
+DEFAULT_TARGET = Target()
+
+
+def tensor_passes(pm, threads=THREADS):
+    """The tensor-level passes shared with the CPU, then the GPU mapping."""
+    ConvertMiraxToLinalg().add_to(pm)
+    for p in ["canonicalize", "cse"]:
+        pm.add(p)
+    MathApprox().add_to(pm)
+    MiraxFuse().add_to(pm)
+    MiraxGpuMap(threads=threads).add_to(pm)
+
+
+def _strip_c_interface(op, *_):
+    with op.context:
+        for f in walk_ops(op, lambda n: n == "func.func"):
+            if "llvm.emit_c_interface" in f.attributes:
+                del f.attributes["llvm.emit_c_interface"]
+
+
+def _bufferize(pm):
+    pm.add(_strip_c_interface, name="mirax-strip-c-interface")
+    for p in BUFFERIZE:
+        pm.add(p)
+
+
+# ---- block foralls and leftovers -> gpu.launch --------------------------------------------
+
+_ANY = "!transform.any_op"
+
+
+def _top_level_leftovers(func_op):
+    """Memref ops at host level that still touch data: copies and linalg ops left by
+    bufferization (returning an input, concatenation, padding)."""
+    body = func_op.regions[0].blocks[0]
+    out = []
+    for o in body.operations:
+        o = o.operation
+        if o.name == "memref.copy" or (o.name.startswith("linalg.") and not len(o.results)):
+            out.append(o)
+    return out
+
+
+def _copy_to_linalg(op):
+    """memref.copy -> linalg.copy (so it can be tiled onto the GPU like any linalg op)."""
+    from mlir.dialects import linalg
+    with op.context, op.location, ir.InsertionPoint(op):
+        new = linalg.CopyOp([], [op.operands[0]], [op.operands[1]])
+        # a CopyOp built from Python needs its region filled: use the generic builder
+    op.erase()
+    return new.operation
+
+
+def gpu_launch(module):
+    """Turn each kernel forall into a gpu.launch; leftover host-level memref work too."""
+    from .gpu_map import _plan_parallel, _l, _block_mapping, _thread_mapping
+    for f in walk_ops(module, lambda n: n == "func.func"):
+        if not f.regions[0].blocks:
+            continue
+        _copies_as_linalg(f)
+        lines = []
+        n = 0
+        with f.context:
+            i64 = ir.IntegerType.get_signless(64)
+            for o in _top_level_leftovers(f):
+                shape = ir.MemRefType(o.operands[-1].type).shape
+                if not shape:  # no loops to tile: one thread does it
+                    _single_thread_launch(o)
+                    continue
+                k = _memref_plan(o, shape)
+                o.attributes["mirax.gpu_leftover"] = ir.IntegerAttr.get(i64, n)
+                h = f"%l{n}"
+                lines.append(f'{h} = transform.structured.match attributes{{mirax.gpu_leftover = {n} : i64}} '
+                             f'in %root : ({_ANY}) -> {_ANY}')
+                if k is None:  # 0-d: one thread
+                    lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} num_threads [] "
+                                 f"(mapping = []) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                    block = [1, 1, 1]
+                else:
+                    tiles, thr, block = k
+                    nblk = sum(1 for t in tiles if t)
+                    lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} tile_sizes "
+                                 f"{_l(tiles)} (mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                    lines.append(f"%ltt{n}, %ltf{n} = transform.structured.tile_using_forall %lt{n} num_threads "
+                                 f"{_l(thr)} (mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                lines.append(f"transform.annotate %lf{n} \"{BLOCK}\" = %lb{n} : {_ANY}, !transform.param<i64>")
+                lines.insert(0, f"%lb{n} = transform.param.constant {block[0]} : i64 -> !transform.param<i64>")
+                n += 1
+        if lines:
+            _apply(f, lines)
+            # the annotation above only carried x; the leftovers' workgroup sizes
+            _fix_leftover_blocks(f)
+        _workgroup_copies_over_threads(f)
+        # every kernel forall: map to blocks, then its nested thread loops
+        lines = []
+        foralls = [x for x in walk_ops(f, lambda nm: nm == "scf.forall") if BLOCK in x.attributes]
+        for j, x in enumerate(foralls):
+            with f.context:
+                x.attributes["mirax.gpu_launch"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), j)
+            block = list(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
+            lines.append(f'%g{j} = transform.structured.match attributes{{mirax.gpu_launch = {j} : i64}} '
+                         f'in %root : ({_ANY}) -> {_ANY}')
+            lines.append(f"%gl{j} = transform.gpu.map_forall_to_blocks %g{j} generate_gpu_launch "
+                         f": ({_ANY}) -> {_ANY}")
+            lines.append(f"%gt{j} = transform.gpu.map_nested_forall_to_threads %gl{j} block_dims = {_l(block)} "
+                         f": ({_ANY}) -> {_ANY}")
+        if lines:
+            _apply(f, lines)
+
+
+def _workgroup_copies_over_threads(f):
+    """Copies into workgroup memory inside a kernel (matmul's A and B tiles): every thread
+    copies its share, and the barrier after the loop makes the tile visible to all."""
+    from mlir.dialects import linalg
+    lines = []
+    n = 0
+    for x in walk_ops(f, lambda nm: nm == "scf.forall"):
+        if BLOCK not in x.attributes:
+            continue
+        block = list(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
+        for c in walk_ops(x, lambda nm: nm == "memref.copy"):
+            t = ir.MemRefType(c.operands[1].type)
+            if t.memory_space is None or str(t.memory_space).split(" ")[0] != "3" or t.rank != 2:
+                continue
+            with c.context, c.location, ir.InsertionPoint(c):
+                new = linalg.copy(c.operands[0], outs=[c.operands[1]])
+            op = new.owner if hasattr(new, "owner") else new
+            op = op.operation if hasattr(op, "operation") else op
+            c.erase()
+            with f.context:
+                op.attributes["mirax.gpu_wgcopy"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
+            lines.append(f'%c{n} = transform.structured.match attributes{{mirax.gpu_wgcopy = {n} : i64}} '
+                         f'in %root : ({_ANY}) -> {_ANY}')
+            lines.append(f"%ct{n}, %cf{n} = transform.structured.tile_using_forall %c{n} num_threads "
+                         f"[{block[1]}, {block[0]}] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) "
+                         f": ({_ANY}) -> ({_ANY}, {_ANY})")
+            n += 1
+    if lines:
+        _apply(f, lines)
+
+
+def _single_thread_launch(op):
+    """Wrap a loop-free host-level op (0-d) in a gpu.launch of one thread."""
+    from mlir.dialects import arith, gpu
+    with op.context, op.location, ir.InsertionPoint(op):
+        one = arith.ConstantOp(ir.IndexType.get(), 1).result
+        launch = gpu.LaunchOp((one, one, one), (one, one, one))
+        block = launch.body.blocks.append(*([ir.IndexType.get()] * 12))
+    with op.context, op.location, ir.InsertionPoint(block):
+        term = gpu.TerminatorOp()
+    op.move_before(term)
+
+
+def _fix_leftover_blocks(f):
+    for x in walk_ops(f, lambda nm: nm == "scf.forall"):
+        if BLOCK in x.attributes and not _is(ir.DenseI64ArrayAttr, x.attributes[BLOCK]):
+            thr = [1, 1, 1]
+            inner = walk_ops(x, lambda nm: nm == "scf.forall")
+            if inner:
+                ub = list(ir.DenseI64ArrayAttr(inner[0].attributes["staticUpperBound"]))
+                dims = list(reversed(ub))[:3]
+                thr = dims + [1] * (3 - len(dims))
+            x.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(thr)
+
+
+def _is(cls, a):
+    try:
+        cls(a)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _memref_plan(op, shape):
+    """Block tiles, thread counts and workgroup size for a host-level memref op."""
+    if not shape:
+        return None
+    tiles = [1] * len(shape)
+    thr = [0] * len(shape)
+    left = THREADS
+    block = []
+    for d in reversed(range(len(shape))):
+        if left <= 1 or len(block) == 3:
+            break
+        t = 1
+        while t * 2 <= left and t < shape[d]:
+            t *= 2
+        tiles[d], thr[d] = t, t
+        block.append(t)
+        left //= t
+    for d in range(len(shape)):
+        while -(-shape[d] // tiles[d]) > 65535:
+            tiles[d] *= 2
+    while len(block) < 3:
+        block.append(1)
+    return tiles, thr, block
+
+
+def _copies_as_linalg(f):
+    """Host-level `memref.copy`s become `linalg.copy` (tileable onto the GPU)."""
+    text_ops = [o.operation for o in f.regions[0].blocks[0].operations if o.operation.name == "memref.copy"]
+    if not text_ops:
+        return
+    from mlir.dialects import linalg
+    for op in text_ops:
+        with op.context, op.location, ir.InsertionPoint(op):
+            linalg.copy(op.operands[0], outs=[op.operands[1]])
+        op.erase()
+
+
+def _apply(f, lines):
+    inner = "\n    ".join(lines)
+    script = ("module attributes {transform.with_named_sequence} {\n"
+              "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+              f"    {inner}\n    transform.yield\n  }}\n}}\n")
+    with f.context, ir.Location.unknown():
+        smod = ir.Module.parse(script)
+        try:
+            interpreter.apply_named_sequence(f, smod.body.operations[0], smod)
+        except (ValueError, ir.MLIRError) as err:
+            raise PassError(f, f"mirax-gpu-launch: {err}") from None
+
+
+def _set_workgroup_sizes(module, *_):
+    """`spirv.entry_point_abi` on each outlined kernel, from its launch's block size
+    (the SPIR-V conversion ignores `known_block_size`)."""
+    with module.context:
+        for g in walk_ops(module, lambda n: n == "gpu.func"):
+            if "known_block_size" in g.attributes:
+                size = list(ir.DenseI32ArrayAttr(g.attributes["known_block_size"]))
+            else:
+                size = [1, 1, 1]
+            g.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(
+                f"#spirv.entry_point_abi<workgroup_size = [{size[0]}, {size[1]}, {size[2]}]>")
+
+
+def _kernel_copies(module, *_):
+    """memref.copy inside a kernel (between a row's private buffers) -> linalg.copy -> loops."""
+    from mlir.dialects import linalg
+    for launch in walk_ops(module, lambda n: n == "gpu.launch"):
+        for c in walk_ops(launch, lambda n: n == "memref.copy"):
+            with c.context, c.location, ir.InsertionPoint(c):
+                linalg.copy(c.operands[0], outs=[c.operands[1]])
+            c.erase()
+
+
+def _private_buffers(module, *_):
+    """Buffers allocated inside a kernel without a memory space are per thread (a row's
+    running reduction): make them allocas, which become private (Function) variables.
+    Workgroup buffers (space 3) stay allocs; SPIR-V makes them workgroup variables.
+    Vulkan's numbering of memory spaces: 3 Workgroup, 6 Function."""
+    from mlir.dialects import memref
+    for launch in walk_ops(module, lambda n: n == "gpu.launch"):
+        for a in walk_ops(launch, lambda n: n in ("memref.alloc", "memref.dealloc")):
+            t = ir.MemRefType(a.operands[0].type if a.name == "memref.dealloc" else a.results[0].type)
+            if t.memory_space is not None:
+                continue
+            if a.name == "memref.dealloc":
+                a.erase()
+                continue
+            if len(list(a.operands)):
+                continue
+            private = ir.MemRefType.get(t.shape, t.element_type, memory_space=ir.Attribute.parse("6 : i64"))
+            for use in a.results[0].uses:
+                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if user.name not in ("memref.load", "memref.store"):
+                    pass
+            with a.context, a.location, ir.InsertionPoint(a):
+                new = memref.AllocaOp(private, [], [])
+            a.results[0].replace_all_uses_with(new.result)
+            a.erase()
+
+
+class MiraxGpuLaunch(MiraxPass):
+    name = "mirax-gpu-launch"
+    summary = "Map kernel foralls (and host-level copies) to gpu.launch with their workgroup sizes"
+
+    def run(self, module):
+        gpu_launch(module)
+
+
+class MiraxGpuPipeline(MiraxPass):
+    name = NAME
+    summary = "Lower mirax to the gpu dialect and SPIR-V: a mapping strategy per kernel, Vulkan kernels"
+    options = {"stage": ("spirv", "stop after: gpu | spirv"),
+               "threads": (THREADS, "threads per workgroup")}
+
+    def add_to(self, pm, target: Target | None = None):
+        target = target or DEFAULT_TARGET
+        tensor_passes(pm, int(self.opts["threads"]))
+        add_gpu_passes(pm)
+        if self.opts["stage"] != "gpu":
+            add_spirv_passes(pm, target)
+
+
+def add_gpu_passes(pm):
+    """Bufferization to the outlined gpu.func kernels (compile's "gpu" stage)."""
+    _bufferize(pm)
+    MiraxGpuLaunch().add_to(pm)
+    pm.add(_kernel_copies, name="mirax-gpu-kernel-copies")
+    for p in KERNEL_LOOPS:
+        pm.add(p)
+    pm.add(_private_buffers, name="mirax-gpu-private-buffers")
+    for p in OUTLINE:
+        pm.add(p)
+    pm.add(_set_workgroup_sizes, name="mirax-spirv-workgroup-size")
+    pm.add("canonicalize")
+
+
+def add_spirv_passes(pm, target: Target):
+    pm.add("lower-affine")
+    pm.add("arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}")
+    pm.add(f"spirv-attach-target{{{target.attach_options()}}}")
+    pm.add("gpu.module(convert-math-to-spirv)")
+    pm.add("convert-gpu-to-spirv")
+    pm.add("spirv.module(spirv-lower-abi-attrs, spirv-update-vce)")
+
+
+# ---- the program: SPIR-V kernels and the launch plan ----------------------------------------
+
+@dataclass
+class GpuKernel:
+    name: str           # the gpu.module / entry point
+    spirv: bytes
+    nargs: int
+    block: tuple
+
+
+@dataclass
+class Step:
+    """One host-level action of a program, in order:
+    ("alloc", buffer id, nbytes), ("alias", new id, of id), ("launch", kernel, grid, block, [ids])."""
+
+    kind: str
+    args: tuple
+
+
+@dataclass
+class GpuProgram:
+    """What the Vulkan runtime runs: buffers 0..n_in-1 are the inputs, the next n_out the
+    outputs (out-params); the steps allocate intermediates and launch kernels."""
+
+    n_in: int
+    n_out: int
+    kernels: dict = field(default_factory=dict)
+    steps: list = field(default_factory=list)
+    n_buffers: int = 0
+
+    def to_json(self):
+        import base64
+        import json
+        return json.dumps({"n_in": self.n_in, "n_out": self.n_out, "n_buffers": self.n_buffers,
+                           "kernels": {k: [base64.b64encode(v.spirv).decode(), v.nargs, list(v.block)]
+                                       for k, v in self.kernels.items()},
+                           "steps": [[s.kind, list(s.args)] for s in self.steps]})
+
+    @staticmethod
+    def from_json(text):
+        import base64
+        import json
+        d = json.loads(text)
+        p = GpuProgram(d["n_in"], d["n_out"], n_buffers=d["n_buffers"])
+        p.kernels = {k: GpuKernel(k, base64.b64decode(v[0]), v[1], tuple(v[2])) for k, v in d["kernels"].items()}
+        p.steps = [Step(k, tuple(a)) for k, a in d["steps"]]
+        return p
+
+
+def _const_index(v):
+    op = v.owner
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name != "arith.constant":
+        raise PassError(op, "a launch size is not a constant")
+    return ir.IntegerAttr(op.attributes["value"]).value
+
+
+def _nbytes(t):
+    mt = ir.MemRefType(t)
+    n = 1
+    for d in mt.shape:
+        n *= d
+    et = mt.element_type
+    width = et.width if hasattr(et, "width") else (ir.FloatType(et).width if _is(ir.FloatType, et)
+                                                   else ir.IntegerType(et).width)
+    return n * max(width // 8, 1)
+
+
+_VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.reshape", "memref.cast")
+
+
+def spirv_binaries(module):
+    """Move each spirv.module into its gpu.module and serialize: {kernel name: bytes}."""
+    body = module.regions[0].blocks[0]
+    gpu_mods = {}
+    spv = []
+    for o in body.operations:
+        o = o.operation
+        if o.name == "gpu.module":
+            gpu_mods[ir.StringAttr(o.attributes["sym_name"]).value] = o
+        elif o.name == "spirv.module":
+            spv.append(o)
+    for s in spv:
+        name = ir.StringAttr(s.attributes["sym_name"]).value
+        target = name[len("__spv__"):] if name.startswith("__spv__") else name
+        g = gpu_mods[target]
+        blk = g.regions[0].blocks[0]
+        s.move_before(blk.operations[0])
+    pm = PassManager.parse("builtin.module(gpu-module-to-binary)", context=module.context)
+    pm.run(module)
+    from mlir.dialects import gpu
+    out = {}
+    for o in module.regions[0].blocks[0].operations:
+        o = o.operation
+        if o.name == "gpu.binary":
+            objs = ir.ArrayAttr(o.attributes["objects"])
+            out[ir.StringAttr(o.attributes["sym_name"]).value] = gpu.ObjectAttr(objs[0]).object
+    return out
+
+
+def kernel_signatures(module):
+    """{kernel name: (number of arguments, workgroup size)} of the outlined gpu.funcs."""
+    kernels = {}
+    for g in walk_ops(module, lambda n: n == "gpu.func"):
+        kname = ir.StringAttr(g.attributes["sym_name"]).value
+        size = list(ir.DenseI32ArrayAttr(g.attributes["known_block_size"])) if "known_block_size" in g.attributes \
+            else [1, 1, 1]
+        nargs = len(ir.FunctionType(ir.TypeAttr(g.attributes["function_type"]).value).inputs)
+        kernels[kname] = (nargs, tuple(size))
+    return kernels
+
+
+def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgram:
+    """Read the host function left by the pipeline as a GpuProgram."""
+    f = next(o.operation for o in module.regions[0].blocks[0].operations
+             if o.operation.name == "func.func" and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    if len(ftype.results):
+        raise PassError(f, "the GPU host function must return its results through out-params")
+    block = f.regions[0].blocks[0]
+    ids = {}
+    for i, a in enumerate(block.arguments):
+        ids[a.get_name() if hasattr(a, "get_name") else i] = i
+    values = {}
+
+    def vid(v):
+        for k, (val, i) in values.items():
+            if val == v:
+                return i
+        raise KeyError
+
+    arg_values = list(block.arguments)
+    table = []  # [(value, id)]
+    for i, a in enumerate(arg_values):
+        table.append((a, i))
+
+    def find(v):
+        for val, i in table:
+            if val == v:
+                return i
+        raise PassError(f, f"a kernel argument is not a buffer of the plan: {v}")
+    n_in = len(arg_values)
+    prog = GpuProgram(n_in=n_in, n_out=0)
+    kernels = signatures if signatures is not None else kernel_signatures(module)
+    nxt = n_in
+    for o in block.operations:
+        o = o.operation
+        nm = o.name
+        if nm in ("arith.constant", "func.return", "memref.dealloc"):
+            continue
+        if nm == "memref.alloc":
+            table.append((o.results[0], nxt))
+            prog.steps.append(Step("alloc", (nxt, _nbytes(o.results[0].type))))
+            nxt += 1
+        elif nm in _VIEWS:
+            table.append((o.results[0], find(o.operands[0])))
+        elif nm == "gpu.launch_func":
+            kref = str(o.attributes["kernel"])  # @mod::@fn
+            mod = kref.split("::")[0].lstrip("@")
+            fn = kref.split("::")[1].lstrip("@")
+            ops = list(o.operands)
+            grid = [_const_index(v) for v in ops[0:3]]
+            blk = [_const_index(v) for v in ops[3:6]]
+            args = [find(v) for v in ops[6:] if _is(ir.MemRefType, v.type)]
+            nargs, _ = kernels[fn]
+            if binaries is not None and mod not in prog.kernels:
+                prog.kernels[mod] = GpuKernel(fn, binaries[mod], nargs, tuple(blk))
+            prog.steps.append(Step("launch", (mod, grid, blk, args)))
+        else:
+            raise PassError(o, f"the GPU pipeline left '{nm}' on the host; it cannot run on the device")
+    prog.n_buffers = nxt
+    return prog
+
+
+def lower_to_spirv(module, name="main", target: Target | None = None, stages=None) -> GpuProgram:
+    """Run the whole GPU pipeline on `module` (mirax ops, in place) and return its program.
+    `stages`, a dict, receives the "gpu" and "spirv" texts when given."""
+    target = target or DEFAULT_TARGET
+    pm = PassManager("builtin.module", context=module.context)
+    tensor_passes(pm, target.max_threads)
+    add_gpu_passes(pm)
+    with module.context, ir.Location.unknown():
+        pm.run(module.operation)
+        if stages is not None:
+            stages["gpu"] = str(module)
+        pm = PassManager("builtin.module", context=module.context)
+        add_spirv_passes(pm, target)
+        pm.run(module.operation)
+        if stages is not None:
+            stages["spirv"] = str(module)
+        sigs = kernel_signatures(module.operation)
+        binaries = spirv_binaries(module.operation)
+        return launch_plan(module.operation, name, binaries, sigs)

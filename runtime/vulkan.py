@@ -1,0 +1,481 @@
+"""The Vulkan backend (PyPI `vulkan`, cffi): one instance, device and compute queue.
+
+    dev = VulkanDevice.get()              # None when no Vulkan driver is installed
+    buf = dev.alloc(nbytes)               # sub-allocated from host-visible memory
+    buf.view(np.float32, (4,))[:] = 1.0   # a numpy view of device memory (coherent, mapped)
+    k = dev.kernel(spirv, "main_kernel", nargs=2)
+    dev.launch(k, grid=(4, 1, 1), block=(256, 1, 1), args=[buf, out])
+    dev.synchronize()                     # submits everything recorded since the last one
+
+Memory: blocks of host-visible, coherent memory (64 MiB, or one block per larger
+buffer), each with one VkBuffer; arrays are aligned sub-ranges handed out by size bucket
+and returned to their bucket when the array dies (no vkAllocateMemory per array).
+Launches are recorded into one command buffer with a compute->compute barrier between
+dispatches and submitted together at `synchronize` (mr.eval, or reading a result).
+Pipelines are built once per SPIR-V module; the driver's VkPipelineCache is saved in
+the kernel cache directory. `stats` counts submits and dispatches (for tests).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+import numpy as np
+
+try:
+    import vulkan as vk
+except (ImportError, OSError):  # no PyPI `vulkan`, or no libvulkan.so.1
+    vk = None
+
+BLOCK_BYTES = 64 << 20
+ALIGN = 256  # >= minStorageBufferOffsetAlignment on every device we know
+
+
+class VulkanError(RuntimeError):
+    """The Vulkan runtime is missing or failed; the message says what to install."""
+
+
+INSTALL_HINT = ("install a Vulkan driver and loader (Debian: apt-get install mesa-vulkan-drivers libvulkan1; "
+                "PyPI: pip install vulkan) — `make setup` does both")
+
+
+class Stats:
+    def __init__(self):
+        self.submits = 0
+        self.dispatches = 0
+        self.pipelines = 0
+
+    def reset(self):
+        self.__init__()
+
+
+stats = Stats()
+
+
+class Buffer:
+    """A device array's memory: a sub-range of one memory block."""
+
+    __slots__ = ("device", "block", "offset", "nbytes", "size", "__weakref__")
+
+    def __init__(self, device, block, offset, nbytes, size):
+        self.device, self.block, self.offset, self.nbytes, self.size = device, block, offset, nbytes, size
+
+    def view(self, dtype, shape):
+        """A numpy array over the mapped memory (valid while this Buffer lives)."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        a = np.frombuffer(self.block.mapped, dtype=dtype, count=count, offset=self.offset).reshape(shape)
+        return a
+
+    def __del__(self):
+        dev = self.device
+        if dev is not None and not dev.closed:
+            dev._release(self)
+
+
+class _Block:
+    def __init__(self, device, size):
+        self.size = size
+        d = device.device
+        self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size,
+            usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+            | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(d, self.buffer)
+        self.memory = vk.vkAllocateMemory(d, vk.VkMemoryAllocateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size,
+            memoryTypeIndex=device.memory_type(req.memoryTypeBits)), None)
+        vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
+        self.mapped = vk.vkMapMemory(d, self.memory, 0, size, 0)
+        self.top = 0  # bump pointer; freed ranges go to the device's buckets
+
+
+class Kernel:
+    """A compute pipeline for one SPIR-V entry point with `nargs` storage buffers."""
+
+    def __init__(self, device, spirv: bytes, entry: str, nargs: int):
+        d = device.device
+        self.entry, self.nargs = entry, nargs
+        self.module = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, codeSize=len(spirv), pCode=spirv), None)
+        bindings = [vk.VkDescriptorSetLayoutBinding(
+            binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i in range(nargs)]
+        self.set_layout = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=nargs,
+            pBindings=bindings), None)
+        self.layout = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, setLayoutCount=1,
+            pSetLayouts=[self.set_layout]), None)
+        stage = vk.VkPipelineShaderStageCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+            module=self.module, pName=entry)
+        self.pipeline = vk.vkCreateComputePipelines(d, device.pipeline_cache, 1, [vk.VkComputePipelineCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=self.layout)], None)[0]
+        stats.pipelines += 1
+
+
+class VulkanDevice:
+    """The process's Vulkan device (the first discrete or integrated GPU, else the first
+    device: Mesa's lavapipe runs on the CPU)."""
+
+    _instance = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls):
+        """The device, or None when Vulkan is unavailable (`why_unavailable()` says why)."""
+        if cls._instance is None:
+            with cls._lock:
+                if cls._instance is None:
+                    try:
+                        cls._instance = VulkanDevice()
+                    except Exception as err:  # no loader, no driver, no device
+                        cls._instance = False
+                        cls._error = f"{type(err).__name__}: {err}"
+        return cls._instance or None
+
+    @classmethod
+    def why_unavailable(cls):
+        cls.get()
+        return getattr(cls, "_error", None)
+
+    def __init__(self):
+        if vk is None:
+            raise VulkanError("the Python package `vulkan` or libvulkan.so.1 is missing: " + INSTALL_HINT)
+        self.closed = False
+        app = vk.VkApplicationInfo(sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO, pApplicationName="mirax",
+                                   apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
+        self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, pApplicationInfo=app), None)
+        phys = vk.vkEnumeratePhysicalDevices(self.instance)
+        if not phys:
+            raise VulkanError("no Vulkan device found: " + INSTALL_HINT)
+        order = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1}
+        phys = sorted(phys, key=lambda p: order.get(vk.vkGetPhysicalDeviceProperties(p).deviceType, 2))
+        self.physical = phys[0]
+        props = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.name = vk.ffi.string(props.deviceName).decode() if not isinstance(props.deviceName, str) \
+            else props.deviceName
+        self.device_type = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete",
+                            vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated",
+                            vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu"}.get(props.deviceType, "other")
+        lim = props.limits
+        self.max_threads = int(lim.maxComputeWorkGroupInvocations)
+        self.max_shared = int(lim.maxComputeSharedMemorySize)
+        self.timestamp_period = float(lim.timestampPeriod)
+        feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
+        self.features = {"float64": bool(feats.shaderFloat64), "int64": bool(feats.shaderInt64),
+                         "int16": bool(feats.shaderInt16)}
+        self.features.update(self._extended_features())
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        self.family = next(i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
+        self.device = self._create_device(feats)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+        mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self._mem_types = [mem.memoryTypes[i].propertyFlags for i in range(mem.memoryTypeCount)]
+        self.pipeline_cache = self._load_pipeline_cache()
+        self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
+        self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, commandPool=self.pool,
+            level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
+        self.desc_pools = []
+        self._new_desc_pool()
+        self.blocks = []
+        self.free = {}  # bucket bytes -> [(block, offset)]
+        self.recording = False
+        self.pending = []  # buffers the recorded commands use: kept alive until they ran
+        self.mutex = threading.RLock()
+        self.kernels = {}
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def _extended_features(self):
+        try:
+            f8 = vk.VkPhysicalDevice8BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES)
+            f16 = vk.VkPhysicalDevice16BitStorageFeatures(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=f8)
+            fi = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, pNext=f16)
+            f2 = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=fi)
+            get = vk.vkGetInstanceProcAddr(self.instance, "vkGetPhysicalDeviceFeatures2")
+            get(self.physical, f2)
+            return {"storage8": bool(f8.storageBuffer8BitAccess), "storage16": bool(f16.storageBuffer16BitAccess),
+                    "int8": bool(fi.shaderInt8), "float16": bool(fi.shaderFloat16)}
+        except Exception:
+            return {"storage8": False, "storage16": False, "int8": False, "float16": False}
+
+    def _create_device(self, feats):
+        f = self.features
+        chain = None
+        if f["storage8"]:
+            chain = vk.VkPhysicalDevice8BitStorageFeatures(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, storageBuffer8BitAccess=1)
+        if f["storage16"]:
+            chain = vk.VkPhysicalDevice16BitStorageFeatures(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, storageBuffer16BitAccess=1,
+                pNext=chain)
+        if f["int8"] or f["float16"]:
+            chain = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+                shaderInt8=int(f["int8"]), shaderFloat16=int(f["float16"]), pNext=chain)
+        enabled = vk.VkPhysicalDeviceFeatures(shaderFloat64=feats.shaderFloat64, shaderInt64=feats.shaderInt64,
+                                              shaderInt16=feats.shaderInt16)
+        exts = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
+        want = [e for e in ("VK_KHR_8bit_storage", "VK_KHR_16bit_storage", "VK_KHR_shader_float16_int8")
+                if e in exts]
+        qinfo = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                           queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
+        kw = dict(sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1, pQueueCreateInfos=[qinfo],
+                  pEnabledFeatures=enabled, enabledExtensionCount=len(want), ppEnabledExtensionNames=want)
+        if chain is not None:
+            kw["pNext"] = chain
+        return vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(**kw), None)
+
+    def memory_type(self, bits):
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        for i, flags in enumerate(self._mem_types):
+            if bits & (1 << i) and (flags & want) == want:
+                return i
+        raise VulkanError("the device has no host-visible coherent memory (a staging path is not implemented)")
+
+    def _cache_path(self):
+        from . import disk_cache
+        d = disk_cache.cache_dir()
+        if d is None:
+            return None
+        safe = "".join(c if c.isalnum() else "_" for c in self.name)
+        return os.path.join(d, f"vulkan-pipelines-{safe}.bin")
+
+    def _load_pipeline_cache(self):
+        data = b""
+        path = self._cache_path()
+        if path and os.path.exists(path):
+            with open(path, "rb") as fh:
+                data = fh.read()
+        info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                            initialDataSize=len(data), pInitialData=data or vk.ffi.NULL)
+        return vk.vkCreatePipelineCache(self.device, info, None)
+
+    def save_pipeline_cache(self):
+        path = self._cache_path()
+        if not path:
+            return
+        try:
+            get = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineCacheData") \
+                if not hasattr(vk, "vkGetPipelineCacheData") else vk.vkGetPipelineCacheData
+            data = get(self.device, self.pipeline_cache)
+            tmp = path + f".{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(bytes(vk.ffi.buffer(data)) if not isinstance(data, (bytes, bytearray)) else data)
+            os.replace(tmp, path)
+        except Exception:
+            pass  # the pipeline cache only saves time
+
+    def _new_desc_pool(self):
+        sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=8192)]
+        self.desc_pools.append(vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, maxSets=1024, poolSizeCount=1,
+            pPoolSizes=sizes), None))
+        self.desc_used = 0
+
+    # ---- memory ---------------------------------------------------------------------------
+    @staticmethod
+    def _bucket(nbytes):
+        n = max(int(nbytes), ALIGN)
+        if n <= BLOCK_BYTES:
+            return 1 << (n - 1).bit_length()  # powers of two up to a block
+        return -(-n // ALIGN) * ALIGN
+
+    def alloc(self, nbytes, size=None) -> Buffer:
+        """A buffer of at least `nbytes` (uninitialised)."""
+        b = self._bucket(nbytes)
+        with self.mutex:
+            lst = self.free.get(b)
+            if lst:
+                block, off = lst.pop()
+                return Buffer(self, block, off, b, nbytes)
+            if b > BLOCK_BYTES:
+                block = _Block(self, b)
+                self.blocks.append(block)
+                return Buffer(self, block, 0, b, nbytes)
+            for block in self.blocks:
+                if block.size == BLOCK_BYTES and block.top + b <= block.size:
+                    off = block.top
+                    block.top += b
+                    return Buffer(self, block, off, b, nbytes)
+            block = _Block(self, BLOCK_BYTES)
+            self.blocks.append(block)
+            block.top = b
+            return Buffer(self, block, 0, b, nbytes)
+
+    def _release(self, buf):
+        # called from Buffer.__del__: a buffer still used by recorded commands is held in
+        # `pending`, so it cannot get here before they ran
+        try:
+            self.free.setdefault(buf.nbytes, []).append((buf.block, buf.offset))
+        except Exception:
+            pass
+
+    def upload(self, a: np.ndarray) -> Buffer:
+        a = np.ascontiguousarray(a)
+        buf = self.alloc(a.nbytes)
+        if a.nbytes:
+            buf.view(np.uint8, (a.nbytes,))[:] = a.reshape(-1).view(np.uint8)
+        return buf
+
+    # ---- kernels and launches -------------------------------------------------------------
+    def kernel(self, spirv: bytes, entry: str, nargs: int) -> Kernel:
+        key = (spirv, entry, nargs)
+        k = self.kernels.get(key)
+        if k is None:
+            with self.mutex:
+                k = self.kernels[key] = Kernel(self, spirv, entry, nargs)
+        return k
+
+    def _begin(self):
+        if not self.recording:
+            vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
+                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            self.recording = True
+            self.n_recorded = 0
+
+    def launch(self, kernel: Kernel, grid, block, args):
+        """Record one dispatch; it runs at the next `synchronize`."""
+        with self.mutex:
+            if self.recording and self.n_recorded >= 512:
+                self.synchronize()  # bound the descriptors one submit holds
+            self._begin()
+            if self.desc_used + 1 > 1024 or (self.desc_used + 1) * max(kernel.nargs, 1) > 8192:
+                self.synchronize()
+                self._begin()
+            dset = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, descriptorPool=self.desc_pools[-1],
+                descriptorSetCount=1, pSetLayouts=[kernel.set_layout]))[0]
+            self.desc_used += 1
+            if args:
+                infos = [vk.VkDescriptorBufferInfo(buffer=b.block.buffer, offset=b.offset, range=max(b.nbytes, 4))
+                         for b in args]
+                writes = [vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, dstSet=dset,
+                                                  dstBinding=i, descriptorCount=1,
+                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  pBufferInfo=[info]) for i, info in enumerate(infos)]
+                vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+            if self.n_recorded:
+                # the previous dispatch's writes are visible to this one
+                barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                             srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                             dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+                vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                        vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier], 0, None, 0, None)
+            vk.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
+            vk.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, [dset],
+                                       0, None)
+            vk.vkCmdDispatch(self.cmd, int(grid[0]), int(grid[1]), int(grid[2]))
+            self.pending.extend(args)
+            self.n_recorded += 1
+            stats.dispatches += 1
+
+    def synchronize(self):
+        """Submit what was recorded and wait for it."""
+        with self.mutex:
+            if not self.recording:
+                return
+            vk.vkEndCommandBuffer(self.cmd)
+            self.recording = False
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                                             commandBufferCount=1, pCommandBuffers=[self.cmd])],
+                             self.fence)
+            vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            vk.vkResetFences(self.device, 1, [self.fence])
+            vk.vkResetCommandBuffer(self.cmd, 0)
+            for p in self.desc_pools:
+                vk.vkResetDescriptorPool(self.device, p, 0)
+            self.desc_used = 0
+            self.pending = []
+            stats.submits += 1
+
+    @property
+    def pending_dispatches(self):
+        return self.n_recorded if self.recording else 0
+
+
+def is_available() -> bool:
+    return VulkanDevice.get() is not None
+
+
+# ---- programs: lowered modules, cached in memory and on disk -----------------------------------
+
+_programs: dict = {}
+_programs_lock = threading.Lock()
+
+
+def target():
+    """The SPIR-V target of this process's device (capabilities it reports)."""
+    from ..lowering.gpu_pipeline import Target
+    dev = VulkanDevice.get()
+    if dev is None:
+        return Target()
+    f = dev.features
+    return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
+                  float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
+                  max_threads=min(256, dev.max_threads))
+
+
+def compile_program(text: str, name: str = "main", prepare=None, stages=None):
+    """The GpuProgram of a module of mirax ops (text), from memory, disk or the pipeline."""
+    from ..lowering import gpu_pipeline
+    from . import disk_cache
+    from .context import context
+    from mlir import ir
+    tgt = target()
+    key = disk_cache.cache_key(text + (f"\n// prepared by {prepare[0]}" if prepare else ""),
+                               name, 0, ["vulkan", tgt.key()])
+    p = _programs.get(key)
+    if p is not None and stages is None:
+        return p
+    d = disk_cache.cache_dir()
+    path = os.path.join(d, "gpu-" + key[:40] + ".json") if d is not None else None
+    if stages is None and path and os.path.exists(path):
+        try:
+            with open(path) as fh:
+                p = gpu_pipeline.GpuProgram.from_json(fh.read())
+            _programs[key] = p
+            return p
+        except Exception:
+            pass  # a corrupt entry is rebuilt
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        if prepare:
+            prepare[1](module)
+        p = gpu_pipeline.lower_to_spirv(module, name, tgt, stages)
+    with _programs_lock:
+        _programs[key] = p
+    if path:
+        tmp = path + f".{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(p.to_json())
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return p
+
+
+def run_program(prog, inputs, outputs):
+    """Record `prog`'s launches on buffers (inputs then outputs); runs at synchronize."""
+    dev = VulkanDevice.get()
+    bufs = list(inputs) + list(outputs)
+    for st in prog.steps:
+        if st.kind == "alloc":
+            bufs.append(dev.alloc(st.args[1]))
+        else:
+            mod, grid, blk, ids = st.args
+            k = prog.kernels[mod]
+            dev.launch(dev.kernel(k.spirv, k.name, k.nargs), grid, blk, [bufs[i] for i in ids])
