@@ -47,9 +47,6 @@ MAX_GRID = 65535   # Vulkan's guaranteed maxComputeWorkGroupCount per dimension
 MM_TILE = (32, 32, 16)  # matmul block tile of C (M, N) and the K step staged per iteration
 MM_THREADS = (16, 16)
 
-LINALG_COMPUTE = ("linalg.generic", "linalg.fill", "linalg.matmul", "linalg.batch_matmul",
-                  "linalg.transpose", "linalg.copy", "linalg.broadcast", "linalg.map", "linalg.reduce")
-
 
 def _is_linalg(op):
     return op.name.startswith("linalg.") and op.name != "linalg.yield" and op.name != "linalg.index"
@@ -482,7 +479,6 @@ def _row_thread_script(k: Kernel, fused):
         # split the innermost dim of the op over the threads
         return [0] * (len(its) - 1) + [n_threads]
 
-    consumers_forall = {}  # op -> thread forall handles that read it
     root_thr = nthreads(k.root)
     s.append(f"%rt{i}, %rf{i} = transform.structured.tile_using_forall %t{i} num_threads {_l(root_thr)} "
              f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")

@@ -23,7 +23,6 @@ its `gpu.launch_func`s in order), which runtime/vulkan.py executes.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -33,7 +32,7 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, KERNEL, MiraxGpuMap, THREADS, _key
+from .gpu_map import BLOCK, MiraxGpuMap, THREADS
 from .pass_base import MiraxPass, PassError, walk_ops
 
 NAME = "mirax-gpu-pipeline"
@@ -140,19 +139,20 @@ def _top_level_leftovers(func_op):
     return out
 
 
-def _copy_to_linalg(op):
-    """memref.copy -> linalg.copy (so it can be tiled onto the GPU like any linalg op)."""
+def _copy_as_linalg(c):
+    """Replace `memref.copy` `c` by the same `linalg.copy` (tileable, and lowered to loops
+    inside kernels); returns the new op."""
     from mlir.dialects import linalg
-    with op.context, op.location, ir.InsertionPoint(op):
-        new = linalg.CopyOp([], [op.operands[0]], [op.operands[1]])
-        # a CopyOp built from Python needs its region filled: use the generic builder
-    op.erase()
-    return new.operation
+    with c.context, c.location, ir.InsertionPoint(c):
+        new = linalg.copy(c.operands[0], outs=[c.operands[1]])
+    c.erase()
+    op = new.owner if hasattr(new, "owner") else new
+    return op.operation if hasattr(op, "operation") else op
 
 
 def gpu_launch(module):
     """Turn each kernel forall into a gpu.launch; leftover host-level memref work too."""
-    from .gpu_map import _plan_parallel, _l, _block_mapping, _thread_mapping
+    from .gpu_map import _l, _block_mapping, _thread_mapping
     for f in walk_ops(module, lambda n: n == "func.func"):
         if not f.regions[0].blocks:
             continue
@@ -210,7 +210,6 @@ def gpu_launch(module):
 def _workgroup_copies_over_threads(f):
     """Copies into workgroup memory inside a kernel (matmul's A and B tiles): every thread
     copies its share, and the barrier after the loop makes the tile visible to all."""
-    from mlir.dialects import linalg
     lines = []
     n = 0
     for x in walk_ops(f, lambda nm: nm == "scf.forall"):
@@ -221,11 +220,7 @@ def _workgroup_copies_over_threads(f):
             t = ir.MemRefType(c.operands[1].type)
             if t.memory_space is None or str(t.memory_space).split(" ")[0] != "3" or t.rank != 2:
                 continue
-            with c.context, c.location, ir.InsertionPoint(c):
-                new = linalg.copy(c.operands[0], outs=[c.operands[1]])
-            op = new.owner if hasattr(new, "owner") else new
-            op = op.operation if hasattr(op, "operation") else op
-            c.erase()
+            op = _copy_as_linalg(c)
             with f.context:
                 op.attributes["mirax.gpu_wgcopy"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
             lines.append(f'%c{n} = transform.structured.match attributes{{mirax.gpu_wgcopy = {n} : i64}} '
@@ -297,14 +292,8 @@ def _memref_plan(op, shape):
 
 def _copies_as_linalg(f):
     """Host-level `memref.copy`s become `linalg.copy` (tileable onto the GPU)."""
-    text_ops = [o.operation for o in f.regions[0].blocks[0].operations if o.operation.name == "memref.copy"]
-    if not text_ops:
-        return
-    from mlir.dialects import linalg
-    for op in text_ops:
-        with op.context, op.location, ir.InsertionPoint(op):
-            linalg.copy(op.operands[0], outs=[op.operands[1]])
-        op.erase()
+    for op in [o.operation for o in f.regions[0].blocks[0].operations if o.operation.name == "memref.copy"]:
+        _copy_as_linalg(op)
 
 
 def _apply(f, lines):
@@ -335,12 +324,9 @@ def _set_workgroup_sizes(module, *_):
 
 def _kernel_copies(module, *_):
     """memref.copy inside a kernel (between a row's private buffers) -> linalg.copy -> loops."""
-    from mlir.dialects import linalg
     for launch in walk_ops(module, lambda n: n == "gpu.launch"):
         for c in walk_ops(launch, lambda n: n == "memref.copy"):
-            with c.context, c.location, ir.InsertionPoint(c):
-                linalg.copy(c.operands[0], outs=[c.operands[1]])
-            c.erase()
+            _copy_as_linalg(c)
 
 
 def _private_buffers(module, *_):
@@ -535,21 +521,8 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
     if len(ftype.results):
         raise PassError(f, "the GPU host function must return its results through out-params")
     block = f.regions[0].blocks[0]
-    ids = {}
-    for i, a in enumerate(block.arguments):
-        ids[a.get_name() if hasattr(a, "get_name") else i] = i
-    values = {}
-
-    def vid(v):
-        for k, (val, i) in values.items():
-            if val == v:
-                return i
-        raise KeyError
-
     arg_values = list(block.arguments)
-    table = []  # [(value, id)]
-    for i, a in enumerate(arg_values):
-        table.append((a, i))
+    table = [(a, i) for i, a in enumerate(arg_values)]  # (value, buffer id)
 
     def find(v):
         for val, i in table:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 
 import numpy as np
 

@@ -400,7 +400,6 @@ def _gpu_stages(simplified) -> dict:
     stages = {}
     with context(), ir.Location.unknown():
         m = ir.Module.parse(simplified)
-        _strip = m.body.operations  # noqa: F841 (the pipeline drops the C-interface attribute itself)
         lower_to_spirv(m, "main", target(), stages)
     return stages
 

@@ -87,6 +87,24 @@ def random_input(rng, shape, d, domain=None):
     return np.asarray(x).astype(d.storage)
 
 
+def make_inputs(name, shapes, dtype, rng):
+    """(numpy inputs, mirax arrays) for one row: random values in the op's domain, a bool
+    condition for `where`, in-range-or-negative integer indices for the indexing ops."""
+    from mirax.dialect import PRIMITIVES
+    import mirax as mr
+    domain = PRIMITIVES[name].test.get("domain")
+    if name == "where":
+        xs = [rng.random(shapes[0]) < 0.5] + [random_input(rng, s, dtype, domain) for s in shapes[1:]]
+        return xs, [mr.array(xs[0])] + [mr.array(x, dtype) for x in xs[1:]]
+    xs = [random_input(rng, s, dtype, domain) for s in shapes]
+    ins = [mr.array(x, dtype) for x in xs]
+    if name in INDEX_OPERANDS:
+        i = INDEX_OPERANDS[name]
+        xs[i] = rng.integers(-2, 3, size=shapes[i]).astype(np.int32)
+        ins[i] = mr.array(xs[i])
+    return xs, ins
+
+
 def tolerance(d):
     return {"float16": (2e-3, 2e-3), "bfloat16": (1e-2, 1e-2), "float32": (2e-5, 2e-6),
             "float64": (1e-12, 1e-12), "complex64": (2e-5, 2e-6)}.get(d.name, (0, 0))

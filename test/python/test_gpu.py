@@ -18,7 +18,7 @@ from mirax.array import apply
 from mirax.dialect import PRIMITIVES
 from mirax.runtime import vulkan
 
-from primitive_table import INDEX_OPERANDS, rows, random_input, tolerance
+from primitive_table import make_inputs, rows, tolerance
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,31 +39,13 @@ GPU_GAPS = {
 }
 
 
-def _gap(name, shapes, params, dtype):
-    if name in GPU_GAPS:
-        return GPU_GAPS[name]
-    if not any(shapes) or all(len(s) == 0 for s in shapes):
-        return None
-    return None
-
-
 ROWS = rows()
 _IDS = [f"{r[0]}-{r[3].name}-{'x'.join(map(str, r[1][0])) or 'scalar'}-{i}" for i, r in enumerate(ROWS)]
 
 
 def _run_row(name, shapes, params, dtype, rng):
     p = PRIMITIVES[name]
-    domain = p.test.get("domain")
-    if name == "where":
-        xs = [rng.random(shapes[0]) < 0.5] + [random_input(rng, s, dtype, domain) for s in shapes[1:]]
-        ins = [mr.array(xs[0])] + [mr.array(x, dtype) for x in xs[1:]]
-    else:
-        xs = [random_input(rng, s, dtype, domain) for s in shapes]
-        ins = [mr.array(x, dtype) for x in xs]
-        if name in INDEX_OPERANDS:
-            i = INDEX_OPERANDS[name]
-            xs[i] = rng.integers(-2, 3, size=shapes[i]).astype(np.int32)
-            ins[i] = mr.array(xs[i])
+    xs, ins = make_inputs(name, shapes, dtype, rng)
     with mr.stream(mr.gpu):
         out = apply(name, ins, **params)
     assert out.device == mr.gpu
@@ -87,15 +69,8 @@ _SAFE = [i for i, r in enumerate(ROWS) if r[0] not in GPU_GAPS and len(r[1]) <= 
 
 @pytest.mark.parametrize("name,shapes,params,dtype", [ROWS[i] for i in _SAFE], ids=[_IDS[i] for i in _SAFE])
 def test_primitive_on_gpu_matches_numpy(name, shapes, params, dtype, rng):
-    gap = KNOWN_FAILING.get(f"{name}|{dtype.name}|{shapes}|{sorted(params.items())}") or GPU_GAPS.get(name)
-    if gap:
-        with pytest.raises(Exception):
-            _run_row(name, shapes, params, dtype, rng)
-        pytest.xfail(gap)
     _run_row(name, shapes, params, dtype, rng)
 
-
-KNOWN_FAILING = {}
 
 
 # ---- compiled functions, strategies and stages ----------------------------------------------

@@ -6,7 +6,7 @@ import mirax as mr
 from mirax.array import apply
 from mirax.dialect import IRDL_PATH, PRIMITIVES, dtypes as dt, irdl_text
 
-from primitive_table import CASES, INDEX_OPERANDS, TYPED, rows, random_input, tolerance
+from primitive_table import CASES, TYPED, make_inputs, rows, tolerance
 
 ROWS = rows()
 
@@ -16,17 +16,7 @@ ROWS = rows()
                               for i, r in enumerate(ROWS)])
 def test_primitive_matches_numpy(name, shapes, params, dtype, rng):
     p = PRIMITIVES[name]
-    domain = p.test.get("domain")
-    if name == "where":
-        xs = [rng.random(shapes[0]) < 0.5] + [random_input(rng, s, dtype, domain) for s in shapes[1:]]
-        ins = [mr.array(xs[0])] + [mr.array(x, dtype) for x in xs[1:]]
-    else:
-        xs = [random_input(rng, s, dtype, domain) for s in shapes]
-        ins = [mr.array(x, dtype) for x in xs]
-        if name in INDEX_OPERANDS:
-            i = INDEX_OPERANDS[name]
-            xs[i] = rng.integers(-2, 3, size=shapes[i]).astype(np.int32)
-            ins[i] = mr.array(xs[i])
+    xs, ins = make_inputs(name, shapes, dtype, rng)
     out = apply(name, ins, **params)
     got = np.asarray(out)
     with np.errstate(all="ignore"):
