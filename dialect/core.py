@@ -149,6 +149,12 @@ class Primitive:
     batch: Callable | None = None
     # test hints: which dtypes the test table draws, and how to draw inputs
     test: dict = field(default_factory=dict)
+    # lowerings for one target only ("gpu": scans and scatters without host loops), by
+    # register_lowering; `lower` serves every other target
+    target_lowerings: dict = field(default_factory=dict)
+
+    def lowering(self, target="cpu") -> Callable:
+        return self.target_lowerings.get(target, self.lower)
 
     @property
     def op_name(self):
@@ -182,6 +188,15 @@ def primitive(name, operands, shape, lower, reference, attrs=None, summary="", t
                   typed_result=typed_result, test=test)
     PRIMITIVES[name] = p
     return p
+
+
+def register_lowering(name, rule, target):
+    """Give primitive `name` its own lowering on `target` (as JAX's
+    `register_lowering(prim, rule, platform=...)`), next to its default rule:
+
+        register_lowering("cumsum", _cumsum_lower_gpu, target="gpu")
+    """
+    PRIMITIVES[name].target_lowerings[target] = rule
 
 
 # ---- shape-rule helpers shared by the families -------------------------------------

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
-from .core import Aval, Bool, I64, I64Array, MiraxError, primitive
-from ..lowering.emit import identity_map, memory_type, projected_map, ttype
+from .core import Aval, Bool, I64, I64Array, MiraxError, primitive, register_lowering
+from ..lowering.emit import _affine, identity_map, memory_type, projected_map, ttype
 
 RED_TEST = [dt.float32, dt.int32, dt.float64]
 ARG_TEST = [dt.float32, dt.int32, dt.float64]
@@ -311,10 +311,38 @@ def _cumsum_ref(x, axis, reverse, inclusive):
     return np.flip(c, axis) if reverse else c
 
 
+def _cumsum_lower_gpu(e, ins, in_avals, out, axis, reverse, inclusive):
+    """On the GPU: out[.., i, ..] = sum over k of x[.., k, ..] where k <= i (k < i when
+    exclusive, >= / > when reversed): parallel over the output, a reduction over k, so
+    the GPU mapping spreads it over workgroups (work n * len(axis), no host loop)."""
+    a = in_avals[0]
+    if out.size == 0:
+        return e.empty(out)
+    n, ax = a.ndim, int(axis)
+    x_map = _affine(n + 1, [f"d{n}" if j == ax else f"d{j}" for j in range(n)])
+    o_map = _affine(n + 1, [f"d{j}" for j in range(n)])
+    pred = {(False, True): "ule", (False, False): "ult", (True, True): "uge", (True, False): "ugt"}[
+        (bool(reverse), bool(inclusive))]
+
+    # k comes in as a constant operand: tiling a split reduction does not offset a
+    # linalg.index of the reduced dim (and a computed iota would be fused back into one)
+    iota_aval = Aval((a.shape[ax],), dt.int32)
+    iota = e.op(f"arith.constant dense<[{', '.join(map(str, range(a.shape[ax])))}]> : {ttype(iota_aval)}")
+
+    def body(b, kk, x, acc):
+        i = b.op(f"linalg.index {ax} : index")
+        keep = b.op(f"arith.cmpi {pred}, {b.op(f'arith.index_cast {kk} : i32 to index')}, {i} : index")
+        zero = b.const(0, a.dtype.signless)
+        return _combine("sum", b, b.op(f"arith.select {keep}, {x}, {zero} : {a.dtype.signless}"), acc, a.dtype)
+    return e.generic([iota, ins[0]], [iota_aval, a], out, body, [_affine(n + 1, [f"d{n}"]), x_map, o_map],
+                     ["parallel"] * n + ["reduction"], init=e.fill(0, out))
+
+
 primitive("cumsum", ["x"], _cumsum_shape, _cumsum_lower, _cumsum_ref,
           attrs={"axis": I64(), "reverse": Bool(), "inclusive": Bool()},
           summary="running sum along `axis` (optionally reversed, exclusive)",
           dtypes=RED_TEST)
+register_lowering("cumsum", _cumsum_lower_gpu, target="gpu")
 
 
 # ---- transform rules -----------------------------------------------------------------

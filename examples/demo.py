@@ -1,4 +1,4 @@
-"""A short tour of mirax on the CPU: lazy arrays, kernels through MLIR, and tracing."""
+"""A short tour of mirax: lazy arrays, kernels through MLIR, tracing, and the same function on the CPU and the GPU."""
 import time
 
 import numpy as np
@@ -41,3 +41,21 @@ for _ in range(1000):
     mr.eval(mr.exp(mr.ones((4,))))
 t2 = time.perf_counter()
 print(f"first exp (JIT compile): {1e3 * (t1 - t0):.1f} ms; cached op: {1e6 * (t2 - t1) / 1000:.1f} us per op pair")
+
+# The same function on the CPU and on the GPU (Vulkan; Mesa's lavapipe where there is no GPU)
+print("\nOne function on both devices:")
+layer_c = mr.compile(lambda x, w: mr.softmax(mr.tanh(x @ w), axis=-1))
+xs = mr.random.normal((4, 64), key=mr.random.key(1))
+ws = mr.random.normal((64, 8), key=mr.random.key(2))
+on_cpu = layer_c(xs, ws)
+print("  cpu:", np.round(np.asarray(on_cpu)[0, :4], 5))
+if mr.is_available(mr.gpu):
+    from mirax.runtime.vulkan import VulkanDevice
+    with mr.stream(mr.gpu):
+        on_gpu = layer_c(xs, ws)
+    print(f"  gpu: {np.round(np.asarray(on_gpu)[0, :4], 5)}  ({VulkanDevice.get().name})")
+    print("  same within 1e-5:", np.allclose(np.asarray(on_cpu), np.asarray(on_gpu), atol=1e-5))
+    print("  its kernels:", layer_c.lower(xs, ws).as_text("gpu").count("gpu.launch_func"), "gpu.launch_func")
+else:
+    from mirax.runtime.vulkan import VulkanDevice, INSTALL_HINT
+    print("  gpu: not available here:", VulkanDevice.why_unavailable(), "-", INSTALL_HINT)

@@ -93,6 +93,7 @@ class ConvertMiraxToLinalg(MiraxPass):
     name = NAME
     summary = "Lower mirax ops to linalg, tensor, arith and math"
     after = ["inline", "symbol-dce"]  # upstream passes that finish the conversion
+    options = {"target": ("cpu", "whose lowering rules to use: cpu | gpu (see register_lowering)")}
 
     def run(self, module: ir.Operation):
         ctx = module.context
@@ -103,7 +104,7 @@ class ConvertMiraxToLinalg(MiraxPass):
         for op in mirax_ops(module):
             sig = op_signature(op)
             # one private function per op, attribute values and types
-            params = "|".join(f"{k}={v}" for k, v in sorted(sig[1].items()))
+            params = "|".join(f"{k}={v}" for k, v in sorted(sig[1].items())) + f"|{self.opts['target']}"
             ops.append((op, sig, f"{op.name}|{params}|{[str(v.type) for v in op.operands]}|{op.results[0].type}"))
         with ctx, ir.Location.unknown():
             lower_signatures(module)
@@ -112,7 +113,7 @@ class ConvertMiraxToLinalg(MiraxPass):
             if fname is None:
                 fname = f"__mirax_{prim.name}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
                 try:
-                    text = kernel_function(fname, prim, params, ins, out)
+                    text = kernel_function(fname, prim, params, ins, out, target=self.opts["target"])
                 except Exception as err:  # a rule that cannot lower these types
                     raise PassError(op, f"'{op.name}' cannot be lowered for {ins} -> {out}: {err}") from None
                 with ctx, ir.Location.unknown():

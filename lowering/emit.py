@@ -146,14 +146,14 @@ class Emitter:
         return "\n".join(self.lines)
 
 
-def kernel_function(name, prim, params, in_avals, out_aval, private=True) -> str:
+def kernel_function(name, prim, params, in_avals, out_aval, private=True, target="cpu") -> str:
     """The text of a function computing one primitive with upstream dialects.
 
     Its signature has lowered types (signless, bool as i8), so lowering rules only see
     signless tensors; `convert-mirax-to-linalg` retypes the callers to match."""
     e = Emitter()
     args = [f"%arg{i}" for i in range(len(in_avals))]
-    r = prim.lower(e, args, list(in_avals), out_aval, **params)
+    r = prim.lowering(target)(e, args, list(in_avals), out_aval, **params)
     sig = ", ".join(f"{a}: {ttype(av)}" for a, av in zip(args, in_avals))
     vis = "private " if private else ""
     return (f"func.func {vis}@{name}({sig}) -> {ttype(out_aval)} {{\n{e.text()}\n"

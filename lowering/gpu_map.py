@@ -178,8 +178,6 @@ def _negative_maps(op):
 
 
 def _plan_root(op, index, claimed, threads):
-    if op.name.startswith(("linalg.conv", "linalg.depthwise")):
-        raise PassError(op, f"'{op.name}': convolutions are not mapped to the GPU yet")
     if _negative_maps(op):
         raise PassError(op, f"'{op.name}' reads an operand in reverse (a flipped convolution kernel); "
                             "the GPU mapping cannot tile it yet")
@@ -191,7 +189,9 @@ def _plan_root(op, index, claimed, threads):
         if k is not None:
             return k
     its = _iterators(op)
-    if its is not None and "reduction" in its and _is_row_reduction(op) and its.index("reduction") >= 1 \
+    # one workgroup per row needs the rows on a grid of at most three dims; more row dims
+    # (a grouped convolution's batch, rows, groups, channels) reduce serially per thread
+    if its is not None and "reduction" in its and _is_row_reduction(op) and 1 <= its.index("reduction") <= 3 \
             and len(op.results) == 1:
         # the row's result is written by one thread: a copy of the reduction is the root
         # and the reduction (private to each thread) is fused into it
@@ -203,7 +203,7 @@ def _plan_root(op, index, claimed, threads):
         reds = _row_reductions_upstream(op, claimed)
         if reds:
             rows = min(_iterators(r).index("reduction") for r in reds)
-            if rows >= 1 and rows < len(its):
+            if 1 <= rows <= 3 and rows < len(its):
                 return _plan_row(op, index, claimed, threads, rows)
     return _plan_parallel(op, index, threads)
 
@@ -372,6 +372,9 @@ def _plan_parallel(op, index, threads):
         thr[d] = t
         block.append(t)
         left //= t
+    for d in pdims[:-3]:
+        tiles[d] = 0  # the grid has three dims: outer dims beyond them loop inside each thread
+    pdims = pdims[-3:]
     # a grid dimension must stay within the device's limit: give each block more work
     for d in pdims:
         blocks = -(-ranges[d] // tiles[d])
@@ -545,8 +548,34 @@ def build_script(kernels, tags) -> str:
             f"    {inner}\n    transform.yield\n  }}\n}}\n")
 
 
+def _drop_empty_loops(func_op):
+    """A structured op with an operand of zero elements has an empty iteration space: its
+    results are its inits (a sum over an empty axis is its fill). Upstream tiling asserts
+    on such ops, so they never reach it."""
+    body = func_op.regions[0].blocks[0]
+    for op in [o.operation for o in body.operations]:
+        if not _is_linalg(op) or not len(op.results):
+            continue
+        shapes = [_static_shape(v) for v in op.operands if _is(ir.ShapedType, v.type)]
+        if not any(s is not None and 0 in s for s in shapes):
+            continue
+        inits = list(op.operands)[-len(op.results):]
+        for r, init in zip(op.results, inits):
+            r.replace_all_uses_with(init)
+        op.erase()
+
+
+def _is(cls, t):
+    try:
+        cls(t)
+        return True
+    except ValueError:
+        return False
+
+
 def map_function(func_op, threads=THREADS, return_script=False):
     """Tile the linalg ops of one function for the GPU (in place)."""
+    _drop_empty_loops(func_op)
     kernels = plan(func_op, threads)
     if not kernels:
         return "" if return_script else None

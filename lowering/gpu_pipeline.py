@@ -32,7 +32,7 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, MiraxGpuMap, THREADS
+from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key
 from .pass_base import MiraxPass, PassError, walk_ops
 
 NAME = "mirax-gpu-pipeline"
@@ -101,7 +101,7 @@ DEFAULT_TARGET = Target()
 
 def tensor_passes(pm, threads=THREADS):
     """The tensor-level passes shared with the CPU, then the GPU mapping."""
-    ConvertMiraxToLinalg().add_to(pm)
+    ConvertMiraxToLinalg(target="gpu").add_to(pm)
     for p in ["canonicalize", "cse"]:
         pm.add(p)
     MathApprox().add_to(pm)
@@ -239,7 +239,8 @@ def _single_thread_launch(op):
     with op.context, op.location, ir.InsertionPoint(op):
         one = arith.ConstantOp(ir.IndexType.get(), 1).result
         launch = gpu.LaunchOp((one, one, one), (one, one, one))
-        block = launch.body.blocks.append(*([ir.IndexType.get()] * 12))
+        # the builder makes the body block (12 index arguments: ids and sizes)
+        block = launch.body.blocks[0]
     with op.context, op.location, ir.InsertionPoint(block):
         term = gpu.TerminatorOp()
     op.move_before(term)
@@ -282,8 +283,10 @@ def _memref_plan(op, shape):
         tiles[d], thr[d] = t, t
         block.append(t)
         left //= t
+    for d in range(len(shape) - 3):
+        tiles[d] = 0  # the grid has three dims: outer dims beyond them loop inside each thread
     for d in range(len(shape)):
-        while -(-shape[d] // tiles[d]) > 65535:
+        while tiles[d] and -(-shape[d] // tiles[d]) > 65535:
             tiles[d] *= 2
     while len(block) < 3:
         block.append(1)
@@ -343,17 +346,85 @@ def _private_buffers(module, *_):
             if a.name == "memref.dealloc":
                 a.erase()
                 continue
+            shape = list(t.shape)
             if len(list(a.operands)):
-                continue
-            private = ir.MemRefType.get(t.shape, t.element_type, memory_space=ir.Attribute.parse("6 : i64"))
-            for use in a.results[0].uses:
-                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-                if user.name not in ("memref.load", "memref.store"):
-                    pass
+                # a partial tile's size: its upper bound sizes a private array, when every
+                # user only loads and stores (a SPIR-V Function variable has a static size)
+                bounds = [_upper_bound(v) for v in a.operands]
+                if None in bounds or not all(_user(u).name in ("memref.load", "memref.store")
+                                             for u in a.results[0].uses):
+                    continue
+                dyn = iter(bounds)
+                shape = [next(dyn) if d == ir.ShapedType.get_dynamic_size() else d for d in shape]
+            private = ir.MemRefType.get(shape, t.element_type, memory_space=ir.Attribute.parse("6 : i64"))
             with a.context, a.location, ir.InsertionPoint(a):
                 new = memref.AllocaOp(private, [], [])
             a.results[0].replace_all_uses_with(new.result)
             a.erase()
+
+
+def _upper_bound(v):
+    """A constant upper bound of an index value built by tiling (constants, affine.min with
+    a constant result, affine.max of bounded values), or None."""
+    op = v.owner
+    if not isinstance(op, (ir.Operation, ir.OpView)):
+        return None
+    op = op.operation
+    if op.name == "arith.constant":
+        return ir.IntegerAttr(op.attributes["value"]).value
+    if op.name not in ("affine.min", "affine.max"):
+        return None
+    amap = ir.AffineMapAttr(op.attributes["map"]).value
+    operands = list(op.operands)
+
+    def bound(e):
+        if _is(ir.AffineConstantExpr, e):
+            return ir.AffineConstantExpr(e).value
+        if _is(ir.AffineDimExpr, e):
+            return _upper_bound(operands[ir.AffineDimExpr(e).position])
+        if _is(ir.AffineSymbolExpr, e):
+            return _upper_bound(operands[amap.n_dims + ir.AffineSymbolExpr(e).position])
+        return None
+    bounds = [bound(e) for e in amap.results]
+    if op.name == "affine.min":
+        known = [b for b in bounds if b is not None]
+        return min(known) if known else None
+    return None if None in bounds else max(bounds)
+
+
+def _sink_host_loads(module, *_):
+    """A scalar read on the host (a pad value, a 0-d operand) that a kernel uses is read
+    by the kernel instead: the host never touches device memory. Each launch gets its own
+    copy of the memref.load at the top of its body."""
+    for launch in walk_ops(module, lambda n: n == "gpu.launch"):
+        body = launch.regions[0].blocks[0]
+        inside = {_key(o) for o in walk_ops(launch, lambda n: True)}
+        moved = {}
+        for op in walk_ops(launch, lambda n: True):
+            for i, v in enumerate(op.operands):
+                d = v.owner
+                if not isinstance(d, ir.OpView) and not isinstance(d, ir.Operation):
+                    continue  # a block argument
+                d = d.operation
+                if d.name != "memref.load" or _key(d) in inside:
+                    continue
+                if _key(d) not in moved:
+                    with ir.InsertionPoint.at_block_begin(body):
+                        c = d.clone()
+                    moved[_key(d)] = c
+                op.operands[i] = moved[_key(d)].results[0]
+        for d in walk_ops(module, lambda n: n == "memref.load"):
+            if _key(d) in moved and not list(d.results[0].uses):
+                d.erase()
+
+
+def _drop_final_barriers(module, *_):
+    """Thread mapping puts a barrier after every thread loop; the one right before the end
+    of a kernel orders nothing (the launch boundary does) and only costs a sync."""
+    for launch in walk_ops(module, lambda n: n == "gpu.launch"):
+        ops = [o.operation for o in launch.regions[0].blocks[0].operations]
+        if len(ops) >= 2 and ops[-1].name == "gpu.terminator" and ops[-2].name == "gpu.barrier":
+            ops[-2].erase()
 
 
 class MiraxGpuLaunch(MiraxPass):
@@ -386,14 +457,107 @@ def add_gpu_passes(pm):
     for p in KERNEL_LOOPS:
         pm.add(p)
     pm.add(_private_buffers, name="mirax-gpu-private-buffers")
+    pm.add(_sink_host_loads, name="mirax-gpu-sink-host-loads")
+    pm.add(_drop_final_barriers, name="mirax-gpu-drop-final-barriers")
     for p in OUTLINE:
         pm.add(p)
     pm.add(_set_workgroup_sizes, name="mirax-spirv-workgroup-size")
     pm.add("canonicalize")
 
 
+def _element_type(t):
+    try:
+        return ir.ShapedType(t).element_type
+    except ValueError:
+        return t
+
+
+def _dtype_name(t):
+    s = str(t)
+    if s.startswith("complex"):
+        return "complex64"
+    return {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64/uint64",
+            "i32": "int32/uint32", "i16": "int16/uint16", "i8": "int8/uint8", "i1": "bool"}.get(s, s)
+
+
+def check_target(target: Target):
+    """A pass that refuses, by op and dtype, what the target cannot run, before SPIR-V
+    conversion would fail with a bare 'failed to legalize' (or, for 16-bit types on a
+    device without 16-bit storage, silently pack them into 32-bit words)."""
+    missing = {"f64": not target.float64, "i64": not target.int64,
+               "f16": not (target.float16 and target.storage16), "i16": not (target.int16 and target.storage16),
+               "i8": not (target.int8 and target.storage8)}
+
+    def run(module, *_):
+        for gm in walk_ops(module, lambda n: n == "gpu.module"):
+            for op in walk_ops(gm, lambda n: True):
+                types = [v.type for v in op.operands] + [v.type for v in op.results]
+                for et in {str(_element_type(t)): _element_type(t) for t in types}.values():
+                    s = str(et)
+                    if s.startswith("complex"):
+                        raise PassError(op, f"{_dtype_name(et)} cannot run on the GPU: SPIR-V has no complex "
+                                            f"type (run this op on mr.cpu)")
+                    if missing.get(s):
+                        raise PassError(op, f"{_dtype_name(et)} cannot run on this GPU: the device does not "
+                                            f"report {_dtype_name(et)} support (run this op on mr.cpu)")
+                    if s == "f64" and op.name.startswith("math."):
+                        raise PassError(op, f"float64 {op.name} cannot run on the GPU: SPIR-V's GLSL.std.450 "
+                                            f"math is 16/32-bit only (use float32, or run on mr.cpu)")
+    return run
+
+
+def _expand_f64_fma(module, *_):
+    """float64 math.fma (arange's index arithmetic) as a multiply and an add: GLSL.std.450's
+    Fma is 16/32-bit only."""
+    from mlir.dialects import arith
+    for op in walk_ops(module, lambda n: n == "math.fma"):
+        if str(op.results[0].type) != "f64":
+            continue
+        a, b, c = op.operands
+        with op.context, op.location, ir.InsertionPoint(op):
+            r = arith.AddFOp(arith.MulFOp(a, b).result, c).result
+        op.results[0].replace_all_uses_with(r)
+        op.erase()
+
+
+def _expand_atan2(module, *_):
+    """math.atan2 has no SPIR-V lowering (GLSL.std.450 has Atan2, the MLIR dialect does not):
+    write it with atan, with numpy's results for signed zeros and infinities."""
+    import math as pymath
+    from mlir.dialects import arith, math
+    for op in walk_ops(module, lambda n: n == "math.atan2"):
+        y, x = op.operands[0], op.operands[1]
+        t = y.type
+        with op.context, op.location, ir.InsertionPoint(op):
+            def c(v):
+                return arith.ConstantOp(t, v).result
+
+            def cmp(pred, a, b):
+                return arith.CmpFOp(pred, a, b).result
+            q = math.AtanOp(arith.DivFOp(y, x).result).result
+            neg = cmp(arith.CmpFPredicate.OLT, math.CopySignOp(c(1.0), x).result, c(0.0))  # x < 0 or x is -0
+            pi_y = math.CopySignOp(c(pymath.pi), y).result
+            r = arith.SelectOp(neg, arith.AddFOp(q, pi_y).result, q).result
+            zero_y = math.CopySignOp(c(0.0), y).result
+            r = arith.SelectOp(cmp(arith.CmpFPredicate.OEQ, y, c(0.0)),
+                               arith.SelectOp(neg, pi_y, zero_y).result, r).result
+            inf = c(float("inf"))
+            both_inf = arith.AndIOp(cmp(arith.CmpFPredicate.OEQ, math.AbsFOp(x).result, inf),
+                                    cmp(arith.CmpFPredicate.OEQ, math.AbsFOp(y).result, inf)).result
+            corner = math.CopySignOp(arith.SelectOp(neg, c(3 * pymath.pi / 4), c(pymath.pi / 4)).result, y).result
+            r = arith.SelectOp(both_inf, corner, r).result
+            r = math.CopySignOp(r, y).result  # atan2 has y's sign (drivers' atan(-0) may give +0)
+            r = arith.SelectOp(cmp(arith.CmpFPredicate.UNO, x, y), arith.AddFOp(x, y).result, r).result  # nan in
+        op.results[0].replace_all_uses_with(r)
+        op.erase()
+
+
 def add_spirv_passes(pm, target: Target):
     pm.add("lower-affine")
+    pm.add(_expand_atan2, name="mirax-gpu-expand-atan2")
+    pm.add(_expand_f64_fma, name="mirax-gpu-expand-f64-fma")
+    pm.add("gpu.module(gpu.func(arith-expand))")  # floordivsi, ceildivsi, ... have no SPIR-V op
+    pm.add(check_target(target), name="mirax-gpu-check-target")
     pm.add("arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}")
     pm.add(f"spirv-attach-target{{{target.attach_options()}}}")
     pm.add("gpu.module(convert-math-to-spirv)")
@@ -414,7 +578,7 @@ class GpuKernel:
 @dataclass
 class Step:
     """One host-level action of a program, in order:
-    ("alloc", buffer id, nbytes), ("alias", new id, of id), ("launch", kernel, grid, block, [ids])."""
+    ("alloc", buffer id, nbytes), ("const", buffer id, hex bytes), ("launch", kernel, grid, block, [ids])."""
 
     kind: str
     args: tuple
@@ -435,7 +599,7 @@ class GpuProgram:
         import base64
         import json
         return json.dumps({"n_in": self.n_in, "n_out": self.n_out, "n_buffers": self.n_buffers,
-                           "kernels": {k: [base64.b64encode(v.spirv).decode(), v.nargs, list(v.block)]
+                           "kernels": {k: [v.name, base64.b64encode(v.spirv).decode(), v.nargs, list(v.block)]
                                        for k, v in self.kernels.items()},
                            "steps": [[s.kind, list(s.args)] for s in self.steps]})
 
@@ -445,9 +609,33 @@ class GpuProgram:
         import json
         d = json.loads(text)
         p = GpuProgram(d["n_in"], d["n_out"], n_buffers=d["n_buffers"])
-        p.kernels = {k: GpuKernel(k, base64.b64decode(v[0]), v[1], tuple(v[2])) for k, v in d["kernels"].items()}
+        p.kernels = {k: GpuKernel(v[0], base64.b64decode(v[1]), v[2], tuple(v[3])) for k, v in d["kernels"].items()}
         p.steps = [Step(k, tuple(a)) for k, a in d["steps"]]
         return p
+
+
+def _global_bytes(module, get):
+    """The bytes of the memref.global a memref.get_global reads (row-major, storage dtype)."""
+    import numpy as np
+    name = ir.FlatSymbolRefAttr(get.attributes["name"]).value
+    g = next(o.operation for o in module.regions[0].blocks[0].operations
+             if o.operation.name == "memref.global" and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
+    t = ir.MemRefType(ir.TypeAttr(g.attributes["type"]).value)
+    attr = ir.DenseElementsAttr(g.attributes["initial_value"])
+    et = str(t.element_type)
+    np_t = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i1": np.bool_, "i8": np.int8,
+            "i16": np.int16, "i32": np.int32, "i64": np.int64}.get(et)
+    if np_t is None:
+        raise PassError(g, f"a constant of {et} cannot be uploaded to the GPU")
+    if attr.is_splat:
+        v = attr.get_splat_value()
+        v = v.value if hasattr(v, "value") else v
+        a = np.full(t.shape, v, np_t)
+    elif et == "i1":
+        a = np.array([bool(ir.IntegerAttr(attr[i]).value) for i in range(len(attr))], np.bool_)
+    else:
+        a = np.array(attr, copy=True).astype(np_t)
+    return np.ascontiguousarray(a).tobytes()
 
 
 def _const_index(v):
@@ -470,6 +658,10 @@ def _nbytes(t):
 
 
 _VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.reshape", "memref.cast")
+
+
+def _user(use):
+    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
 def spirv_binaries(module):
@@ -502,14 +694,17 @@ def spirv_binaries(module):
 
 
 def kernel_signatures(module):
-    """{kernel name: (number of arguments, workgroup size)} of the outlined gpu.funcs."""
+    """{(gpu.module name, kernel name): (number of arguments, workgroup size)} of the
+    outlined gpu.funcs (outlining reuses one function name across modules)."""
     kernels = {}
-    for g in walk_ops(module, lambda n: n == "gpu.func"):
-        kname = ir.StringAttr(g.attributes["sym_name"]).value
-        size = list(ir.DenseI32ArrayAttr(g.attributes["known_block_size"])) if "known_block_size" in g.attributes \
-            else [1, 1, 1]
-        nargs = len(ir.FunctionType(ir.TypeAttr(g.attributes["function_type"]).value).inputs)
-        kernels[kname] = (nargs, tuple(size))
+    for gm in walk_ops(module, lambda n: n == "gpu.module"):
+        mod = ir.StringAttr(gm.attributes["sym_name"]).value
+        for g in walk_ops(gm, lambda n: n == "gpu.func"):
+            kname = ir.StringAttr(g.attributes["sym_name"]).value
+            size = list(ir.DenseI32ArrayAttr(g.attributes["known_block_size"])) \
+                if "known_block_size" in g.attributes else [1, 1, 1]
+            nargs = len(ir.FunctionType(ir.TypeAttr(g.attributes["function_type"]).value).inputs)
+            kernels[(mod, kname)] = (nargs, tuple(size))
     return kernels
 
 
@@ -538,6 +733,14 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
         nm = o.name
         if nm in ("arith.constant", "func.return", "memref.dealloc"):
             continue
+        if nm == "memref.get_global" and all(_user(u).name == "memref.reshape" and u.operand_number == 1
+                                              for u in o.results[0].uses):
+            continue  # a static reshape's target shape: metadata, never read on the device
+        if nm == "memref.get_global":  # a constant array: uploaded once, read by kernels
+            table.append((o.results[0], nxt))
+            prog.steps.append(Step("const", (nxt, _global_bytes(module, o).hex())))
+            nxt += 1
+            continue
         if nm == "memref.alloc":
             table.append((o.results[0], nxt))
             prog.steps.append(Step("alloc", (nxt, _nbytes(o.results[0].type))))
@@ -552,7 +755,7 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
             grid = [_const_index(v) for v in ops[0:3]]
             blk = [_const_index(v) for v in ops[3:6]]
             args = [find(v) for v in ops[6:] if _is(ir.MemRefType, v.type)]
-            nargs, _ = kernels[fn]
+            nargs, _ = kernels[(mod, fn)]
             if binaries is not None and mod not in prog.kernels:
                 prog.kernels[mod] = GpuKernel(fn, binaries[mod], nargs, tuple(blk))
             prog.steps.append(Step("launch", (mod, grid, blk, args)))

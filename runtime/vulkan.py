@@ -202,8 +202,7 @@ class VulkanDevice:
             fi = vk.VkPhysicalDeviceShaderFloat16Int8Features(
                 sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, pNext=f16)
             f2 = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=fi)
-            get = vk.vkGetInstanceProcAddr(self.instance, "vkGetPhysicalDeviceFeatures2")
-            get(self.physical, f2)
+            vk.vkGetPhysicalDeviceFeatures2(self.physical, f2)  # core in Vulkan 1.1
             return {"storage8": bool(f8.storageBuffer8BitAccess), "storage16": bool(f16.storageBuffer16BitAccess),
                     "int8": bool(fi.shaderInt8), "float16": bool(fi.shaderFloat16)}
         except Exception:
@@ -369,10 +368,11 @@ class VulkanDevice:
             if self.n_recorded:
                 # the previous dispatch's writes are visible to this one
                 barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                             srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                             srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
                                              dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
-                vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                        vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [barrier], 0, None, 0, None)
+                vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                        | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                        0, 1, [barrier], 0, None, 0, None)
             vk.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
             vk.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, [dset],
                                        0, None)
@@ -380,6 +380,23 @@ class VulkanDevice:
             self.pending.extend(args)
             self.n_recorded += 1
             stats.dispatches += 1
+
+    def copy(self, src: Buffer, dst: Buffer, nbytes=None):
+        """Record a device-side copy (vkCmdCopyBuffer); it runs at the next `synchronize`."""
+        n = min(src.nbytes, dst.nbytes) if nbytes is None else nbytes
+        with self.mutex:
+            self._begin()
+            if self.n_recorded:
+                barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                             srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                             dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+                vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                        | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                        0, 1, [barrier], 0, None, 0, None)
+            vk.vkCmdCopyBuffer(self.cmd, src.block.buffer, dst.block.buffer, 1, [vk.VkBufferCopy(
+                srcOffset=src.offset, dstOffset=dst.offset, size=n)])
+            self.pending.extend([src, dst])
+            self.n_recorded += 1
 
     def synchronize(self):
         """Submit what was recorded and wait for it."""
@@ -399,6 +416,27 @@ class VulkanDevice:
             self.desc_used = 0
             self.pending = []
             stats.submits += 1
+
+    def gpu_seconds(self, record) -> float:
+        """Device time of the dispatches `record()` records, from timestamp queries (for
+        benchmarks: what the GPU spent, without Python's submit and wait)."""
+        with self.mutex:
+            self.synchronize()
+            if getattr(self, "_queries", None) is None:
+                self._queries = vk.vkCreateQueryPool(self.device, vk.VkQueryPoolCreateInfo(
+                    sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                    queryCount=2), None)
+            self._begin()
+            vk.vkCmdResetQueryPool(self.cmd, self._queries, 0, 2)
+            vk.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self._queries, 0)
+            record()
+            self._begin()
+            vk.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._queries, 1)
+            self.synchronize()
+            data = vk.ffi.new("uint64_t[2]")
+            vk.vkGetQueryPoolResults(self.device, self._queries, 0, 2, vk.ffi.sizeof(data), data, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+            return (int(data[1]) - int(data[0])) * self.timestamp_period * 1e-9
 
     @property
     def pending_dispatches(self):
@@ -474,6 +512,11 @@ def run_program(prog, inputs, outputs):
     for st in prog.steps:
         if st.kind == "alloc":
             bufs.append(dev.alloc(st.args[1]))
+        elif st.kind == "const":  # uploaded at the first run, then shared by every run
+            consts = prog.__dict__.setdefault("_device_consts", {})
+            if st.args[0] not in consts:
+                consts[st.args[0]] = dev.upload(np.frombuffer(bytes.fromhex(st.args[1]), np.uint8))
+            bufs.append(consts[st.args[0]])
         else:
             mod, grid, blk, ids = st.args
             k = prog.kernels[mod]

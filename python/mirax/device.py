@@ -128,11 +128,9 @@ class GpuDevice(Device):
             text = kernel_module_text(prim, params, in_avals, out_aval, c_interface=False)
             try:
                 prog = vulkan.compile_program("module {\n" + text + "}\n", "kernel")
-            except MiraxError:
-                raise
             except Exception as err:
                 raise MiraxError(f"mirax.{prim.name} cannot run on the GPU for {in_avals} -> {out_aval}: "
-                                 f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+                                 f"{_reason(err)}") from None
             self.kernels[key] = prog
         vulkan.run_program(prog, ins, [out])
         return out
@@ -142,6 +140,16 @@ class GpuDevice(Device):
         dev = VulkanDevice.get()
         if dev is not None:
             dev.synchronize()
+
+
+def _reason(err):
+    """The line of a pipeline failure that says what went wrong (MLIR puts it after a header)."""
+    msg = getattr(err, "message", None) or str(err)
+    lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error:" in ln:
+            return ln[ln.index("error:") + 6:].strip()
+    return lines[0] if lines else type(err).__name__
 
 
 def to_host(x):

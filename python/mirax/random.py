@@ -240,3 +240,6 @@ def permutation(x, axis=0, key=None) -> Array:
     rank = _ops.sum(before.astype(dt.int32), axis=1)
     perm = _ops.scatter_add(_ops.zeros((n,), dt.int32), rank, idx)  # perm[rank[i]] = i
     return perm if arr is None else _ops.take(arr, perm, axis=axis)
+
+
+_ops._add_stream_keyword(globals(), "mirax.random")

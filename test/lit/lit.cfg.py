@@ -57,6 +57,9 @@ mirax_opt = shutil.which("mirax-opt", path=path)
 if mirax_opt is None:  # not installed as a console script: run the module
     mirax_opt = f"{python} -m mirax.opt"
 
+mirax_translate = shutil.which("mirax-translate", path=path) or f"{python} -m mirax.translate"
+
+config.substitutions.append(("%mirax-translate", mirax_translate))
 config.substitutions.append(("%mirax-opt", mirax_opt))
 config.substitutions.append(("%mlir-opt", shutil.which("mlir-opt", path=path)))
 config.substitutions.append(("%irdl", os.path.join(src_root, "dialect", "mirax.irdl.mlir")))

@@ -6,3 +6,30 @@ from .shape import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+
+
+def _with_stream(fn):
+    """MLX's `stream=` keyword: `mr.add(a, b, stream=mr.gpu)` runs the op on that device
+    (a Device, a DeviceType, "cpu"/"gpu" or a Stream), as `with mr.stream(...)` would."""
+    import functools
+
+    from .. import device as _device
+
+    @functools.wraps(fn)
+    def op(*args, stream=None, **kwargs):
+        if stream is None:
+            return fn(*args, **kwargs)
+        with _device.stream(stream):
+            return fn(*args, **kwargs)
+    return op
+
+
+def _add_stream_keyword(namespace, module_prefix):
+    """Give every public function of `namespace` defined under `module_prefix` `stream=`."""
+    import inspect
+    for _name, _fn in list(namespace.items()):
+        if not _name.startswith("_") and inspect.isfunction(_fn) and _fn.__module__.startswith(module_prefix):
+            namespace[_name] = _with_stream(_fn)
+
+
+_add_stream_keyword(globals(), "mirax.ops.")
