@@ -38,7 +38,7 @@ import numpy as np
 from . import dtypes as dt
 from .core import Aval, Bool, I64, I64Array, MiraxError, primitive
 from .reduction import _reshape
-from ..lowering.emit import _affine, memory_type, ttype
+from ..lowering.emit import _affine, identity_map, memory_type, ttype
 
 CONV_TEST = [dt.float32, dt.float64, dt.int32]
 
@@ -199,6 +199,20 @@ def _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation):
     return None
 
 
+def _flip_spatial(e, w, wa):
+    """The weights with their spatial axes reversed, as a gather: a map reading in reverse
+    (K - 1 - k) is what upstream tiling cannot take (it asserts on the GPU path)."""
+    n = wa.ndim
+    sizes = wa.shape
+
+    def body(b, _out):
+        idx = [b.op(f"linalg.index {i} : index") for i in range(n)]
+        for i in range(1, n - 1):
+            idx[i] = b.op(f"arith.subi {b.index(sizes[i] - 1)}, {idx[i]} : index")
+        return b.op(f"tensor.extract {w}[{', '.join(idx)}] : {ttype(wa)}")
+    return e.generic([], [], wa, body, [identity_map(n)], ["parallel"] * n)
+
+
 def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation,
                 groups, flip):
     xa, wa = in_avals
@@ -209,6 +223,8 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
     if xa.size == 0 or wa.size == 0:  # an empty reduction (no input channels)
         return e.fill(0, out)
     x, xa = _dilate_pad(e, x, xa, padding_lo, padding_hi, input_dilation)
+    if flip:  # flip the (small) kernel once; the convolution then reads every operand forwards
+        w, flip = _flip_spatial(e, w, wa), False
     g = int(groups)
     if g == 1 and not flip and d in (1, 2):
         r = _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation)

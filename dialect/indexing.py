@@ -209,6 +209,13 @@ def _scatter_ref(x, indices, updates, axis):
     return np.moveaxis(out, 0, axis)
 
 
+def _reshape(e, value, src: Aval, dst: Aval):
+    if src.shape == dst.shape:
+        return value
+    shp = e.op(f"arith.constant dense<[{', '.join(str(n) for n in dst.shape)}]> : tensor<{dst.ndim}xi64>")
+    return e.op(f"tensor.reshape {value}({shp}) : ({ttype(src)}, tensor<{dst.ndim}xi64>) -> {ttype(dst)}")
+
+
 def _scatter_lower_gpu(e, ins, in_avals, out, axis):
     """On the GPU: each output element adds the updates whose index hits it, a reduction
     over the index positions that runs parallel over the output: no atomics, no host
@@ -217,11 +224,18 @@ def _scatter_lower_gpu(e, ins, in_avals, out, axis):
     acc = e.op(f"bufferization.alloc_tensor() copy({ins[0]}) : {ttype(x)}", "acc")
     if upd.size == 0 or x.size == 0:
         return acc
-    n, k, d = x.ndim, idx.ndim, x.dtype
+    d = x.dtype
     if d.kind == "b":  # bool is i8 in memory: or the bytes (an i1 body hides the combiner from tiling)
         d = dt.uint8
         x, upd = Aval(x.shape, d), Aval(upd.shape, d)
-    pos = [f"d{n + j}" for j in range(k)]  # the index positions, after the output's dims
+    # one reduction dim over all the index positions (a row the GPU mapping can split)
+    m = idx.size
+    idx_flat = Aval((m,), idx.dtype)
+    upd_flat = Aval(x.shape[:axis] + (m,) + x.shape[axis + 1:], d)
+    ins = [ins[0], _reshape(e, ins[1], idx, idx_flat), _reshape(e, ins[2], upd, upd_flat)]
+    idx, upd = idx_flat, upd_flat
+    n, k = x.ndim, 1
+    pos = [f"d{n}"]  # the index position, after the output's dims
     maps = [_affine(n + k, pos),
             _affine(n + k, [f"d{j}" for j in range(axis)] + pos + [f"d{j}" for j in range(axis + 1, n)]),
             _affine(n + k, [f"d{j}" for j in range(n)])]

@@ -154,6 +154,26 @@ def _reduce_lower(kind):
     return lower
 
 
+def _reduce_lower_gpu(kind):
+    """On the GPU, trailing reduced axes are collapsed into one first: a single reduction
+    dim is what one workgroup per row splits over its threads (x.sum() becomes one row)."""
+    default = _reduce_lower(kind)
+
+    def lower(e, ins, in_avals, out, axes, keepdims):
+        a = in_avals[0]
+        n, axes = a.ndim, sorted(int(x) for x in axes)
+        k = len(axes)
+        if k < 2 or axes != list(range(n - k, n)):
+            return default(e, ins, in_avals, out, axes, keepdims)
+        flat = Aval(a.shape[:n - k] + (int(np.prod(a.shape[n - k:])),), a.dtype)
+        groups = [[i] for i in range(n - k)] + [list(range(n - k, n))]
+        reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+        x = e.op(f"tensor.collapse_shape {ins[0]} {reassoc} : {ttype(a)} into {ttype(flat)}")
+        red = Aval(a.shape[:n - k], a.dtype)
+        return _keepdims(e, default(e, [x], [flat], red, (n - k,), False), red, out)
+    return lower
+
+
 def _np_reduce(fn):
     def ref(x, axes, keepdims):
         return np.asarray(fn(x, axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
@@ -168,6 +188,7 @@ for _k, _fn, _kinds, _empty_ok, _summary in [
     primitive(_k, ["x"], _reduce_rule(_k, _kinds, _empty_ok), _reduce_lower(_k), _np_reduce(_fn),
               attrs={"axes": I64Array(), "keepdims": Bool()}, summary=_summary,
               dtypes=RED_TEST)
+    register_lowering(_k, _reduce_lower_gpu(_k), target="gpu")
 
 
 # ---- argmax / argmin -----------------------------------------------------------------

@@ -112,7 +112,10 @@ def _is_row_reduction(op):
     for m in maps[n_in:]:
         if [str(r) for r in m.results] != [f"d{i}" for i in range(k)]:
             return False
-    return _loop_ranges(op) is not None
+    ranges = _loop_ranges(op)
+    # one reduction dim, split over the threads; upstream tiling asserts on more, and on a
+    # split of a single element
+    return ranges is not None and its.count("reduction") == 1 and ranges[-1] >= 2
 
 
 def _producer(value):
@@ -152,6 +155,7 @@ def plan(func_op, threads=THREADS) -> list:
         k = _plan_root(op, len(kernels), claimed, threads)
         if k is None:
             continue
+        k.fused = _private_to_kernel(k.root, k.fused)  # a fill shared by two matmuls: one each
         claimed.add(_key(op))
         for p in k.fused:
             claimed.add(_key(p))
@@ -170,8 +174,9 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def _negative_maps(op):
-    """Indexing maps with a negative coefficient (a flipped convolution kernel): upstream
-    tiling asserts on them (the process would abort), so they are refused first."""
+    """Indexing maps with a negative coefficient (an operand read in reverse): upstream
+    tiling asserts on them (the process would abort), so they are refused first. mirax's
+    own lowerings avoid them (conv flips its kernel with a gather)."""
     maps = _result_maps(op) or []
     return any("* -" in str(r) or str(r).startswith("-") or "+ -" in str(r) or " - d" in str(r)
                for m in maps for r in m.results)
@@ -179,8 +184,8 @@ def _negative_maps(op):
 
 def _plan_root(op, index, claimed, threads):
     if _negative_maps(op):
-        raise PassError(op, f"'{op.name}' reads an operand in reverse (a flipped convolution kernel); "
-                            "the GPU mapping cannot tile it yet")
+        raise PassError(op, f"'{op.name}' reads an operand in reverse (a negative coefficient in its "
+                            "indexing maps); the GPU mapping cannot tile it")
     shape = _static_shape(op.results[0])
     if shape is None:
         return None
@@ -201,6 +206,8 @@ def _plan_root(op, index, claimed, threads):
     if its is not None and "reduction" not in its and op.name in ("linalg.generic", "linalg.copy"):
         # an all-parallel op reading a row reduction of the same rows: one row kernel
         reds = _row_reductions_upstream(op, claimed)
+        shape = _static_shape(op.results[0])
+        reds = [r for r in reds if _row_shape(r) == shape[:len(_row_shape(r))]]  # over this op's rows
         if reds:
             rows = min(_iterators(r).index("reduction") for r in reds)
             if 1 <= rows <= 3 and rows < len(its):
@@ -242,9 +249,15 @@ def _row_reductions_upstream(op, claimed, depth=0):
     return out
 
 
-def _collect_group(root, claimed):
-    """Producers of `root` to fuse into a row kernel: row reductions, elementwise
-    generics and fills, transitively; in topological order."""
+def _row_shape(op):
+    """The extents of a row reduction's rows (its parallel dims)."""
+    return _loop_ranges(op)[:_iterators(op).index("reduction")]
+
+
+def _collect_group(root, claimed, row_shape):
+    """Producers of `root` to fuse into a row kernel: row reductions over the same rows
+    (`row_shape`), elementwise generics and fills, transitively; in topological order.
+    A reduction over other rows (x.sum(1) feeding a full sum) is a kernel of its own."""
     seen, order = set(), []
 
     def visit(op):
@@ -252,7 +265,7 @@ def _collect_group(root, claimed):
             p = _producer(v)
             if p is None or _key(p) in seen or _key(p) in claimed or not _is_linalg(p):
                 continue
-            if p.name == "linalg.fill" or _is_row_reduction(p) or (
+            if p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
                     p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"])):
                 seen.add(_key(p))
                 visit(p)
@@ -273,8 +286,34 @@ def _plan_row(op, index, claimed, threads, rows):
         grid *= d
     if grid > MAX_GRID ** 2:
         return None
-    group = _one_use_each(op, _collect_group(op, claimed))
+    group = _one_use_each(op, _private_to_kernel(op, _collect_group(op, claimed, list(shape[:rows]))))
     return Kernel(index, "row", op, group, (threads, 1, 1), rows=rows, tiles=tiles)
+
+
+def _private_to_kernel(root, group):
+    """Producers fused into a kernel that are also used outside it are cloned: the clone
+    serves the kernel, the original the outside users. (Fusing a producer with outside
+    users would replace the kernel's forall by one that also returns the producer,
+    invalidating every handle into it.) Consumers first, so a clone's own producers are
+    seen with their new users."""
+    inside = {_key(root)} | {_key(p) for p in group}
+    out = list(group)
+    for idx in range(len(out) - 1, -1, -1):
+        p = out[idx]
+        outside = [u for r in p.results for u in r.uses if _key(_owner(u)) not in inside]
+        if not outside:
+            continue
+        with p.context, p.location, ir.InsertionPoint.after(p):
+            c = p.clone()
+        inside.discard(_key(p))
+        inside.add(_key(c))
+        for r, rc in zip(p.results, c.results):
+            for u in list(r.uses):
+                o = _owner(u)
+                if _key(o) in inside and _key(o) != _key(c):
+                    o.operands[u.operand_number] = rc
+        out[idx] = c
+    return out
 
 
 def _one_use_each(root, group):
@@ -321,7 +360,7 @@ def _plan_matmul(op, index, claimed):
         return None
     fused = []
     init = _producer(op.operands[2])
-    if init is not None and init.name == "linalg.fill" and init not in claimed:
+    if init is not None and init.name == "linalg.fill" and _key(init) not in claimed:
         fused.append(init)
     batch = [1] if op.name == "linalg.batch_matmul" else []
     return Kernel(index, "matmul", op, fused, (MM_THREADS[1], MM_THREADS[0], 1),
@@ -349,16 +388,10 @@ def _plan_parallel(op, index, threads):
     tiles = [0] * len(its)
     thr = [0] * len(its)
     if not pdims:
-        # a 0-d result (a full reduction): one block, one thread, the loops serial
-        if not ranges or not ranges[0]:
-            return None  # no loops at all: mirax-gpu-launch runs it on one thread
-        tiles[0] = ranges[0]
-        thr[0] = 1
-        fused = []
-        init = _producer(list(op.operands)[-1])
-        if init is not None and init.name == "linalg.fill":
-            fused.append(init)
-        return Kernel(index, "parallel", op, fused, (1, 1, 1), tiles=tiles, threads=thr)
+        # no loops, or a 0-d result that is not one row (_full_reductions_as_one_row takes
+        # those with one reduction dim; a forall cannot tile a reduction dim):
+        # mirax-gpu-launch runs it on one thread
+        return None
     left = threads
     block = []
     for d in reversed(pdims):
@@ -404,9 +437,9 @@ def _thread_mapping(thr):
     return ", ".join(_MAPPING_T[len(dims) - 1 - j] for j in range(len(dims)))
 
 
-def _match(h, op_name, tag):
+def _match(h, op_name, tag, within="%root"):
     return (f"{h} = transform.structured.match ops{{[\"{op_name}\"]}} attributes{{{ROOT} = {tag} : i64}} "
-            f"in %root : ({_ANY}) -> {_ANY}")
+            f"in {within} : ({_ANY}) -> {_ANY}")
 
 
 def _l(xs):
@@ -428,19 +461,22 @@ def kernel_script(k: Kernel, tags) -> list:
     nblk = sum(1 for t in tiles if t)
     s.append(f"%t{i}, %f{i} = transform.structured.tile_using_forall {r} tile_sizes {_l(tiles)} "
              f"(mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-    s.append(f"transform.annotate %f{i} \"{KERNEL}\" = %kidx{i} : {_ANY}, !transform.param<i64>")
     s.append(f"%fn{i} = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}")
     s.insert(0, f"%kidx{i} = transform.param.constant {i} : i64 -> !transform.param<i64>")
-    # producers fused into the block, consumers first
+    # producers fused into the block, consumers first (each used only inside the kernel:
+    # _private_to_kernel), the block annotated once they are in
     fused = {}
+    block = f"%f{i}"
     for j, p in reversed(list(enumerate(k.fused))):
         ph = f"%p{i}_{j}"
         s.append(_match(ph, p.name, tags[_key(p)]))
         if _is_row_reduction(p):  # its readers in the block share one slice of it: fuse it once
             s.append(f"transform.apply_cse to %fn{i} : {_ANY}")
-        s.append(f"{ph}f, %f{i}_{j} = transform.structured.fuse_into_containing_op {ph} into %f{i} "
+        s.append(f"{ph}f, %f{i}_{j} = transform.structured.fuse_into_containing_op {ph} into {block} "
                  f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+        block = f"%f{i}_{j}"
         fused[_key(p)] = f"{ph}f"
+    s.append(f"transform.annotate {block} \"{KERNEL}\" = %kidx{i} : {_ANY}, !transform.param<i64>")
     if k.strategy == "parallel":
         thr = k.threads
         s.append(f"%tt{i}, %tf{i} = transform.structured.tile_using_forall %t{i} num_threads {_l(thr)} "
@@ -565,6 +601,50 @@ def _drop_empty_loops(func_op):
         op.erase()
 
 
+def _full_reductions_as_one_row(func_op):
+    """A reduction to a 0-d result gets a unit parallel dim in front (its init expanded to
+    tensor<1xT>, the result collapsed back): one row, so the row strategy reduces it with a
+    workgroup of threads instead of one thread walking the whole array."""
+    import re
+    from mlir.dialects import tensor
+    body = func_op.regions[0].blocks[0]
+    for op in [o.operation for o in body.operations]:
+        if op.name != "linalg.generic" or len(op.results) != 1 or ir.ShapedType(op.results[0].type).rank != 0:
+            continue
+        its = _iterators(op)
+        if not its or "parallel" in its or walk_ops_named(op, "linalg.index"):
+            continue
+        n = len(its)
+        dims = ", ".join(f"d{i}" for i in range(n + 1))
+        maps = []
+        for m in _result_maps(op):
+            res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: f"d{int(g.group(1)) + 1}", str(e)) for e in m.results)
+            maps.append(f"affine_map<({dims}) -> ({res})>")
+        maps[-1] = f"affine_map<({dims}) -> (d0)>"
+        t0 = ir.RankedTensorType(op.results[0].type)
+        t1 = ir.RankedTensorType.get([1], t0.element_type)
+        with op.context, op.location:
+            with ir.InsertionPoint(op):
+                init = tensor.ExpandShapeOp(t1, op.operands[-1], ir.ArrayAttr.get([]), [], [1]).result
+            op.operands[len(op.operands) - 1] = init
+            op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
+            op.attributes["iterator_types"] = ir.Attribute.parse(
+                "[" + ", ".join(["#linalg.iterator_type<parallel>"] + [f"#linalg.iterator_type<{t}>" for t in its]) + "]")
+            r = op.results[0]
+            r.set_type(t1)
+            with ir.InsertionPoint.after(op):
+                back = tensor.CollapseShapeOp(t0, r, ir.ArrayAttr.get([]))
+            for u in list(r.uses):
+                owner = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+                if owner != back.operation:
+                    owner.operands[u.operand_number] = back.result
+
+
+def walk_ops_named(root, name):
+    from .pass_base import walk_ops
+    return walk_ops(root, lambda n: n == name)
+
+
 def _is(cls, t):
     try:
         cls(t)
@@ -576,6 +656,7 @@ def _is(cls, t):
 def map_function(func_op, threads=THREADS, return_script=False):
     """Tile the linalg ops of one function for the GPU (in place)."""
     _drop_empty_loops(func_op)
+    _full_reductions_as_one_row(func_op)
     kernels = plan(func_op, threads)
     if not kernels:
         return "" if return_script else None
@@ -596,6 +677,7 @@ def map_function(func_op, threads=THREADS, return_script=False):
         # record each kernel's workgroup size on its block forall
         _tag_blocks(func_op, {k.index: k.block for k in kernels})
         _partials_in_workgroup_memory(func_op)
+        _partials_per_reduction(func_op)
     # the elementwise producers recomputed in a thread loop: one loop body, no buffer
     from mlir.passmanager import PassManager
     pm = PassManager.parse("builtin.module(func.func(linalg-fuse-elementwise-ops, canonicalize, cse))",
@@ -634,6 +716,28 @@ def _partials_in_workgroup_memory(func_op):
         f.operands[len(f.operands) - n_out] = a.results[0]
         m.results[0].replace_all_uses_with(f.results[0])
         m.erase()
+
+
+def _partials_per_reduction(func_op):
+    """CSE merges the identical zero-fills of two reductions' partials (var's mean and
+    sum of squares): both reductions would then accumulate into one workgroup buffer,
+    and bufferization resolves the conflict with a copy that races with the threads.
+    Give every extra reader its own fill and its own workgroup buffer."""
+    from .pass_base import walk_ops
+    for f in walk_ops(func_op, lambda n: n == "scf.forall"):
+        if len(f.results) != 1:
+            continue
+        init = _producer(f.operands[len(f.operands) - 1])
+        if init is None or init.name != "bufferization.alloc_tensor" or "memory_space" not in init.attributes:
+            continue
+        uses = [u for u in f.results[0].uses]
+        for u in uses[1:]:
+            user = _owner(u)
+            with f.context, f.location, ir.InsertionPoint(user):
+                a = init.clone()
+                g = f.clone()
+            g.operands[len(g.operands) - 1] = a.results[0]
+            user.operands[u.operand_number] = g.results[0]
 
 
 class MiraxGpuMap(MiraxPass):

@@ -378,12 +378,25 @@ def _upper_bound(v):
     operands = list(op.operands)
 
     def bound(e):
+        # upper bounds of sums, and of products and divisions by positive constants, of
+        # values with known bounds (a thread's share: `s0 ceildiv 256` with s0 <= 256)
         if _is(ir.AffineConstantExpr, e):
             return ir.AffineConstantExpr(e).value
         if _is(ir.AffineDimExpr, e):
             return _upper_bound(operands[ir.AffineDimExpr(e).position])
         if _is(ir.AffineSymbolExpr, e):
             return _upper_bound(operands[amap.n_dims + ir.AffineSymbolExpr(e).position])
+        for cls, f in ((ir.AffineAddExpr, lambda a, c: a + c), (ir.AffineMulExpr, lambda a, c: a * c),
+                       (ir.AffineCeilDivExpr, lambda a, c: -(-a // c)), (ir.AffineFloorDivExpr, lambda a, c: a // c)):
+            if _is(cls, e):
+                b = cls(e)
+                if cls is ir.AffineAddExpr:
+                    lhs, rhs = bound(b.lhs), bound(b.rhs)
+                    return None if lhs is None or rhs is None else lhs + rhs
+                if not _is(ir.AffineConstantExpr, b.rhs) or ir.AffineConstantExpr(b.rhs).value <= 0:
+                    return None
+                lhs = bound(b.lhs)
+                return None if lhs is None else f(lhs, ir.AffineConstantExpr(b.rhs).value)
         return None
     bounds = [bound(e) for e in amap.results]
     if op.name == "affine.min":

@@ -1,15 +1,18 @@
 """The Vulkan backend (PyPI `vulkan`, cffi): one instance, device and compute queue.
 
     dev = VulkanDevice.get()              # None when no Vulkan driver is installed
-    buf = dev.alloc(nbytes)               # sub-allocated from host-visible memory
-    buf.view(np.float32, (4,))[:] = 1.0   # a numpy view of device memory (coherent, mapped)
+    buf = dev.upload(np.ones(4, np.float32))   # sub-allocated from a pooled block
+    buf.host(np.float32, (4,))            # numpy: a view of mapped memory, or a staged copy
     k = dev.kernel(spirv, "main_kernel", nargs=2)
     dev.launch(k, grid=(4, 1, 1), block=(256, 1, 1), args=[buf, out])
     dev.synchronize()                     # submits everything recorded since the last one
 
-Memory: blocks of host-visible, coherent memory (64 MiB, or one block per larger
-buffer), each with one VkBuffer; arrays are aligned sub-ranges handed out by size bucket
-and returned to their bucket when the array dies (no vkAllocateMemory per array).
+Memory: blocks of 64 MiB (or one block per larger buffer), each with one VkBuffer;
+arrays are aligned sub-ranges handed out by size bucket and returned to their bucket when
+the array dies (no vkAllocateMemory per array). Arrays live in host-visible coherent
+memory, mapped as numpy views, where the GPU reads it at full speed (integrated GPUs,
+lavapipe, resizable BAR); elsewhere they are device-local and move through host-visible
+staging buffers copied by the queue (`upload`, `download`).
 Launches are recorded into one command buffer with a compute->compute barrier between
 dispatches and submitted together at `synchronize` (mr.eval, or reading a result).
 Pipelines are built once per SPIR-V module; the driver's VkPipelineCache is saved in
@@ -58,14 +61,31 @@ class Buffer:
     __slots__ = ("device", "block", "offset", "nbytes", "size", "__weakref__")
 
     def __init__(self, device, block, offset, nbytes, size):
+        # nbytes: the bucket (the range this buffer owns); size: the bytes asked for
         self.device, self.block, self.offset, self.nbytes, self.size = device, block, offset, nbytes, size
 
     def view(self, dtype, shape):
-        """A numpy array over the mapped memory (valid while this Buffer lives)."""
+        """A numpy array over the mapped memory (valid while this Buffer lives); only for
+        host-visible memory — `host()` works on every buffer."""
+        if self.block.mapped is None:
+            raise VulkanError("a device-local buffer has no host view: use Buffer.host() or Buffer.read()")
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         a = np.frombuffer(self.block.mapped, dtype=dtype, count=count, offset=self.offset).reshape(shape)
         return a
+
+    def host(self, dtype, shape):
+        """The contents as numpy, once what was queued has run: a view of mapped memory,
+        or a copy through a staging buffer for device-local memory. Read-only use."""
+        self.device.synchronize()
+        if self.block.mapped is not None:
+            return self.view(dtype, shape)
+        return self.device.download(self, dtype, shape)
+
+    def read(self, dtype, shape):
+        """A numpy copy of the contents (numpy never writes into device memory)."""
+        a = self.host(dtype, shape)
+        return a.copy() if self.block.mapped is not None else a
 
     def __del__(self):
         dev = self.device
@@ -74,7 +94,7 @@ class Buffer:
 
 
 class _Block:
-    def __init__(self, device, size):
+    def __init__(self, device, size, mapped):
         self.size = size
         d = device.device
         self.buffer = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(
@@ -85,9 +105,9 @@ class _Block:
         req = vk.vkGetBufferMemoryRequirements(d, self.buffer)
         self.memory = vk.vkAllocateMemory(d, vk.VkMemoryAllocateInfo(
             sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size,
-            memoryTypeIndex=device.memory_type(req.memoryTypeBits)), None)
+            memoryTypeIndex=device.memory_type(req.memoryTypeBits, mapped)), None)
         vk.vkBindBufferMemory(d, self.buffer, self.memory, 0)
-        self.mapped = vk.vkMapMemory(d, self.memory, 0, size, 0)
+        self.mapped = vk.vkMapMemory(d, self.memory, 0, size, 0) if mapped else None
         self.top = 0  # bump pointer; freed ranges go to the device's buckets
 
 
@@ -105,6 +125,7 @@ class Kernel:
         self.set_layout = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=nargs,
             pBindings=bindings), None)
+        self.set_layout_ptr = vk.ffi.new("VkDescriptorSetLayout[1]", [self.set_layout])
         self.layout = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, setLayoutCount=1,
             pSetLayouts=[self.set_layout]), None)
@@ -175,6 +196,7 @@ class VulkanDevice:
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self._mem_types = [mem.memoryTypes[i].propertyFlags for i in range(mem.memoryTypeCount)]
+        self.mapped_arrays = self._arrays_mapped(mem)
         self.pipeline_cache = self._load_pipeline_cache()
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
@@ -187,11 +209,19 @@ class VulkanDevice:
         self.desc_pools = []
         self._new_desc_pool()
         self.blocks = []
-        self.free = {}  # bucket bytes -> [(block, offset)]
+        self.free = {}  # (mapped, bucket bytes) -> [(block, offset)]
         self.recording = False
         self.pending = []  # buffers the recorded commands use: kept alive until they ran
         self.mutex = threading.RLock()
         self.kernels = {}
+        self._host_barrier = vk.ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT})
+        self._compute_barrier = vk.ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            "dstAccessMask": vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT})
 
     # ---- set-up ---------------------------------------------------------------------------
     def _extended_features(self):
@@ -235,12 +265,31 @@ class VulkanDevice:
             kw["pNext"] = chain
         return vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(**kw), None)
 
-    def memory_type(self, bits):
-        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    def memory_type(self, bits, mapped):
+        """A memory type for a block: host-visible and coherent (mapped), or device-local."""
+        want = (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) if mapped \
+            else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
         for i, flags in enumerate(self._mem_types):
             if bits & (1 << i) and (flags & want) == want:
                 return i
-        raise VulkanError("the device has no host-visible coherent memory (a staging path is not implemented)")
+        raise VulkanError(f"the device has no {'host-visible coherent' if mapped else 'device-local'} memory type")
+
+    def _arrays_mapped(self, mem):
+        """Arrays live in mapped memory where the GPU reads it at full speed: integrated
+        GPUs and lavapipe, or a large device-local host-visible heap (resizable BAR).
+        Otherwise arrays are device-local and move through staging buffers.
+        MIRAX_VULKAN_STAGING=1 forces the staging path (to test it on any device)."""
+        if os.environ.get("MIRAX_VULKAN_STAGING") == "1":
+            return False
+        if self.device_type in ("integrated", "cpu"):
+            return True
+        both = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT \
+            | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        for i in range(mem.memoryTypeCount):
+            t = mem.memoryTypes[i]
+            if (t.propertyFlags & both) == both and mem.memoryHeaps[t.heapIndex].size >= (2 << 30):
+                return True
+        return False
 
     def _cache_path(self):
         from . import disk_cache
@@ -290,24 +339,26 @@ class VulkanDevice:
             return 1 << (n - 1).bit_length()  # powers of two up to a block
         return -(-n // ALIGN) * ALIGN
 
-    def alloc(self, nbytes, size=None) -> Buffer:
-        """A buffer of at least `nbytes` (uninitialised)."""
+    def alloc(self, nbytes, mapped=None) -> Buffer:
+        """A buffer of at least `nbytes` (uninitialised): an array's (`mapped_arrays` says
+        where those live) or, with mapped=True, host-visible staging memory."""
+        mapped = self.mapped_arrays if mapped is None else mapped
         b = self._bucket(nbytes)
         with self.mutex:
-            lst = self.free.get(b)
+            lst = self.free.get((mapped, b))
             if lst:
                 block, off = lst.pop()
                 return Buffer(self, block, off, b, nbytes)
             if b > BLOCK_BYTES:
-                block = _Block(self, b)
+                block = _Block(self, b, mapped)
                 self.blocks.append(block)
                 return Buffer(self, block, 0, b, nbytes)
             for block in self.blocks:
-                if block.size == BLOCK_BYTES and block.top + b <= block.size:
+                if block.size == BLOCK_BYTES and (block.mapped is not None) == mapped and block.top + b <= block.size:
                     off = block.top
                     block.top += b
                     return Buffer(self, block, off, b, nbytes)
-            block = _Block(self, BLOCK_BYTES)
+            block = _Block(self, BLOCK_BYTES, mapped)
             self.blocks.append(block)
             block.top = b
             return Buffer(self, block, 0, b, nbytes)
@@ -316,16 +367,34 @@ class VulkanDevice:
         # called from Buffer.__del__: a buffer still used by recorded commands is held in
         # `pending`, so it cannot get here before they ran
         try:
-            self.free.setdefault(buf.nbytes, []).append((buf.block, buf.offset))
+            self.free.setdefault((buf.block.mapped is not None, buf.nbytes), []).append((buf.block, buf.offset))
         except Exception:
             pass
 
     def upload(self, a: np.ndarray) -> Buffer:
+        """A new array buffer holding `a`: written in place when mapped, else copied from a
+        staging buffer by the queue (before anything recorded after it)."""
         a = np.ascontiguousarray(a)
+        if self.mapped_arrays or not a.nbytes:
+            buf = self.alloc(a.nbytes)
+            if a.nbytes:
+                buf.view(np.uint8, (a.nbytes,))[:] = a.reshape(-1).view(np.uint8)
+            return buf
+        stage = self.alloc(a.nbytes, mapped=True)
+        stage.view(np.uint8, (a.nbytes,))[:] = a.reshape(-1).view(np.uint8)
         buf = self.alloc(a.nbytes)
-        if a.nbytes:
-            buf.view(np.uint8, (a.nbytes,))[:] = a.reshape(-1).view(np.uint8)
+        self.copy(stage, buf, a.nbytes)
         return buf
+
+    def download(self, buf: Buffer, dtype, shape) -> np.ndarray:
+        """A numpy copy of a device-local buffer, through a staging buffer."""
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not n:
+            return np.empty(shape, dtype)
+        stage = self.alloc(n, mapped=True)
+        self.copy(buf, stage, n)
+        self.synchronize()
+        return stage.view(dtype, shape).copy()
 
     # ---- kernels and launches -------------------------------------------------------------
     def kernel(self, spirv: bytes, entry: str, nargs: int) -> Kernel:
@@ -345,7 +414,11 @@ class VulkanDevice:
             self.n_recorded = 0
 
     def launch(self, kernel: Kernel, grid, block, args):
-        """Record one dispatch; it runs at the next `synchronize`."""
+        """Record one dispatch; it runs at the next `synchronize`.
+
+        The commands go through cffi directly (`vk.lib`): the wrapper's per-call struct
+        conversion cost ~150 µs of the ~250 µs an eager op took."""
+        lib, ffi = vk.lib, vk.ffi
         with self.mutex:
             if self.recording and self.n_recorded >= 512:
                 self.synchronize()  # bound the descriptors one submit holds
@@ -353,30 +426,38 @@ class VulkanDevice:
             if self.desc_used + 1 > 1024 or (self.desc_used + 1) * max(kernel.nargs, 1) > 8192:
                 self.synchronize()
                 self._begin()
-            dset = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
-                sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, descriptorPool=self.desc_pools[-1],
-                descriptorSetCount=1, pSetLayouts=[kernel.set_layout]))[0]
+            alloc = ffi.new("VkDescriptorSetAllocateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self.desc_pools[-1],
+                "descriptorSetCount": 1, "pSetLayouts": kernel.set_layout_ptr})
+            dset = ffi.new("VkDescriptorSet*")
+            if lib.vkAllocateDescriptorSets(self.device, alloc, dset) != vk.VK_SUCCESS:
+                raise VulkanError("vkAllocateDescriptorSets failed")
             self.desc_used += 1
-            if args:
-                infos = [vk.VkDescriptorBufferInfo(buffer=b.block.buffer, offset=b.offset, range=max(b.nbytes, 4))
-                         for b in args]
-                writes = [vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, dstSet=dset,
-                                                  dstBinding=i, descriptorCount=1,
-                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  pBufferInfo=[info]) for i, info in enumerate(infos)]
-                vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+            n = len(args)
+            if n:
+                infos = ffi.new("VkDescriptorBufferInfo[]", n)
+                writes = ffi.new("VkWriteDescriptorSet[]", n)
+                for i, b in enumerate(args):
+                    infos[i].buffer = b.block.buffer
+                    infos[i].offset = b.offset
+                    infos[i].range = max(b.nbytes, 4)
+                    w = writes[i]
+                    w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                    w.dstSet = dset[0]
+                    w.dstBinding = i
+                    w.descriptorCount = 1
+                    w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                    w.pBufferInfo = infos + i
+                lib.vkUpdateDescriptorSets(self.device, n, writes, 0, ffi.NULL)
             if self.n_recorded:
-                # the previous dispatch's writes are visible to this one
-                barrier = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                             srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                                             dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
-                vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-                                        | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                        0, 1, [barrier], 0, None, 0, None)
-            vk.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
-            vk.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, [dset],
-                                       0, None)
-            vk.vkCmdDispatch(self.cmd, int(grid[0]), int(grid[1]), int(grid[2]))
+                # the previous dispatch's (or copy's) writes are visible to this one
+                lib.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                         | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                         0, 1, self._compute_barrier, 0, ffi.NULL, 0, ffi.NULL)
+            lib.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
+            lib.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, dset,
+                                        0, ffi.NULL)
+            lib.vkCmdDispatch(self.cmd, int(grid[0]), int(grid[1]), int(grid[2]))
             self.pending.extend(args)
             self.n_recorded += 1
             stats.dispatches += 1
@@ -403,6 +484,10 @@ class VulkanDevice:
         with self.mutex:
             if not self.recording:
                 return
+            # the host reads what the queue wrote (mapped arrays, staging buffers)
+            vk.lib.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                        | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
+                                        0, 1, self._host_barrier, 0, vk.ffi.NULL, 0, vk.ffi.NULL)
             vk.vkEndCommandBuffer(self.cmd)
             self.recording = False
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
@@ -491,7 +576,14 @@ def compile_program(text: str, name: str = "main", prepare=None, stages=None):
         module = ir.Module.parse(text)
         if prepare:
             prepare[1](module)
-        p = gpu_pipeline.lower_to_spirv(module, name, tgt, stages)
+        try:
+            p = gpu_pipeline.lower_to_spirv(module, name, tgt, stages)
+        except (ir.MLIRError, ValueError) as err:  # an upstream pass or transform failed
+            from ..dialect.core import MiraxError
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            why = next((ln for ln in lines if "error:" in ln or "Diagnostic" in ln), lines[0] if lines else "")
+            raise MiraxError(f"the GPU pipeline failed on @{name}: {why}" + (
+                "\n  " + "\n  ".join(lines[1:6]) if len(lines) > 1 else "")) from None
     with _programs_lock:
         _programs[key] = p
     if path:

@@ -203,8 +203,7 @@ def _host(data, aval):
     run what was queued (so numpy can never write into device memory)."""
     if isinstance(data, np.ndarray):
         return data
-    data.device.synchronize()
-    return data.view(aval.dtype.storage, aval.shape).copy()
+    return data.read(aval.dtype.storage, aval.shape)
 
 
 def _on(dev, data, aval):
@@ -212,8 +211,7 @@ def _on(dev, data, aval):
     if dev.type is _device.DeviceType.cpu:
         if isinstance(data, np.ndarray):
             return data
-        data.device.synchronize()
-        return data.view(aval.dtype.storage, aval.shape)
+        return data.host(aval.dtype.storage, aval.shape)
     return data
 
 

@@ -156,8 +156,7 @@ def to_host(x):
     """A numpy array of a buffer of any device (waits for the GPU when needed)."""
     if isinstance(x, np.ndarray):
         return x
-    x.device.synchronize()
-    return x.view(np.uint8, (x.size,))  # raw bytes: the caller reinterprets
+    return x.host(np.uint8, (x.size,))  # raw bytes: the caller reinterprets
 
 
 def to_device(x, dev):
