@@ -42,6 +42,8 @@ def _refusal(name, params, dtypes):
     """The message the GPU must refuse this row with, or None when it must run it."""
     if name in GPU_GAPS:
         return f"mirax.{name} cannot run on the GPU"
+    if "bfloat16" in dtypes:
+        return "bfloat16 cannot run on the GPU yet"
     if "complex64" in dtypes:
         return "complex64 cannot run on the GPU: SPIR-V has no complex type"
     if name in F64_MATH and "float64" in dtypes:
@@ -348,6 +350,14 @@ def test_unsupported_dtype_raises_a_clear_error():
         y = mr.exp(mr.array(np.ones(3, np.float64)))
     with pytest.raises(mr.MiraxError, match=r"mirax.exp cannot run on the GPU .*float64 math.exp"):
         mr.eval(y)
+
+
+def test_bfloat16_is_refused_not_garbage():
+    x = mr.array([1.5, 2.25, -3.0], dtype=mr.bfloat16)
+    for f in (lambda x: x * 2, mr.compile(lambda x: mr.exp(x))):
+        with pytest.raises(mr.MiraxError, match="bfloat16 cannot run on the GPU yet"):
+            with mr.stream(mr.gpu):
+                mr.eval(f(x))
 
 
 def test_program_reloaded_from_the_disk_cache_runs():
