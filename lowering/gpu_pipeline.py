@@ -33,6 +33,7 @@ from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key
+from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .pass_base import MiraxPass, PassError, walk_ops
 
 NAME = "mirax-gpu-pipeline"
@@ -469,6 +470,7 @@ def add_gpu_passes(pm):
     pm.add(_kernel_copies, name="mirax-gpu-kernel-copies")
     for p in KERNEL_LOOPS:
         pm.add(p)
+    pm.add(matmul_accumulators_in_registers, name="mirax-gpu-matmul-registers")
     pm.add(_private_buffers, name="mirax-gpu-private-buffers")
     pm.add(_sink_host_loads, name="mirax-gpu-sink-host-loads")
     pm.add(_drop_final_barriers, name="mirax-gpu-drop-final-barriers")

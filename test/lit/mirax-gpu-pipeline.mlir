@@ -33,15 +33,22 @@ func.func @softmax(%arg0: tensor<6x1000xf32>) -> tensor<6x1000xf32> {
 // -----
 
 // Matmul: 32x32 blocks of C over the grid, 16x16 threads, the A and B tiles of each
-// K step (16) copied cooperatively into workgroup memory between barriers.
+// K step (16) copied cooperatively into workgroup memory between barriers; each thread's
+// 2x2 block of C accumulates in a private array (registers) across the K loop.
 // GPU-LABEL: func.func @matmul
 // GPU: gpu.launch_func @matmul_kernel{{.*}} blocks in (%c3, %c2, %c1) threads in (%c16, %c16, %c1)
 // GPU: gpu.func @matmul_kernel{{.*}} kernel
+// GPU: %[[ACC:.+]] = memref.alloca() : memref<2x2xf32, 6>
 // GPU: scf.for %{{.+}} = %c0 to %c32 step %c16
 // GPU-DAG: memref<32x16xf32, 3>
 // GPU-DAG: memref<16x32xf32, 3>
 // GPU: gpu.barrier
+// GPU: memref.load %[[ACC]]
 // GPU: arith.mulf
+// GPU: memref.store %{{.+}}, %[[ACC]]
+// GPU: gpu.barrier
+// GPU: memref.load %[[ACC]]
+// GPU: memref.store %{{.+}}, %arg0
 // SPIRV-LABEL: spirv.module @__spv__matmul_kernel
 // SPIRV: spirv.ControlBarrier
 // SPIRV: spirv.FMul
