@@ -46,6 +46,7 @@ THREADS = 256      # threads per workgroup (lavapipe and every Vulkan 1.1 device
 MAX_GRID = 65535   # Vulkan's guaranteed maxComputeWorkGroupCount per dimension
 MM_TILE = (32, 32, 16)  # matmul block tile of C (M, N) and the K step staged per iteration
 MM_THREADS = (16, 16)
+MM_PAD_MIN_WORK = 1 << 20  # m*n*k from which a matmul is padded to the tiles (fewer: one thread per output)
 
 
 def _is_linalg(op):
@@ -640,6 +641,71 @@ def _full_reductions_as_one_row(func_op):
                     owner.operands[u.operand_number] = back.result
 
 
+_PLAIN_MATMUL = {"linalg.matmul": [["d0", "d2"], ["d2", "d1"], ["d0", "d1"]],
+                 "linalg.batch_matmul": [["d0", "d1", "d3"], ["d0", "d3", "d2"], ["d0", "d1", "d2"]]}
+
+
+def _plain_matmul(op):
+    """A matmul without transposed operands (its indexing maps, when printed, are the default)."""
+    if "indexing_maps" not in op.attributes:
+        return True
+    maps = [[str(e) for e in ir.AffineMapAttr(m).value.results] for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return maps == _PLAIN_MATMUL[op.name]
+
+
+def _pad_matmuls(func_op):
+    """A matmul whose M, N or K is not a multiple of the tile is computed on operands
+    zero-padded to the tile (tensor.pad, exact: the padding adds zeros to every dot
+    product) and the result sliced back, so it takes the tiled strategy (A/B tiles in
+    workgroup memory, C in registers) instead of one thread per output element. Small
+    matmuls (any of M, N < 32 or K < 16) keep the simple strategy."""
+    from mlir.dialects import arith, tensor
+    tm, tn, tk = MM_TILE
+    body = func_op.regions[0].blocks[0]
+    for op in [o.operation for o in body.operations]:
+        if op.name not in ("linalg.matmul", "linalg.batch_matmul") or not _plain_matmul(op):
+            continue
+        a, b, c = (_static_shape(v) for v in list(op.operands)[:3])
+        if None in (a, b, c):
+            continue
+        m, k, n = a[-2], a[-1], b[-1]
+        if not (m % tm or n % tn or k % tk) or m < tm or n < tn or k < tk or m * n * k < MM_PAD_MIN_WORK:
+            continue
+        mp, np_, kp = -(-m // tm) * tm, -(-n // tn) * tn, -(-k // tk) * tk
+        batch = a[:-2]
+
+        def pad(v, shape, target):
+            t = ir.RankedTensorType(v.type)
+            rt = ir.RankedTensorType.get(target, t.element_type)
+            p = tensor.PadOp(rt, v, [], [], [0] * len(shape), [x - y for x, y in zip(target, shape)])
+            blk = p.regions[0].blocks.append(*([ir.IndexType.get()] * len(shape)))
+            with ir.InsertionPoint(blk):
+                zero = arith.ConstantOp(t.element_type, 0.0 if _is(ir.FloatType, t.element_type) else 0)
+                tensor.YieldOp(zero.result)
+            return p.result
+        with op.context, op.location, ir.InsertionPoint(op):
+            ap = pad(op.operands[0], a, batch + [mp, kp])
+            bp = pad(op.operands[1], b, batch + [kp, np_])
+            init = _producer(op.operands[2])
+            if init is not None and init.name == "linalg.fill":  # a bigger fill, fused into the kernel
+                t = ir.RankedTensorType(op.operands[2].type)
+                big = ir.RankedTensorType.get(batch + [mp, np_], t.element_type)
+                fill = init.clone()
+                fill.operands[1] = tensor.EmptyOp(big.shape, big.element_type).result
+                fill.results[0].set_type(big)
+                cp = fill.results[0]
+            else:
+                cp = pad(op.operands[2], c, batch + [mp, np_])
+            new = op.clone()
+            for i, v in enumerate((ap, bp, cp)):
+                new.operands[i] = v
+            new.results[0].set_type(cp.type)
+            r = len(c)
+            out = tensor.ExtractSliceOp(op.results[0].type, new.results[0], [], [], [], [0] * r, c, [1] * r)
+        op.results[0].replace_all_uses_with(out.result)
+        op.erase()
+
+
 def walk_ops_named(root, name):
     from .pass_base import walk_ops
     return walk_ops(root, lambda n: n == name)
@@ -657,6 +723,7 @@ def map_function(func_op, threads=THREADS, return_script=False):
     """Tile the linalg ops of one function for the GPU (in place)."""
     _drop_empty_loops(func_op)
     _full_reductions_as_one_row(func_op)
+    _pad_matmuls(func_op)
     kernels = plan(func_op, threads)
     if not kernels:
         return "" if return_script else None

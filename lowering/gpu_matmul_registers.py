@@ -55,8 +55,8 @@ def _loops(block):
 
 
 def _index_ops(v, allowed, inside):
-    """The ops (in order) computing index `v` from `allowed` values and ops outside
-    `inside`'s body; None if it reads anything else (another loop's iv, memory)."""
+    """The ops (in order) computing index `v` from `allowed` values and values defined
+    outside `inside`; None if it reads anything else (another loop's iv, memory)."""
     out = []
 
     def visit(x):
@@ -67,7 +67,8 @@ def _index_ops(v, allowed, inside):
             return False  # a block argument we do not know (e.g. the K loop's iv)
         if not _inside(op, inside):
             return True  # defined above the compute nest: thread / block ids, constants
-        if op.name not in ("affine.apply", "arith.constant", "arith.addi", "arith.muli"):
+        if op.name not in ("affine.apply", "arith.constant", "arith.addi", "arith.muli", "gpu.thread_id",
+                           "gpu.block_id"):
             return False
         if not all(visit(o) for o in op.operands):
             return False
@@ -103,7 +104,9 @@ def _rewrite(kloop, outer, middle, inner, load, store):
     lidx, sidx = list(load.operands)[1:], list(store.operands)[2:]
     if len(lidx) != len(sidx) or not all(_same(a, b) for a, b in zip(lidx, sidx)):
         return False
-    chains = [_index_ops(v, {i_iv, j_iv}, outer) for v in lidx]
+    # computed from the nest's ivs and values defined before the K loop only (what is
+    # computed inside the K loop is cloned too, so it must not read the K loop's iv)
+    chains = [_index_ops(v, {i_iv, j_iv}, kloop) for v in lidx]
     if any(c is None for c in chains):
         return False
     ni, nj = _const(outer.operands[1]), _const(middle.operands[1])
