@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 
 from . import dtypes as dt
 

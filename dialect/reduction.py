@@ -154,24 +154,57 @@ def _reduce_lower(kind):
     return lower
 
 
+GPU_SPLIT_MIN = 1 << 16  # a full reduction of this many elements or more runs on GPU_SPLIT_ROWS workgroups
+GPU_SPLIT_ROWS = 256
+
+
 def _reduce_lower_gpu(kind):
     """On the GPU, trailing reduced axes are collapsed into one first: a single reduction
-    dim is what one workgroup per row splits over its threads (x.sum() becomes one row)."""
+    dim is what one workgroup per row splits over its threads. A full reduction of a long
+    array is done in two levels, (256, n/256) rows then the 256 partials, so it spreads
+    over 256 workgroups instead of one (padded with the reduction's identity when 256
+    does not divide n)."""
     default = _reduce_lower(kind)
 
     def lower(e, ins, in_avals, out, axes, keepdims):
         a = in_avals[0]
         n, axes = a.ndim, sorted(int(x) for x in axes)
         k = len(axes)
-        if k < 2 or axes != list(range(n - k, n)):
+        if not k or axes != list(range(n - k, n)):
             return default(e, ins, in_avals, out, axes, keepdims)
-        flat = Aval(a.shape[:n - k] + (int(np.prod(a.shape[n - k:])),), a.dtype)
-        groups = [[i] for i in range(n - k)] + [list(range(n - k, n))]
-        reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
-        x = e.op(f"tensor.collapse_shape {ins[0]} {reassoc} : {ttype(a)} into {ttype(flat)}")
+        x, flat = ins[0], a
+        if k >= 2:
+            flat = Aval(a.shape[:n - k] + (int(np.prod(a.shape[n - k:])),), a.dtype)
+            groups = [[i] for i in range(n - k)] + [list(range(n - k, n))]
+            reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+            x = e.op(f"tensor.collapse_shape {x} {reassoc} : {ttype(a)} into {ttype(flat)}")
         red = Aval(a.shape[:n - k], a.dtype)
+        if n == k and flat.shape[0] >= GPU_SPLIT_MIN and a.dtype.kind in "iuf":
+            return _keepdims(e, _two_level(e, default, kind, x, flat), red, out)
+        if k < 2:
+            return default(e, ins, in_avals, out, axes, keepdims)
         return _keepdims(e, default(e, [x], [flat], red, (n - k,), False), red, out)
     return lower
+
+
+def _two_level(e, default, kind, x, flat):
+    """The 0-d reduction of 1-D `x` as GPU_SPLIT_ROWS row reductions, then one."""
+    size, d = flat.shape[0], flat.dtype
+    g = GPU_SPLIT_ROWS
+    m = -(-size // g)
+    if g * m != size:  # pad with the identity (0 for sum, -inf for max, ...)
+        ident = e.const(_identity_value(kind, d), d.signless)
+        padded = Aval((g * m,), d)
+        r = e.fresh("pad")
+        e.line(f"{r} = tensor.pad {x} low[0] high[{g * m - size}] {{")
+        e.lines.append(e.indent + f"^bb0(%i_{r[1:]}: index):")
+        e.line(f"  tensor.yield {ident} : {d.signless}")
+        e.line(f"}} : {ttype(flat)} to {ttype(padded)}")
+        x, flat = r, padded
+    rows = Aval((g, m), d)
+    x = e.op(f"tensor.expand_shape {x} [[0, 1]] output_shape [{g}, {m}] : {ttype(flat)} into {ttype(rows)}")
+    part = default(e, [x], [rows], Aval((g,), d), (1,), False)
+    return default(e, [part], [Aval((g,), d)], Aval((), d), (0,), False)
 
 
 def _np_reduce(fn):

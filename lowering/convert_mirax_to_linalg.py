@@ -19,7 +19,7 @@ from ..dialect import PRIMITIVES
 from ..dialect.core import Aval
 from ..dialect import dtypes as dt
 from .emit import kernel_function
-from .pass_base import MiraxPass, PassError, walk_ops
+from .pass_base import MiraxPass, PassError, isa, walk_ops
 
 NAME = "convert-mirax-to-linalg"
 
@@ -49,18 +49,12 @@ def op_signature(op):
     return prim, params, ins, out
 
 
-def _is(cls, t):
-    try:
-        cls(t)
-        return True
-    except ValueError:
-        return False
 
 
 def lowered_type(t: ir.Type) -> ir.Type:
     """The type lowered code uses: arith is signless (tensor<4xui8> becomes tensor<4xi8>)
     and bool is stored one byte per element (tensor<4xi1> becomes tensor<4xi8>)."""
-    if _is(ir.RankedTensorType, t):
+    if isa(ir.RankedTensorType, t):
         rt = ir.RankedTensorType(t)
         elt = str(rt.element_type)
         try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from .pass_base import MiraxPass, PassError
+from .pass_base import MiraxPass, PassError, isa
 
 NAME = "mirax-gpu-map"
 ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
@@ -593,7 +593,7 @@ def _drop_empty_loops(func_op):
     for op in [o.operation for o in body.operations]:
         if not _is_linalg(op) or not len(op.results):
             continue
-        shapes = [_static_shape(v) for v in op.operands if _is(ir.ShapedType, v.type)]
+        shapes = [_static_shape(v) for v in op.operands if isa(ir.ShapedType, v.type)]
         if not any(s is not None and 0 in s for s in shapes):
             continue
         inits = list(op.operands)[-len(op.results):]
@@ -680,7 +680,7 @@ def _pad_matmuls(func_op):
             p = tensor.PadOp(rt, v, [], [], [0] * len(shape), [x - y for x, y in zip(target, shape)])
             blk = p.regions[0].blocks.append(*([ir.IndexType.get()] * len(shape)))
             with ir.InsertionPoint(blk):
-                zero = arith.ConstantOp(t.element_type, 0.0 if _is(ir.FloatType, t.element_type) else 0)
+                zero = arith.ConstantOp(t.element_type, 0.0 if isa(ir.FloatType, t.element_type) else 0)
                 tensor.YieldOp(zero.result)
             return p.result
         with op.context, op.location, ir.InsertionPoint(op):
@@ -711,12 +711,6 @@ def walk_ops_named(root, name):
     return walk_ops(root, lambda n: n == name)
 
 
-def _is(cls, t):
-    try:
-        cls(t)
-        return True
-    except ValueError:
-        return False
 
 
 def map_function(func_op, threads=THREADS, return_script=False):

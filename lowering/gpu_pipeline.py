@@ -34,7 +34,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key
 from .gpu_matmul_registers import matmul_accumulators_in_registers
-from .pass_base import MiraxPass, PassError, walk_ops
+from .pass_base import MiraxPass, PassError, isa, walk_ops
 
 NAME = "mirax-gpu-pipeline"
 
@@ -249,7 +249,7 @@ def _single_thread_launch(op):
 
 def _fix_leftover_blocks(f):
     for x in walk_ops(f, lambda nm: nm == "scf.forall"):
-        if BLOCK in x.attributes and not _is(ir.DenseI64ArrayAttr, x.attributes[BLOCK]):
+        if BLOCK in x.attributes and not isa(ir.DenseI64ArrayAttr, x.attributes[BLOCK]):
             thr = [1, 1, 1]
             inner = walk_ops(x, lambda nm: nm == "scf.forall")
             if inner:
@@ -259,12 +259,6 @@ def _fix_leftover_blocks(f):
             x.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(thr)
 
 
-def _is(cls, a):
-    try:
-        cls(a)
-        return True
-    except (ValueError, TypeError):
-        return False
 
 
 def _memref_plan(op, shape):
@@ -381,20 +375,20 @@ def _upper_bound(v):
     def bound(e):
         # upper bounds of sums, and of products and divisions by positive constants, of
         # values with known bounds (a thread's share: `s0 ceildiv 256` with s0 <= 256)
-        if _is(ir.AffineConstantExpr, e):
+        if isa(ir.AffineConstantExpr, e):
             return ir.AffineConstantExpr(e).value
-        if _is(ir.AffineDimExpr, e):
+        if isa(ir.AffineDimExpr, e):
             return _upper_bound(operands[ir.AffineDimExpr(e).position])
-        if _is(ir.AffineSymbolExpr, e):
+        if isa(ir.AffineSymbolExpr, e):
             return _upper_bound(operands[amap.n_dims + ir.AffineSymbolExpr(e).position])
         for cls, f in ((ir.AffineAddExpr, lambda a, c: a + c), (ir.AffineMulExpr, lambda a, c: a * c),
                        (ir.AffineCeilDivExpr, lambda a, c: -(-a // c)), (ir.AffineFloorDivExpr, lambda a, c: a // c)):
-            if _is(cls, e):
+            if isa(cls, e):
                 b = cls(e)
                 if cls is ir.AffineAddExpr:
                     lhs, rhs = bound(b.lhs), bound(b.rhs)
                     return None if lhs is None or rhs is None else lhs + rhs
-                if not _is(ir.AffineConstantExpr, b.rhs) or ir.AffineConstantExpr(b.rhs).value <= 0:
+                if not isa(ir.AffineConstantExpr, b.rhs) or ir.AffineConstantExpr(b.rhs).value <= 0:
                     return None
                 lhs = bound(b.lhs)
                 return None if lhs is None else f(lhs, ir.AffineConstantExpr(b.rhs).value)
@@ -669,7 +663,7 @@ def _nbytes(t):
     for d in mt.shape:
         n *= d
     et = mt.element_type
-    width = et.width if hasattr(et, "width") else (ir.FloatType(et).width if _is(ir.FloatType, et)
+    width = et.width if hasattr(et, "width") else (ir.FloatType(et).width if isa(ir.FloatType, et)
                                                    else ir.IntegerType(et).width)
     return n * max(width // 8, 1)
 
@@ -771,7 +765,7 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
             ops = list(o.operands)
             grid = [_const_index(v) for v in ops[0:3]]
             blk = [_const_index(v) for v in ops[3:6]]
-            args = [find(v) for v in ops[6:] if _is(ir.MemRefType, v.type)]
+            args = [find(v) for v in ops[6:] if isa(ir.MemRefType, v.type)]
             nargs, _ = kernels[(mod, fn)]
             if binaries is not None and mod not in prog.kernels:
                 prog.kernels[mod] = GpuKernel(fn, binaries[mod], nargs, tuple(blk))

@@ -44,6 +44,16 @@ class MiraxPass:
             pm.add(p)
 
 
+def isa(cls, value) -> bool:
+    """Whether an ir.Type / ir.Attribute / affine expr casts to `cls` (the bindings raise
+    ValueError when it does not): `isa(ir.MemRefType, v.type)`."""
+    try:
+        cls(value)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
 def _add_takes_name(pm):
     return True
 

@@ -23,7 +23,7 @@ import numpy as np
 from mlir import ir
 
 from .array import STATE, Array, _host, _on, eval as _eval, where_text
-from .dialect.core import Aval, MiraxError
+from .dialect.core import MiraxError
 from .runtime import buffers
 from .tree import tree_flatten, tree_unflatten
 

@@ -118,6 +118,7 @@ COMPOSITES = {
     # reductions over all axes (one workgroup row), and a row reduction feeding a full one
     "full_sum": (lambda x: x.sum(), [(37, 19)]),
     "full_max_argmax": (lambda x: (x.max(), mr.argmax(x)), [(300,)]),
+    "full_long": (lambda x: (x.sum(), x.max(), x.min()), [(300, 301)]),  # two levels, padded
     "rows_then_all": (lambda x, v: (x.sum(axis=1) * v).sum(), [(8, 4), (8,)]),
     # two reductions of the same rows over 2-D row grids (their partials must not be shared)
     "var_3d": (lambda x: x.var(-1, keepdims=True), [(2, 8, 16)]),
