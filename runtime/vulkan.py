@@ -20,6 +20,7 @@ the kernel cache directory. `stats` counts submits and dispatches (for tests).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 
@@ -135,6 +136,7 @@ class Kernel:
         self.pipeline = vk.vkCreateComputePipelines(d, device.pipeline_cache, 1, [vk.VkComputePipelineCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=self.layout)], None)[0]
         stats.pipelines += 1
+        device.new_pipelines += 1
 
 
 class VulkanDevice:
@@ -198,6 +200,8 @@ class VulkanDevice:
         self._mem_types = [mem.memoryTypes[i].propertyFlags for i in range(mem.memoryTypeCount)]
         self.mapped_arrays = self._arrays_mapped(mem)
         self.pipeline_cache = self._load_pipeline_cache()
+        self.new_pipelines = 0
+        atexit.register(self._at_exit)
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
@@ -300,29 +304,53 @@ class VulkanDevice:
         return os.path.join(d, f"vulkan-pipelines-{safe}.bin")
 
     def _load_pipeline_cache(self):
+        """The VkPipelineCache, seeded from the saved file when there is one (a driver
+        ignores data of another driver or version; unreadable data starts empty)."""
+        lib, ffi = vk.lib, vk.ffi
         data = b""
         path = self._cache_path()
         if path and os.path.exists(path):
-            with open(path, "rb") as fh:
-                data = fh.read()
-        info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                            initialDataSize=len(data), pInitialData=data or vk.ffi.NULL)
-        return vk.vkCreatePipelineCache(self.device, info, None)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                data = b""
+        for seed in ([data, b""] if data else [b""]):
+            keep = ffi.from_buffer(seed) if seed else ffi.NULL
+            info = ffi.new("VkPipelineCacheCreateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                "initialDataSize": len(seed), "pInitialData": keep})
+            out = ffi.new("VkPipelineCache*")
+            if lib.vkCreatePipelineCache(self.device, info, ffi.NULL, out) == vk.VK_SUCCESS:
+                return out[0]
+        raise VulkanError("vkCreatePipelineCache failed")
 
     def save_pipeline_cache(self):
+        """Write the driver's VkPipelineCache next to the kernel cache (at exit, when this
+        process built pipelines): the next process creates them from it."""
         path = self._cache_path()
         if not path:
-            return
+            return None
+        lib, ffi = vk.lib, vk.ffi
         try:
-            get = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineCacheData") \
-                if not hasattr(vk, "vkGetPipelineCacheData") else vk.vkGetPipelineCacheData
-            data = get(self.device, self.pipeline_cache)
+            size = ffi.new("size_t*")
+            if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, ffi.NULL) != vk.VK_SUCCESS:
+                return None
+            buf = ffi.new("char[]", size[0])
+            if lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, size, buf) != vk.VK_SUCCESS:
+                return None
             tmp = path + f".{os.getpid()}.tmp"
             with open(tmp, "wb") as fh:
-                fh.write(bytes(vk.ffi.buffer(data)) if not isinstance(data, (bytes, bytearray)) else data)
+                fh.write(ffi.buffer(buf, size[0]))
             os.replace(tmp, path)
-        except Exception:
-            pass  # the pipeline cache only saves time
+            self.new_pipelines = 0
+            return path
+        except OSError:
+            return None  # the pipeline cache only saves time
+
+    def _at_exit(self):
+        if self.new_pipelines:
+            self.save_pipeline_cache()
 
     def _new_desc_pool(self):
         sizes = [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=8192)]

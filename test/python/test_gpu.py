@@ -352,6 +352,24 @@ def test_staging_path_for_device_local_memory():
     assert r.returncode == 0 and "staging ok" in r.stdout, r.stderr[-3000:]
 
 
+def test_driver_pipeline_cache_is_saved_and_reloaded():
+    """The VkPipelineCache goes to the cache directory (at exit when pipelines were built)
+    with the header Vulkan defines, and a new process creates its device from it."""
+    import struct
+    import sys
+    dev = vulkan.VulkanDevice.get()
+    path = dev.save_pipeline_cache()
+    assert path and os.path.exists(path)
+    with open(path, "rb") as fh:
+        head = fh.read(32)
+    length, version = struct.unpack("<II", head[:8])
+    assert length >= 32 and version == 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+    r = subprocess.run([sys.executable, "-c", "import mirax as mr, numpy as np\n"
+                        "with mr.stream(mr.gpu): print(np.asarray(mr.exp(mr.array([0.0]))))"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "[1.]" in r.stdout, r.stderr[-2000:]
+
+
 def test_numpy_cannot_write_into_device_memory():
     with mr.stream(mr.gpu):
         y = mr.exp(_x((4,)))
