@@ -283,6 +283,44 @@ def _arg_lower(kind):
     return lower
 
 
+def _arg_lower_gpu(kind):
+    """On the GPU argmax is two reductions over the same rows, each one upstream tiling
+    can split across a workgroup (the two-output generic's select-based combine it
+    cannot): the best value m (max/min, NaN propagating), then the smallest index k with
+    x[k] == m (or both NaN: numpy's first NaN). k comes in as a constant operand, as in
+    cumsum; the unsigned min of k over the hits is the first occurrence."""
+    best = _reduce_lower("max" if kind == "argmax" else "min")
+
+    def lower(e, ins, in_avals, out, axes, keepdims):
+        a = in_avals[0]
+        d, n = a.dtype, a.ndim
+        (axis,) = axes
+        kept = [i for i in range(n) if i != axis]
+        red_v = Aval(tuple(a.shape[i] for i in kept), d)
+        red_i = Aval(red_v.shape, dt.uint32)
+        m = best(e, ins, in_avals, red_v, (axis,), False)
+        iota_aval = Aval((a.shape[axis],), dt.int32)
+        iota = e.op(f"arith.constant dense<[{', '.join(map(str, range(a.shape[axis])))}]> : {ttype(iota_aval)}")
+
+        def body(b, x, mv, k, acc):
+            if d.kind == "f":
+                t = d.signless
+                hit = b.op(f"arith.cmpf oeq, {x}, {mv} : {t}")
+                nan = b.op(f"arith.andi {b.op(f'arith.cmpf uno, {x}, {x} : {t}')}, "
+                           f"{b.op(f'arith.cmpf uno, {mv}, {mv} : {t}')} : i1")
+                hit = b.op(f"arith.ori {hit}, {nan} : i1")
+            else:
+                hit = b.op(f"arith.cmpi eq, {x}, {mv} : {d.signless}")
+            cand = b.op(f"arith.select {hit}, {k}, {b.const(-1, 'i32')} : i32")
+            return b.op(f"arith.minui {cand}, {acc} : i32")
+        maps = [identity_map(n), projected_map(n, kept), _affine(n, [f"d{axis}"]), projected_map(n, kept)]
+        its = ["reduction" if i == axis else "parallel" for i in range(n)]
+        r = e.generic([ins[0], m, iota], [a, red_v, iota_aval], red_i, body, maps, its,
+                      init=e.fill(-1, red_i))
+        return _keepdims(e, r, red_i, out)
+    return lower
+
+
 def _np_arg(fn):
     def ref(x, axes, keepdims):
         (axis,) = axes
@@ -301,6 +339,8 @@ primitive("argmin", ["x"], _arg_rule("argmin"), _arg_lower("argmin"), _np_arg(np
           attrs={"axes": I64Array(), "keepdims": Bool()},
           summary="index (uint32) of the first minimum along the one axis in `axes`",
           dtypes=ARG_TEST)
+register_lowering("argmax", _arg_lower_gpu("argmax"), target="gpu")
+register_lowering("argmin", _arg_lower_gpu("argmin"), target="gpu")
 
 
 # ---- cumsum --------------------------------------------------------------------------

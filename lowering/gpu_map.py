@@ -115,8 +115,23 @@ def _is_row_reduction(op):
             return False
     ranges = _loop_ranges(op)
     # one reduction dim, split over the threads; upstream tiling asserts on more, and on a
-    # split of a single element
-    return ranges is not None and its.count("reduction") == 1 and ranges[-1] >= 2
+    # split of a single element; and it must recognise the combiner
+    return ranges is not None and its.count("reduction") == 1 and ranges[-1] >= 2 and _plain_combiner(op)
+
+
+def _plain_combiner(op):
+    """Whether each yielded value is computed by one op straight from its accumulator
+    (`%r = arith.addf %x, %acc`): the form upstream's reduction splitting can analyse
+    (a bool max through i8/i1 casts, or argmax's selects, it cannot)."""
+    block = op.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    n_in = len(op.operands) - len(op.results)
+    outs = list(block.arguments)[n_in:]
+    for v, acc in zip(ops[-1].operands, outs):
+        owner = _producer(v)
+        if owner is None or owner.name == "arith.select" or not any(x == acc for x in owner.operands):
+            return False
+    return True
 
 
 def _producer(value):

@@ -162,6 +162,22 @@ def test_matmul_stages_tiles_in_workgroup_memory():
     assert "threads in (%c16, %c16, %c1)" in text.replace("%c16_0", "%c16")
 
 
+def test_argmax_rows_are_one_kernel_with_numpys_ties_and_nans():
+    """argmax/argmin: the best value and the first index reaching it, two reductions of
+    one row kernel (partials in workgroup memory); first occurrence and first NaN win."""
+    x = np.random.default_rng(5).standard_normal((8, 1000)).astype(np.float32)
+    x[1, 10] = x[1, 500] = 9.0  # a tie: the first one
+    x[2, 7] = x[2, 900] = np.nan  # NaNs: the first NaN
+    x[3, :] = 0.0
+    f = mr.compile(lambda a: (mr.argmax(a, axis=-1), mr.argmin(a, axis=-1), mr.argmax(a, axis=0)))
+    text = f.lower(mr.array(x)).as_text("gpu")
+    assert "memref<1x256xf32, 3>" in text and "memref<1x256xi32, 3>" in text
+    with mr.stream(mr.gpu):
+        got = f(mr.array(x))
+    for g, w in zip(got, (np.argmax(x, -1), np.argmin(x, -1), np.argmax(x, 0))):
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
 def test_odd_matmul_is_padded_to_the_tiles():
     """M, N, K off the 32/32/16 tiles: zero-padded operands, the tiled kernel (workgroup
     tiles, C in registers), the result sliced back; exact against the CPU."""
