@@ -1,0 +1,57 @@
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse --mirax-gpu-map | FileCheck %s
+
+// mirax-gpu-map picks a strategy per kernel and tiles with scf.forall mapped to GPU
+// blocks and threads (still on tensors). Softmax is one row kernel: a block per row,
+// each reduction split over 256 threads with its partials in workgroup memory
+// (alloc_tensor in memory space 3), the elementwise producers recomputed inside.
+// CHECK-LABEL: func.func @softmax
+// CHECK: scf.forall (%{{.+}}) in (6) shared_outs
+// CHECK: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<1x256xf32>
+// CHECK: scf.forall (%{{.+}}) in (256)
+// CHECK: {mapping = [#gpu.thread<x>]}
+// CHECK: linalg.reduce
+// CHECK: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<1x256xf32>
+// CHECK: math.exp
+// CHECK: linalg.reduce
+// CHECK: } {mapping = [#gpu.block<linear_dim_0>], mirax.gpu_block = array<i64: 256, 1, 1>, mirax.gpu_kernel = 0 : i64}
+// CHECK-NOT: scf.forall
+// CHECK: return
+func.func @softmax(%arg0: tensor<6x1000xf32>) -> tensor<6x1000xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %2 = "mirax.subtract"(%arg0, %1) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %3 = "mirax.exp"(%2) : (tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %4 = "mirax.sum"(%3) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %5 = "mirax.broadcast_to"(%4) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %6 = "mirax.divide"(%3, %5) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  return %6 : tensor<6x1000xf32>
+}
+
+// -----
+
+// Elementwise: the grid over the outer dim, threads over the inner one (256 at most).
+// CHECK-LABEL: func.func @scale
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, 2)
+// CHECK: scf.forall (%{{.+}}) in (256)
+// CHECK: {mapping = [#gpu.thread<x>]}
+// CHECK: {mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>], mirax.gpu_block = array<i64: 256, 1, 1>
+func.func @scale(%x: tensor<8x300xf32>) -> tensor<8x300xf32> {
+  %0 = "mirax.add"(%x, %x) : (tensor<8x300xf32>, tensor<8x300xf32>) -> tensor<8x300xf32>
+  return %0 : tensor<8x300xf32>
+}
+
+// -----
+
+// Matmul with dims on the tiles: 32x32 blocks of C, the K loop (step 16) inside, A and
+// B tiles promoted to workgroup memory, 16x16 threads.
+// CHECK-LABEL: func.func @matmul
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (2, 3)
+// CHECK: scf.for %{{.+}} = %c0 to %c32 step %c16
+// CHECK-DAG: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<32x16xf32>
+// CHECK-DAG: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<16x32xf32>
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (16, 16)
+// CHECK: {mapping = [#gpu.thread<y>, #gpu.thread<x>]}
+func.func @matmul(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>) -> tensor<64x96xf32> {
+  %0 = "mirax.matmul"(%a, %b) : (tensor<64x32xf32>, tensor<32x96xf32>) -> tensor<64x96xf32>
+  return %0 : tensor<64x96xf32>
+}
