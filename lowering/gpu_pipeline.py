@@ -151,6 +151,9 @@ def _copy_as_linalg(c):
     return op.operation if hasattr(op, "operation") else op
 
 
+LEFTOVER = "mirax.gpu_leftover_forall"  # the block forall of a host-level leftover, by number
+
+
 def gpu_launch(module):
     """Turn each kernel forall into a gpu.launch; leftover host-level memref work too."""
     from .gpu_map import _l, _block_mapping, _thread_mapping
@@ -160,6 +163,7 @@ def gpu_launch(module):
         _copies_as_linalg(f)
         lines = []
         n = 0
+        blocks = {}  # leftover number -> its workgroup size
         with f.context:
             i64 = ir.IntegerType.get_signless(64)
             for o in _top_level_leftovers(f):
@@ -172,24 +176,25 @@ def gpu_launch(module):
                 h = f"%l{n}"
                 lines.append(f'{h} = transform.structured.match attributes{{mirax.gpu_leftover = {n} : i64}} '
                              f'in %root : ({_ANY}) -> {_ANY}')
-                if k is None:  # 0-d: one thread
-                    lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} num_threads [] "
-                                 f"(mapping = []) : ({_ANY}) -> ({_ANY}, {_ANY})")
-                    block = [1, 1, 1]
-                else:
-                    tiles, thr, block = k
-                    nblk = sum(1 for t in tiles if t)
-                    lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} tile_sizes "
-                                 f"{_l(tiles)} (mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-                    lines.append(f"%ltt{n}, %ltf{n} = transform.structured.tile_using_forall %lt{n} num_threads "
-                                 f"{_l(thr)} (mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-                lines.append(f"transform.annotate %lf{n} \"{BLOCK}\" = %lb{n} : {_ANY}, !transform.param<i64>")
-                lines.insert(0, f"%lb{n} = transform.param.constant {block[0]} : i64 -> !transform.param<i64>")
+                tiles, thr, block = k
+                nblk = sum(1 for t in tiles if t)
+                lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} tile_sizes "
+                             f"{_l(tiles)} (mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                lines.append(f"%ltt{n}, %ltf{n} = transform.structured.tile_using_forall %lt{n} num_threads "
+                             f"{_l(thr)} (mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                # a param carries one integer: tag the forall with the leftover's number,
+                # then give it its workgroup size (below)
+                lines.append(f"transform.annotate %lf{n} \"{LEFTOVER}\" = %lb{n} : {_ANY}, !transform.param<i64>")
+                lines.insert(0, f"%lb{n} = transform.param.constant {n} : i64 -> !transform.param<i64>")
+                blocks[n] = block
                 n += 1
         if lines:
             _apply(f, lines)
-            # the annotation above only carried x; the leftovers' workgroup sizes
-            _fix_leftover_blocks(f)
+            with f.context:
+                for x in walk_ops(f, lambda nm: nm == "scf.forall"):
+                    if LEFTOVER in x.attributes:
+                        x.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(
+                            list(blocks[ir.IntegerAttr(x.attributes[LEFTOVER]).value]))
         _workgroup_copies_over_threads(f)
         # every kernel forall: map to blocks, then its nested thread loops
         lines = []
@@ -245,20 +250,6 @@ def _single_thread_launch(op):
     with op.context, op.location, ir.InsertionPoint(block):
         term = gpu.TerminatorOp()
     op.move_before(term)
-
-
-def _fix_leftover_blocks(f):
-    for x in walk_ops(f, lambda nm: nm == "scf.forall"):
-        if BLOCK in x.attributes and not isa(ir.DenseI64ArrayAttr, x.attributes[BLOCK]):
-            thr = [1, 1, 1]
-            inner = walk_ops(x, lambda nm: nm == "scf.forall")
-            if inner:
-                ub = list(ir.DenseI64ArrayAttr(inner[0].attributes["staticUpperBound"]))
-                dims = list(reversed(ub))[:3]
-                thr = dims + [1] * (3 - len(dims))
-            x.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(thr)
-
-
 
 
 def _memref_plan(op, shape):
