@@ -23,6 +23,7 @@ from mlir.passmanager import PassManager
 
 from ..lowering.cpu_pipeline import MiraxCpuPipeline
 from . import disk_cache
+from .backend import Backend
 from .context import context
 
 _DESCRIPTORS = {}
@@ -234,3 +235,37 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) 
     _remember(key, k)
     stats.compile_seconds += time.perf_counter() - t0
     return k
+
+
+class CpuBackend(Backend):
+    """The CPU behind `runtime/backend.py`: buffers are numpy arrays (pooled by
+    runtime/buffers.py), programs JIT kernels of `mirax-cpu-pipeline`, run at once."""
+
+    kind = "cpu"
+    c_interface = True  # the JIT calls kernels through their C-interface wrappers
+
+    def __init__(self):
+        from .kernel_cache import KernelCache
+        self.kernels = KernelCache()  # one-op kernels by (op, attributes, avals)
+
+    def empty(self, shape, dtype):
+        from . import buffers
+        return buffers.empty(shape, dtype)
+
+    def upload(self, a):
+        return np.ascontiguousarray(a)
+
+    def download(self, buf, dtype, shape):
+        return buf
+
+    def program(self, text, name="kernel", key=None):
+        if key is None:
+            return compile_module(text, name)
+        k = self.kernels.get(key)
+        return k if k is not None else self.kernels.compile(key, text)
+
+    def run(self, program, inputs, outputs):
+        program(inputs, outputs)
+
+    def synchronize(self):
+        pass

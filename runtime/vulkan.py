@@ -26,6 +26,8 @@ import threading
 
 import numpy as np
 
+from .backend import Backend
+
 try:
     import vulkan as vk
 except (ImportError, OSError):  # no PyPI `vulkan`, or no libvulkan.so.1
@@ -85,8 +87,7 @@ class Buffer:
 
     def read(self, dtype, shape):
         """A numpy copy of the contents (numpy never writes into device memory)."""
-        a = self.host(dtype, shape)
-        return a.copy() if self.block.mapped is not None else a
+        return self.device.download(self, dtype, shape)
 
     def __del__(self):
         dev = self.device
@@ -139,7 +140,7 @@ class Kernel:
         device.new_pipelines += 1
 
 
-class VulkanDevice:
+class VulkanDevice(Backend):
     """The process's Vulkan device (the first discrete or integrated GPU, else the first
     device: Mesa's lavapipe runs on the CPU)."""
 
@@ -414,8 +415,25 @@ class VulkanDevice:
         self.copy(stage, buf, a.nbytes)
         return buf
 
+    # ---- the backend interface (runtime/backend.py) ------------------------------------------
+    kind = "vulkan"
+
+    def empty(self, shape, dtype):
+        return self.alloc(max(int(np.prod(shape, dtype=np.int64)), 1) * np.dtype(dtype).itemsize)
+
+    def program(self, text, name="kernel", key=None, prepare=None):
+        """A GpuProgram: SPIR-V kernels and their launch plan (cached in memory and on disk)."""
+        return compile_program(text, name, prepare)
+
+    def run(self, program, inputs, outputs):
+        run_program(program, inputs, outputs)
+
     def download(self, buf: Buffer, dtype, shape) -> np.ndarray:
-        """A numpy copy of a device-local buffer, through a staging buffer."""
+        """A numpy copy of a buffer's contents (through a staging buffer when the buffer
+        is device-local), once what was queued on it has run."""
+        if buf.block.mapped is not None:
+            self.synchronize()
+            return buf.view(dtype, shape).copy()
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         if not n:
             return np.empty(shape, dtype)

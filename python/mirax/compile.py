@@ -137,11 +137,9 @@ class Executable:
             self._kernel = compile_module(self.text, "main", prepare=("mirax-simplify", _prepare_for_cpu))
         return self._kernel
 
-    @property
-    def program(self):
+    def program(self, backend):
         if self._program is None:
-            from .runtime import vulkan
-            self._program = vulkan.compile_program(self.text, "main", prepare=("mirax-simplify", _prepare_for_gpu))
+            self._program = backend.program(self.text, "main", prepare=("mirax-simplify", _prepare_for_gpu))
         return self._program
 
     def run(self, arrays, device=None):
@@ -156,9 +154,8 @@ class Executable:
         return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
 
     def _run_gpu(self, arrays, dev):
-        from .runtime import vulkan
         backend = dev.backend
-        prog = self.program
+        prog = self.program(backend)
         if self._lifted_gpu is None:
             self._lifted_gpu = [backend.upload(a) for a in self.lifted]
         ins = []
@@ -166,8 +163,8 @@ class Executable:
             if isinstance(a._data, np.ndarray):  # the copy at the edge, once
                 a._data, a._dev = backend.upload(a._data), dev
             ins.append(a._data)
-        outs = [backend.alloc(a.size * a.dtype.size) for a in self.out_avals]
-        vulkan.run_program(prog, ins + self._lifted_gpu, outs)
+        outs = [backend.empty(a.shape, a.dtype.storage) for a in self.out_avals]
+        backend.run(prog, ins + self._lifted_gpu, outs)
         return [Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.out_avals)]
 
 

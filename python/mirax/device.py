@@ -1,6 +1,7 @@
-"""Devices and streams, with MLX's API. Each backend lives in `mirax.runtime`:
-`mr.cpu` runs each primitive as its own JIT kernel (runtime/cpu.py); `mr.gpu` lowers it
-through the gpu dialect to SPIR-V and runs it on Vulkan (runtime/vulkan.py).
+"""Devices and streams, with MLX's API. A device holds no backend code: it runs
+primitives through its backend, behind one interface (runtime/backend.py): `mr.cpu`
+runs each primitive as its own JIT kernel (runtime/cpu.py); `mr.gpu` lowers it through
+the gpu dialect to SPIR-V and runs it on Vulkan (runtime/vulkan.py).
 
     mr.set_default_device(mr.gpu)
     with mr.stream(mr.cpu):
@@ -19,8 +20,6 @@ import threading
 import numpy as np
 
 from .dialect.core import MiraxError, op_text
-from .runtime import buffers
-from .runtime.kernel_cache import KernelCache
 
 
 class DeviceType(enum.Enum):
@@ -66,35 +65,54 @@ def kernel_module_text(prim, params, in_avals, out_aval, c_interface=True) -> st
             f"  {body}\n  return %0 : {out_aval.tensor_type()}\n}}\n")
 
 
-class CpuDevice(Device):
+class _Runner:
+    """Eager execution on a device, through its backend (runtime/backend.py): one
+    kernel per (primitive, attributes, avals), built once and kept in `self.kernels`."""
+
+    def run(self, prim, params, in_avals, out_aval, inputs):
+        """Run one primitive on buffers of this device (inputs living elsewhere are
+        copied at the edge); returns the new output buffer."""
+        b = self.backend
+        ins = [self._here(x, b) for x in inputs]
+        out = b.empty(out_aval.shape, out_aval.dtype.storage)
+        if out_aval.size == 0:
+            return out
+        key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self._build(key, prim, params, in_avals, out_aval)
+        b.run(kernel, ins, [out])
+        return out
+
+    def synchronize(self):
+        self.backend.synchronize()
+
+
+class CpuDevice(_Runner, Device):
+    """The CPU: arrays hold numpy buffers; kernels are JIT-compiled (runtime/cpu.py)."""
+
     def __new__(cls):
         return object.__new__(cls)
 
     def __init__(self, *_):
         if hasattr(self, "type"):  # Device(mr.cpu) returns the one instance; Python re-inits it
             return
+        from .runtime.cpu import CpuBackend
         self.type = DeviceType.cpu
         self.index = 0
-        self.kernels = KernelCache()
+        self.backend = CpuBackend()
+        self.kernels = self.backend.kernels
 
-    def run(self, prim, params, in_avals, out_aval, inputs):
-        """Run one primitive on numpy buffers; returns the new output buffer."""
-        inputs = [to_host(x) for x in inputs]
-        out = buffers.empty(out_aval.shape, out_aval.dtype.storage)
-        if out.size == 0:
-            return out
-        key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
-        kernel = self.kernels.get(key)
-        if kernel is None:
-            kernel = self.kernels.compile(key, kernel_module_text(prim, params, in_avals, out_aval))
-        kernel(inputs, [out])
-        return out
+    @staticmethod
+    def _here(x, backend):
+        return to_host(x)
 
-    def synchronize(self):
-        pass
+    def _build(self, key, prim, params, in_avals, out_aval):
+        return self.backend.program(kernel_module_text(prim, params, in_avals, out_aval, c_interface=True),
+                                    "kernel", key=key)
 
 
-class GpuDevice(Device):
+class GpuDevice(_Runner, Device):
     """The GPU: Vulkan (lavapipe on a machine without a GPU). Arrays hold device buffers."""
 
     def __new__(cls):
@@ -115,29 +133,23 @@ class GpuDevice(Device):
             raise MiraxError("the GPU is not available: " + VulkanDevice.why_unavailable())
         return dev
 
-    def run(self, prim, params, in_avals, out_aval, inputs):
-        from .runtime import vulkan
-        dev = self.backend
-        ins = [to_device(x, dev) for x in inputs]
-        out = dev.alloc(out_aval.size * out_aval.dtype.size)
-        if out_aval.size == 0:
-            return out
-        key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
-        prog = self.kernels.get(key)
-        if prog is None:
-            text = kernel_module_text(prim, params, in_avals, out_aval, c_interface=False)
-            try:
-                prog = vulkan.compile_program("module {\n" + text + "}\n", "kernel")
-            except Exception as err:
-                raise MiraxError(f"mirax.{prim.name} cannot run on the GPU for {in_avals} -> {out_aval}: "
-                                 f"{_reason(err)}") from None
-            self.kernels[key] = prog
-        vulkan.run_program(prog, ins, [out])
-        return out
+    @staticmethod
+    def _here(x, backend):
+        return to_device(x, backend)
+
+    def _build(self, key, prim, params, in_avals, out_aval):
+        text = kernel_module_text(prim, params, in_avals, out_aval, c_interface=False)
+        try:
+            prog = self.backend.program("module {\n" + text + "}\n", "kernel")
+        except Exception as err:
+            raise MiraxError(f"mirax.{prim.name} cannot run on the GPU for {in_avals} -> {out_aval}: "
+                             f"{_reason(err)}") from None
+        self.kernels[key] = prog
+        return prog
 
     def synchronize(self):
         from .runtime.vulkan import VulkanDevice
-        dev = VulkanDevice.get()
+        dev = VulkanDevice.get()  # nothing to wait for where there is no GPU
         if dev is not None:
             dev.synchronize()
 

@@ -290,6 +290,28 @@ def test_example_switched_to_the_gpu_gives_the_cpu_results(name, argv, capsys):
 
 # ---- device API and the runtime --------------------------------------------------------------
 
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_backend_interface(device):
+    """Each device runs through one interface (runtime/backend.py): buffers, a program
+    built from a module of mirax ops, run, synchronize, download."""
+    from mirax.dialect import PRIMITIVES
+    from mirax.dialect.core import Aval
+    from mirax.dialect import dtypes
+    from mirax.device import kernel_module_text
+    from mirax.runtime.backend import Backend
+    b = mr.Device(device).backend
+    assert isinstance(b, Backend) and b.kind == {"cpu": "cpu", "gpu": "vulkan"}[device]
+    av = Aval((4,), dtypes.float32)
+    text = kernel_module_text(PRIMITIVES["exp"], {}, [av], av, c_interface=b.c_interface)
+    prog = b.program(text if b.c_interface else "module {\n" + text + "}\n", "kernel")
+    x = b.upload(np.arange(4, dtype=np.float32))
+    out = b.empty((4,), np.float32)
+    b.run(prog, [x], [out])
+    b.synchronize()
+    np.testing.assert_allclose(b.download(out, np.float32, (4,)), np.exp(np.arange(4, dtype=np.float32)),
+                               rtol=1e-6)
+
+
 def test_device_api():
     assert mr.is_available(mr.cpu) and mr.is_available(mr.gpu)
     assert mr.Device(mr.DeviceType.gpu) == mr.gpu and mr.Device("cpu", 0) == mr.cpu
