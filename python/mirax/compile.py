@@ -323,7 +323,9 @@ class Lowered:
     tensors, before bufferization), `llvm` (after the whole CPU pipeline)."""
 
     STAGES = ("mirax", "simplified", "linalg", "optimized", "llvm")
-    GPU_STAGES = ("gpu", "spirv")  # the gpu dialect (kernels and launches), the spirv dialect
+    # the gpu dialect (kernels and launches), the spirv dialect (Vulkan), and the kernels as
+    # Metal Shading Language (lowered for a Metal target, through SPIRV-Cross)
+    GPU_STAGES = ("gpu", "spirv", "msl")
 
     def __init__(self, stages):
         self.stages = stages  # computed lazily past "simplified"
@@ -333,6 +335,8 @@ class Lowered:
             raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES + self.GPU_STAGES)}")
         if "simplified" not in self.stages:
             self.stages.update(early_stages(self.stages["traced"]))
+        if stage == "msl" and stage not in self.stages:
+            self.stages["msl"] = _msl_stage(self.stages["simplified"])
         if stage in self.GPU_STAGES and stage not in self.stages:
             self.stages.update(_gpu_stages(self.stages["simplified"]))
         if stage not in self.stages:
@@ -399,6 +403,13 @@ def _gpu_stages(simplified) -> dict:
         m = ir.Module.parse(simplified)
         lower_to_spirv(m, "main", target(), stages)
     return stages
+
+
+def _msl_stage(simplified) -> str:
+    from .lowering.spirv_to_msl import msl_program
+    from .runtime.context import context
+    with context(), ir.Location.unknown():
+        return msl_program(ir.Module.parse(simplified), "main").text()
 
 
 def _late_stages(simplified) -> dict:

@@ -1,11 +1,14 @@
 """`mirax-translate`: translate a module of mirax ops out of MLIR, as mlir-translate does.
 
     mirax-translate --mirax-to-spirv softmax.mlir -o softmax.spv
+    mirax-translate --mirax-to-msl softmax.mlir            # Metal Shading Language on stdout
 
 `--mirax-to-spirv` runs the GPU pipeline (`mirax-gpu-pipeline`) for a Vulkan 1.1 target
 with the common capabilities and writes the SPIR-V binary of the function's kernel. A
 function that needs several kernels writes one file per kernel, `OUT.<kernel>.spv`, and
-prints their names. Exit status 1 with an MLIR-style diagnostic on bad input.
+prints their names. `--mirax-to-msl` lowers for a Metal target (no float64) and prints
+each kernel's MSL (SPIRV-Cross) with its entry, threadgroup size and buffer map.
+Exit status 1 with an MLIR-style diagnostic on bad input.
 """
 from __future__ import annotations
 
@@ -17,9 +20,12 @@ import sys
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="mirax-translate", description=__doc__.splitlines()[0])
     ap.add_argument("input", nargs="?", default="-", help="input .mlir file (- for stdin)")
-    ap.add_argument("-o", dest="output", required=True, help="output file")
-    ap.add_argument("--mirax-to-spirv", action="store_true", required=True,
-                    help="lower mirax ops through the GPU pipeline and write SPIR-V")
+    ap.add_argument("-o", dest="output", default="-", help="output file (- for stdout: MSL only)")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--mirax-to-spirv", action="store_true",
+                      help="lower mirax ops through the GPU pipeline and write SPIR-V")
+    what.add_argument("--mirax-to-msl", action="store_true",
+                      help="lower mirax ops for Metal and print the kernels as MSL")
     ap.add_argument("--func", default=None, help="the function to translate (default: the first)")
     opts = ap.parse_args(argv)
 
@@ -40,9 +46,23 @@ def main(argv=None) -> int:
             if not funcs:
                 raise MiraxError(f"{name}: no func.func to translate")
             fname = opts.func or ir.StringAttr(funcs[0].attributes["sym_name"]).value
-            prog = lower_to_spirv(module, fname)
+            if opts.mirax_to_msl:
+                from .lowering.spirv_to_msl import msl_program
+                text = msl_program(module, fname).text()
+            else:
+                prog = lower_to_spirv(module, fname)
     except (MiraxError, ir.MLIRError, ValueError) as err:
         print(f"mirax-translate: {name}: error: {err}", file=sys.stderr)
+        return 1
+    if opts.mirax_to_msl:
+        if opts.output == "-":
+            sys.stdout.write(text)
+        else:
+            with open(opts.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return 0
+    if opts.output == "-":
+        print("mirax-translate: error: SPIR-V is binary: give an output file with -o", file=sys.stderr)
         return 1
     kernels = list(prog.kernels.values())
     if len(kernels) == 1:
