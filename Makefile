@@ -15,11 +15,14 @@ $(STAMP): pyproject.toml
 	@ldconfig -p 2>/dev/null | grep -q 'libomp\.so\.5' || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq libomp5) || \
 		echo "warning: could not install libomp5 (LLVM OpenMP runtime): CPU kernels will run on one thread"
-	@# the GPU target: Vulkan loader + Mesa drivers (lavapipe runs Vulkan on the CPU), spirv-val
+	@# the GPU target: Vulkan loader + Mesa drivers (lavapipe runs Vulkan on the CPU), spirv-val,
+	@# and SPIRV-Cross's C library (SPIR-V -> Metal Shading Language)
 	@(ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1 \
-		&& command -v spirv-val >/dev/null) || ! command -v apt-get >/dev/null || \
-		(apt-get update -qq && apt-get install -y -qq libvulkan1 mesa-vulkan-drivers spirv-tools) || \
-		echo "warning: could not install libvulkan1 mesa-vulkan-drivers spirv-tools: the GPU tests will fail"
+		&& command -v spirv-val >/dev/null && ldconfig -p 2>/dev/null | grep -q 'libspirv-cross-c-shared\.so\.0') \
+		|| ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq libvulkan1 mesa-vulkan-drivers spirv-tools \
+			libspirv-cross-c-shared0) || \
+		echo "warning: could not install libvulkan1 mesa-vulkan-drivers spirv-tools libspirv-cross-c-shared0: the GPU tests will fail"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'

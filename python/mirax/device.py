@@ -127,6 +127,10 @@ class GpuDevice(_Runner, Device):
 
     @property
     def backend(self):
+        """Metal on a Mac that has it (unless MIRAX_GPU_BACKEND=vulkan), else Vulkan."""
+        dev = _metal_backend()
+        if dev is not None:
+            return dev
         from .runtime.vulkan import VulkanDevice
         dev = VulkanDevice.get()
         if dev is None:
@@ -149,9 +153,18 @@ class GpuDevice(_Runner, Device):
 
     def synchronize(self):
         from .runtime.vulkan import VulkanDevice
-        dev = VulkanDevice.get()  # nothing to wait for where there is no GPU
+        dev = _metal_backend() or VulkanDevice.get()  # nothing to wait for without a GPU
         if dev is not None:
             dev.synchronize()
+
+
+def _metal_backend():
+    import os
+    import sys
+    if sys.platform != "darwin" or os.environ.get("MIRAX_GPU_BACKEND", "").lower() == "vulkan":
+        return None
+    from .runtime.metal import MetalDevice
+    return MetalDevice.get()
 
 
 def _reason(err):
@@ -214,6 +227,8 @@ def is_available(device) -> bool:
     """`mr.is_available(mr.gpu)`: True when the device can run kernels here."""
     d = Device(device.type if isinstance(device, Device) else device)
     if d.type == DeviceType.cpu:
+        return True
+    if _metal_backend() is not None:
         return True
     from .runtime.vulkan import is_available as vk_available
     return vk_available()
