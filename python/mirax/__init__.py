@@ -17,6 +17,6 @@ from .custom import checkpoint, custom_function  # noqa: F401
 from .compile import compile, disable_compile, enable_compile  # noqa: F401
 from . import utils  # noqa: F401
 from . import random  # noqa: F401
-from . import metal  # noqa: F401
+from . import cuda, metal  # noqa: F401
 
 __version__ = "0.1.0"

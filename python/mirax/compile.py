@@ -325,7 +325,7 @@ class Lowered:
     STAGES = ("mirax", "simplified", "linalg", "optimized", "llvm")
     # the gpu dialect (kernels and launches), the spirv dialect (Vulkan), and the kernels as
     # Metal Shading Language (lowered for a Metal target, through SPIRV-Cross)
-    GPU_STAGES = ("gpu", "spirv", "msl")
+    GPU_STAGES = ("gpu", "spirv", "msl", "ptx")  # ptx: the same kernels for NVIDIA (NVVM)
 
     def __init__(self, stages):
         self.stages = stages  # computed lazily past "simplified"
@@ -337,6 +337,8 @@ class Lowered:
             self.stages.update(early_stages(self.stages["traced"]))
         if stage == "msl" and stage not in self.stages:
             self.stages["msl"] = _msl_stage(self.stages["simplified"])
+        if stage == "ptx" and stage not in self.stages:
+            self.stages["ptx"] = _ptx_stage(self.stages["simplified"])
         if stage in self.GPU_STAGES and stage not in self.stages:
             self.stages.update(_gpu_stages(self.stages["simplified"]))
         if stage not in self.stages:
@@ -410,6 +412,13 @@ def _msl_stage(simplified) -> str:
     from .runtime.context import context
     with context(), ir.Location.unknown():
         return msl_program(ir.Module.parse(simplified), "main").text()
+
+
+def _ptx_stage(simplified) -> str:
+    from .lowering.gpu_to_ptx import ptx_program
+    from .runtime.context import context
+    with context(), ir.Location.unknown():
+        return ptx_program(ir.Module.parse(simplified), "main").text()
 
 
 def _late_stages(simplified) -> dict:

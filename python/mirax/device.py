@@ -124,18 +124,21 @@ class GpuDevice(_Runner, Device):
         self.type = DeviceType.gpu
         self.index = 0
         self.kernels = {}
+        self._backend = None
 
     @property
     def backend(self):
-        """Metal on a Mac that has it (unless MIRAX_GPU_BACKEND=vulkan), else Vulkan."""
-        dev = _metal_backend()
-        if dev is not None:
-            return dev
-        from .runtime.vulkan import VulkanDevice
-        dev = VulkanDevice.get()
-        if dev is None:
-            raise MiraxError("the GPU is not available: " + VulkanDevice.why_unavailable())
-        return dev
+        """CUDA where an NVIDIA driver and device answer, Metal on a Mac that has it, else
+        Vulkan; MIRAX_GPU_BACKEND=vulkan|metal|cuda picks one."""
+        if self._backend is None:
+            dev = _cuda_backend() or _metal_backend()
+            if dev is None:
+                from .runtime.vulkan import VulkanDevice
+                dev = VulkanDevice.get()
+                if dev is None:
+                    raise MiraxError("the GPU is not available: " + VulkanDevice.why_unavailable())
+            self._backend = dev  # chosen once per process
+        return self._backend
 
     @staticmethod
     def _here(x, backend):
@@ -153,18 +156,29 @@ class GpuDevice(_Runner, Device):
 
     def synchronize(self):
         from .runtime.vulkan import VulkanDevice
-        dev = _metal_backend() or VulkanDevice.get()  # nothing to wait for without a GPU
+        dev = self._backend or _cuda_backend() or _metal_backend() or VulkanDevice.get()  # none: nothing to wait
         if dev is not None:
             dev.synchronize()
 
 
-def _metal_backend():
+def _chosen_gpu_backend():
     import os
+    return os.environ.get("MIRAX_GPU_BACKEND", "").lower()
+
+
+def _metal_backend():
     import sys
-    if sys.platform != "darwin" or os.environ.get("MIRAX_GPU_BACKEND", "").lower() == "vulkan":
+    if sys.platform != "darwin" or _chosen_gpu_backend() not in ("", "metal"):
         return None
     from .runtime.metal import MetalDevice
     return MetalDevice.get()
+
+
+def _cuda_backend():
+    if _chosen_gpu_backend() not in ("", "cuda"):
+        return None
+    from .runtime.cuda import CudaDevice
+    return CudaDevice.get()
 
 
 def _reason(err):
@@ -228,7 +242,7 @@ def is_available(device) -> bool:
     d = Device(device.type if isinstance(device, Device) else device)
     if d.type == DeviceType.cpu:
         return True
-    if _metal_backend() is not None:
+    if _cuda_backend() is not None or _metal_backend() is not None:
         return True
     from .runtime.vulkan import is_available as vk_available
     return vk_available()

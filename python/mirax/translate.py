@@ -2,6 +2,7 @@
 
     mirax-translate --mirax-to-spirv softmax.mlir -o softmax.spv
     mirax-translate --mirax-to-msl softmax.mlir            # Metal Shading Language on stdout
+    mirax-translate --mirax-to-ptx softmax.mlir            # NVIDIA PTX on stdout (NVVM, in-process)
 
 `--mirax-to-spirv` runs the GPU pipeline (`mirax-gpu-pipeline`) for a Vulkan 1.1 target
 with the common capabilities and writes the SPIR-V binary of the function's kernel. A
@@ -26,6 +27,9 @@ def main(argv=None) -> int:
                       help="lower mirax ops through the GPU pipeline and write SPIR-V")
     what.add_argument("--mirax-to-msl", action="store_true",
                       help="lower mirax ops for Metal and print the kernels as MSL")
+    what.add_argument("--mirax-to-ptx", action="store_true",
+                      help="lower mirax ops through NVVM and print the kernels as PTX")
+    ap.add_argument("--chip", default="sm_80", help="with --mirax-to-ptx: the NVIDIA architecture")
     ap.add_argument("--func", default=None, help="the function to translate (default: the first)")
     opts = ap.parse_args(argv)
 
@@ -49,12 +53,15 @@ def main(argv=None) -> int:
             if opts.mirax_to_msl:
                 from .lowering.spirv_to_msl import msl_program
                 text = msl_program(module, fname).text()
+            elif opts.mirax_to_ptx:
+                from .lowering.gpu_to_ptx import ptx_program
+                text = ptx_program(module, fname, chip=opts.chip).text()
             else:
                 prog = lower_to_spirv(module, fname)
     except (MiraxError, ir.MLIRError, ValueError) as err:
         print(f"mirax-translate: {name}: error: {err}", file=sys.stderr)
         return 1
-    if opts.mirax_to_msl:
+    if opts.mirax_to_msl or opts.mirax_to_ptx:
         if opts.output == "-":
             sys.stdout.write(text)
         else:

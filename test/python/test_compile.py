@@ -246,7 +246,7 @@ def test_lower_prints_each_stage(tmp_path):
     assert "llvm.func @main" in low.as_text("llvm")
     assert low.as_text("optimized").count("linalg.generic") == 1  # exp and the multiply fused
     with pytest.raises(ValueError, match="stage"):
-        low.as_text("ptx")
+        low.as_text("hlsl")
     env = dict(os.environ, MIRAX_DUMP_IR=str(tmp_path))
     code = "import mirax as mr\nmr.compile(lambda x: x * 3)(mr.ones((2,)))\n"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)

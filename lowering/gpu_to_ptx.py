@@ -1,0 +1,105 @@
+"""The gpu kernels of `mirax-gpu-pipeline` as NVIDIA PTX, in-process (upstream NVVM passes).
+
+    prog = ptx_program(module, "main", chip="sm_80")
+    prog.kernels["main_kernel"].ptx     # PTX text, entry `main_kernel`, with its block size
+    prog.steps                          # the launch plan, as for Vulkan
+
+The mapping strategies are the same as for SPIR-V (the "gpu" stage is shared); only the
+memory spaces differ: workgroup memory is NVVM's shared space (3, as on Vulkan), and a
+thread's private arrays, Vulkan's Function space (6), become plain allocas (local).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from .pass_base import isa, walk_ops
+
+NVVM = ("lower-affine", "convert-scf-to-cf", "nvvm-attach-target{{chip={chip} O=3}}",
+        # kernel arguments as bare pointers (a memref descriptor would be 3 + 2 x rank of them)
+        "gpu.module(convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}})", "reconcile-unrealized-casts",
+        "gpu-module-to-binary{{format=isa}}")
+DEFAULT_CHIP = "sm_80"
+
+
+@dataclass
+class PtxKernel:
+    ptx: str
+    entry: str
+    nargs: int
+    block: tuple
+
+
+@dataclass
+class PtxProgram:
+    kernels: dict = field(default_factory=dict)  # gpu.module name -> PtxKernel
+    steps: list = field(default_factory=list)
+    n_buffers: int = 0
+
+    def text(self) -> str:
+        return "\n".join(f"// kernel {mod}: entry {k.entry}, block {k.block}\n{k.ptx}" for mod, k in self.kernels.items())
+
+
+def _private_arrays_generic(module):
+    """Vulkan's Function space (6) on private arrays -> no memory space (NVVM local)."""
+    for op in walk_ops(module, lambda n: True):
+        for r in op.results:
+            if isa(ir.MemRefType, r.type):
+                t = ir.MemRefType(r.type)
+                if t.memory_space is not None and str(t.memory_space).split(":")[0].strip() == "6":
+                    r.set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout))
+
+
+def _workgroup_attributions(module):
+    """Workgroup buffers (memref.alloc in space 3 inside a kernel; SPIR-V makes them
+    Workgroup variables) become workgroup attributions of the gpu.func, which NVVM turns
+    into `.shared` arrays (an alloc would become a device malloc)."""
+    for g in walk_ops(module, lambda n: n == "gpu.func"):
+        body = g.regions[0].blocks[0]
+        allocs = [a for a in walk_ops(g, lambda n: n == "memref.alloc")
+                  if ir.MemRefType(a.results[0].type).memory_space is not None
+                  and str(ir.MemRefType(a.results[0].type).memory_space).split(":")[0].strip() == "3"]
+        if not allocs:
+            continue
+        n = ir.IntegerAttr(g.attributes["workgroup_attributions"]).value if "workgroup_attributions" in g.attributes \
+            else 0
+        for a in allocs:
+            arg = body.add_argument(a.results[0].type, a.location)
+            a.results[0].replace_all_uses_with(arg)
+            a.erase()
+            n += 1
+        for d in walk_ops(g, lambda n: n == "memref.dealloc"):
+            if d.operands[0].owner == body:
+                d.erase()
+        g.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
+
+
+def ptx_program(module, name="main", chip=DEFAULT_CHIP, stages=None) -> PtxProgram:
+    """Lower a module of mirax ops (in place) to PTX kernels and their launch plan."""
+    from mlir.dialects import gpu
+    from .gpu_pipeline import THREADS, add_gpu_passes, kernel_signatures, launch_plan, tensor_passes
+    pm = PassManager("builtin.module", context=module.context)
+    tensor_passes(pm, THREADS)
+    add_gpu_passes(pm)
+    with module.context, ir.Location.unknown():
+        pm.run(module.operation)
+        sigs = kernel_signatures(module.operation)
+        _private_arrays_generic(module.operation)
+        _workgroup_attributions(module.operation)
+        pm = PassManager.parse("builtin.module(" + ", ".join(p.format(chip=chip) for p in NVVM) + ")")
+        pm.run(module.operation)
+        binaries = {}
+        for o in module.body.operations:
+            o = o.operation
+            if o.name == "gpu.binary":
+                obj = gpu.ObjectAttr(ir.ArrayAttr(o.attributes["objects"])[0]).object
+                binaries[ir.StringAttr(o.attributes["sym_name"]).value] = obj.decode()
+        plan = launch_plan(module.operation, name, binaries, sigs)
+    out = PtxProgram(steps=plan.steps, n_buffers=plan.n_buffers)
+    for mod, k in plan.kernels.items():
+        out.kernels[mod] = PtxKernel(k.spirv, k.name, k.nargs, k.block)  # `spirv` holds what the binary is
+    if stages is not None:
+        stages["ptx"] = out.text()
+    return out
