@@ -6,9 +6,56 @@ complete it (`after`).
 """
 from __future__ import annotations
 
+import threading
+
 from mlir import ir
+from mlir.passmanager import PassManager
 
 from ..dialect.core import MiraxError
+
+
+# ---- Python passes never raise through the pass manager ------------------------------------
+# An exception escaping a Python pass into PassManager.run unwinds C++ frames without their
+# cleanups: the MLIRContext stays marked as running passes on threads, and the next code
+# that registers dialect extensions (NVVM's target, loaded on first use) aborts the process
+# on an assertion. So every Python callable added to a PassManager is wrapped: it keeps its
+# exception and signals a pass failure, and PassManager.run re-raises the exception (the
+# same PassError or MiraxError as before) once the pass manager has returned normally.
+_failure = threading.local()
+_add, _run = PassManager.add, PassManager.run
+
+
+def _guarded(fn):
+    def callback(op, pass_):
+        try:
+            fn(op, pass_)
+        except Exception as err:  # noqa: BLE001 - kept and re-raised by PassManager.run
+            if getattr(_failure, "error", None) is None:
+                _failure.error = err
+            pass_.signal_pass_failure()
+    return callback
+
+
+def _add_guarded(self, pipeline, *args, **kwargs):
+    return _add(self, _guarded(pipeline) if callable(pipeline) else pipeline, *args, **kwargs)
+
+
+def _run_raising_pass_errors(self, op, *args, **kwargs):
+    outer = getattr(_failure, "error", None)  # a pass manager run from inside a pass
+    _failure.error = None
+    try:
+        return _run(self, op, *args, **kwargs)
+    except ir.MLIRError:
+        err = _failure.error
+        if err is not None:
+            raise err from None
+        raise
+    finally:
+        _failure.error = outer
+
+
+PassManager.add = _add_guarded
+PassManager.run = _run_raising_pass_errors
 
 
 class PassError(MiraxError):
