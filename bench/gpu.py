@@ -8,7 +8,8 @@ It runs on the backend `mr.gpu` chose (CUDA, Metal or Vulkan). On a real GPU it 
   - elementwise `x * 2 + 1` (f32) in GB/s against the device's own buffer copy (Vulkan:
     vkCmdCopyBuffer of the same bytes) and the datasheet peak of known devices;
   - compiled softmax and layer norm (one kernel each) in ms, and their GB/s;
-  - matmul in GFLOP/s (f32, square) beside numpy on the host's CPU;
+  - matmul in GFLOP/s (f32, square) beside numpy on the host's CPU and the datasheet
+    FP32 peak of known devices;
   - eager dispatch overhead: wall time per eager op when ten are submitted together and
     when each is read back at once.
 On lavapipe (the device is the CPU) the timings say nothing about a GPU: it says so and
@@ -35,10 +36,16 @@ PEAK_GBS = {"H200": 4800, "H100": 3350, "A100": 2039, "L40S": 864, "L4": 300, "A
             "M3 Max": 400, "M1": 68, "M2": 100, "M3": 100}
 
 
-def known_peak(name):
-    for key in sorted(PEAK_GBS, key=len, reverse=True):
+# peak dense FP32 TFLOP/s (no tensor cores), same sources
+PEAK_TFLOPS = {"H200": 67, "H100": 67, "A100": 19.5, "L40S": 91.6, "L4": 30.3, "A10G": 31.2, "T4": 8.1,
+               "RTX 4090": 82.6, "RTX 3090": 35.6, "M1 Max": 10.4, "M1 Pro": 5.2, "M2 Max": 13.6,
+               "M2 Pro": 6.8, "M3 Max": 14.2, "M1": 2.6, "M2": 3.6, "M3": 4.1}
+
+
+def known_peak(name, table=PEAK_GBS):
+    for key in sorted(table, key=len, reverse=True):
         if key in name:
-            return PEAK_GBS[key]
+            return table[key]
     return None
 
 
@@ -148,8 +155,10 @@ def main():
             ph @ qh
             tn = time.perf_counter() - t0
             flops = 2 * mm ** 3
+            peak = known_peak(dev.name, PEAK_TFLOPS)
             print(f"matmul {mm}^3 f32: {flops / t / 1e9:8.1f} GFLOP/s   numpy on the host {flops / tn / 1e9:8.1f} "
-                  f"GFLOP/s   ratio {tn / t:.1f}x")
+                  f"GFLOP/s   ratio {tn / t:.1f}x" + (f"   {flops / t / 1e12 / peak:.2f} of the FP32 peak "
+                                                        f"({peak} TFLOP/s)" if peak else ""))
     if not real:
         print(f"matmul {mm}^3: matches numpy")
 
