@@ -21,6 +21,7 @@ the kernel cache directory. `stats` counts submits and dispatches (for tests).
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import threading
 
@@ -73,7 +74,7 @@ class Buffer:
         if self.block.mapped is None:
             raise VulkanError("a device-local buffer has no host view: use Buffer.host() or Buffer.read()")
         dtype = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         a = np.frombuffer(self.block.mapped, dtype=dtype, count=count, offset=self.offset).reshape(shape)
         return a
 
@@ -419,7 +420,7 @@ class VulkanDevice(Backend):
     kind = "vulkan"
 
     def empty(self, shape, dtype):
-        return self.alloc(max(int(np.prod(shape, dtype=np.int64)), 1) * np.dtype(dtype).itemsize)
+        return self.alloc(max(math.prod(shape), 1) * np.dtype(dtype).itemsize)
 
     def program(self, text, name="kernel", key=None, prepare=None):
         """A GpuProgram: SPIR-V kernels and their launch plan (cached in memory and on disk)."""
