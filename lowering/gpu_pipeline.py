@@ -593,9 +593,13 @@ class GpuProgram:
 
     n_in: int
     n_out: int
-    kernels: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)  # gpu.module name -> GpuKernel (MslKernel, PtxKernel)
     steps: list = field(default_factory=list)
     n_buffers: int = 0
+
+    def text(self) -> str:
+        """The kernels as text (MSL or PTX programs), each after a line saying how to launch it."""
+        return "\n".join(k.text(mod) for mod, k in self.kernels.items())
 
     def to_json(self):
         import base64
@@ -685,6 +689,11 @@ def spirv_binaries(module):
         s.move_before(blk.operations[0])
     pm = PassManager.parse("builtin.module(gpu-module-to-binary)", context=module.context)
     pm.run(module)
+    return binary_objects(module)
+
+
+def binary_objects(module):
+    """{gpu.binary name: the bytes of its (one) object} after gpu-module-to-binary."""
     from mlir.dialects import gpu
     out = {}
     for o in module.regions[0].blocks[0].operations:
@@ -767,17 +776,24 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
     return prog
 
 
+def lower_to_gpu(module, threads=THREADS, stages=None):
+    """The target-neutral half of the GPU pipeline, in place: mirax ops to outlined
+    gpu.func kernels and their host launches (the "gpu" stage, shared by SPIR-V and PTX)."""
+    pm = PassManager("builtin.module", context=module.context)
+    tensor_passes(pm, threads)
+    add_gpu_passes(pm)
+    with module.context, ir.Location.unknown():
+        pm.run(module.operation)
+    if stages is not None:
+        stages["gpu"] = str(module)
+
+
 def lower_to_spirv(module, name="main", target: Target | None = None, stages=None) -> GpuProgram:
     """Run the whole GPU pipeline on `module` (mirax ops, in place) and return its program.
     `stages`, a dict, receives the "gpu" and "spirv" texts when given."""
     target = target or DEFAULT_TARGET
-    pm = PassManager("builtin.module", context=module.context)
-    tensor_passes(pm, target.max_threads)
-    add_gpu_passes(pm)
+    lower_to_gpu(module, target.max_threads, stages)
     with module.context, ir.Location.unknown():
-        pm.run(module.operation)
-        if stages is not None:
-            stages["gpu"] = str(module)
         pm = PassManager("builtin.module", context=module.context)
         add_spirv_passes(pm, target)
         pm.run(module.operation)

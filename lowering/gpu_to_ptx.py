@@ -2,7 +2,7 @@
 
     prog = ptx_program(module, "main", chip="sm_80")
     prog.kernels["main_kernel"].ptx     # PTX text, entry `main_kernel`, with its block size
-    prog.steps                          # the launch plan, as for Vulkan
+    prog.steps                          # the launch plan, as for Vulkan (a GpuProgram)
 
 The mapping strategies are the same as for SPIR-V (the "gpu" stage is shared); only the
 memory spaces differ: workgroup memory is NVVM's shared space (3, as on Vulkan), and a
@@ -10,7 +10,7 @@ thread's private arrays, Vulkan's Function space (6), become plain allocas (loca
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mlir import ir
 from mlir.passmanager import PassManager
@@ -31,15 +31,8 @@ class PtxKernel:
     nargs: int
     block: tuple
 
-
-@dataclass
-class PtxProgram:
-    kernels: dict = field(default_factory=dict)  # gpu.module name -> PtxKernel
-    steps: list = field(default_factory=list)
-    n_buffers: int = 0
-
-    def text(self) -> str:
-        return "\n".join(f"// kernel {mod}: entry {k.entry}, block {k.block}\n{k.ptx}" for mod, k in self.kernels.items())
+    def text(self, mod):
+        return f"// kernel {mod}: entry {self.entry}, block {self.block}\n{self.ptx}"
 
 
 def _private_arrays_generic(module):
@@ -76,30 +69,19 @@ def _workgroup_attributions(module):
         g.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
 
 
-def ptx_program(module, name="main", chip=DEFAULT_CHIP, stages=None) -> PtxProgram:
-    """Lower a module of mirax ops (in place) to PTX kernels and their launch plan."""
-    from mlir.dialects import gpu
-    from .gpu_pipeline import THREADS, add_gpu_passes, kernel_signatures, launch_plan, tensor_passes
-    pm = PassManager("builtin.module", context=module.context)
-    tensor_passes(pm, THREADS)
-    add_gpu_passes(pm)
+def ptx_program(module, name="main", chip=DEFAULT_CHIP, stages=None):
+    """Lower a module of mirax ops (in place) to PTX: its GpuProgram (launch plan), each
+    kernel a PtxKernel."""
+    from .gpu_pipeline import binary_objects, kernel_signatures, launch_plan, lower_to_gpu
+    lower_to_gpu(module, stages=stages)
     with module.context, ir.Location.unknown():
-        pm.run(module.operation)
         sigs = kernel_signatures(module.operation)
         _private_arrays_generic(module.operation)
         _workgroup_attributions(module.operation)
         pm = PassManager.parse("builtin.module(" + ", ".join(p.format(chip=chip) for p in NVVM) + ")")
         pm.run(module.operation)
-        binaries = {}
-        for o in module.body.operations:
-            o = o.operation
-            if o.name == "gpu.binary":
-                obj = gpu.ObjectAttr(ir.ArrayAttr(o.attributes["objects"])[0]).object
-                binaries[ir.StringAttr(o.attributes["sym_name"]).value] = obj.decode()
-        plan = launch_plan(module.operation, name, binaries, sigs)
-    out = PtxProgram(steps=plan.steps, n_buffers=plan.n_buffers)
-    for mod, k in plan.kernels.items():
-        out.kernels[mod] = PtxKernel(k.spirv, k.name, k.nargs, k.block)  # `spirv` holds what the binary is
+        prog = launch_plan(module.operation, name, binary_objects(module.operation), sigs)
+    prog.kernels = {mod: PtxKernel(k.spirv.decode(), k.name, k.nargs, k.block) for mod, k in prog.kernels.items()}
     if stages is not None:
-        stages["ptx"] = out.text()
-    return out
+        stages["ptx"] = prog.text()
+    return prog

@@ -8,14 +8,14 @@ is not used).
     k.buffers       # k.buffers[j] = i: kernel argument j (descriptor binding j) is [[buffer(i)]]
     k.threadgroup   # (x, y, z): MSL has no LocalSize; the launch must pass it
 
-`msl_program(module_text)` lowers a module of mirax ops for a Metal target (no float64:
-MSL has no double; the op and dtype are named) and translates each kernel, keeping the
+`msl_program(module)` lowers a module of mirax ops for a Metal target (no float64: MSL
+has no double; the op and dtype are named) and translates each kernel, keeping the
 launch plan: what runtime/metal.py runs.
 """
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..dialect.core import MiraxError
 
@@ -82,6 +82,10 @@ class MslKernel:
     buffers: list  # argument j -> [[buffer(buffers[j])]]
     threadgroup: tuple
 
+    def text(self, mod):
+        return f"// kernel {mod}: entry {self.entry}, threadgroup {self.threadgroup}, buffers {self.buffers}\n" \
+            + self.source
+
 
 def to_msl(spirv: bytes, entry: str, block=(1, 1, 1)) -> MslKernel:
     """One SPIR-V compute module as MSL, with its binding map and threadgroup size."""
@@ -135,26 +139,12 @@ def metal_target():
     return Target(float64=False, int64=True, int16=True, int8=True, float16=True, storage8=True, storage16=True)
 
 
-@dataclass
-class MslProgram:
-    """A GpuProgram's launch plan with each kernel as MSL (what runtime/metal.py runs)."""
-
-    kernels: dict = field(default_factory=dict)  # gpu.module name -> MslKernel
-    steps: list = field(default_factory=list)
-    n_buffers: int = 0
-
-    def text(self) -> str:
-        return "\n".join(f"// kernel {mod}: entry {k.entry}, threadgroup {k.threadgroup}, "
-                         f"buffers {k.buffers}\n{k.source}" for mod, k in self.kernels.items())
-
-
-def msl_program(module, name="main", stages=None) -> MslProgram:
-    """Lower a module of mirax ops (in place) for Metal and translate its kernels."""
+def msl_program(module, name="main", stages=None):
+    """Lower a module of mirax ops (in place) for Metal: its GpuProgram, each kernel as an
+    MslKernel (the launch plan unchanged)."""
     from .gpu_pipeline import lower_to_spirv
     prog = lower_to_spirv(module, name, metal_target(), stages)
-    out = MslProgram(steps=prog.steps, n_buffers=prog.n_buffers)
-    for mod, k in prog.kernels.items():
-        out.kernels[mod] = to_msl(k.spirv, k.name, k.block)
+    prog.kernels = {mod: to_msl(k.spirv, k.name, k.block) for mod, k in prog.kernels.items()}
     if stages is not None:
-        stages["msl"] = out.text()
-    return out
+        stages["msl"] = prog.text()
+    return prog

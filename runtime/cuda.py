@@ -49,18 +49,6 @@ class CudaBuffer:
 
 class CudaDevice(Backend):
     kind = "cuda"
-    _instance = None
-    _error = None
-
-    @classmethod
-    def get(cls):
-        if cls._instance is None:
-            try:
-                cls._instance = CudaDevice()
-            except Exception as err:
-                cls._instance, cls._error = False, f"{type(err).__name__}: {err}"
-        return cls._instance or None
-
     def __init__(self):
         cuda = ctypes.CDLL("libcuda.so.1")  # OSError where there is no NVIDIA driver
         if cuda.cuInit(0) != 0:
@@ -89,7 +77,6 @@ class CudaDevice(Backend):
             f.argtypes, f.restype = args, res
         self.stream = w.mgpuStreamCreate()
         self.functions = {}  # (ptx, entry) -> CUfunction
-        self.programs = {}  # (module text, name) -> PtxProgram
         self.pending = []  # host arrays and buffers the queued copies and launches use
 
     # ---- buffers ----------------------------------------------------------------------------
@@ -120,17 +107,8 @@ class CudaDevice(Backend):
 
     # ---- programs and launches ----------------------------------------------------------------
     def program(self, text, name="kernel", key=None, prepare=None):
-        from mlir import ir
         from ..lowering.gpu_to_ptx import ptx_program
-        from .context import context
-        p = self.programs.get((text, name))
-        if p is None:
-            with context(), ir.Location.unknown():
-                module = ir.Module.parse(text)
-                if prepare:
-                    prepare[1](module)
-                p = self.programs[(text, name)] = ptx_program(module, name, chip=self.chip)
-        return p
+        return self._lowered(text, name, prepare, lambda m, n: ptx_program(m, n, chip=self.chip))
 
     def _function(self, k):
         f = self.functions.get((k.ptx, k.entry))
@@ -143,21 +121,11 @@ class CudaDevice(Backend):
             self.functions[(k.ptx, k.entry)] = f
         return f
 
-    def run(self, prog, inputs, outputs):
-        bufs = list(inputs) + list(outputs)
-        for st in prog.steps:
-            if st.kind == "alloc":
-                bufs.append(self.empty((st.args[1],), np.uint8))
-            elif st.kind == "const":
-                bufs.append(self.upload(np.frombuffer(bytes.fromhex(st.args[1]), np.uint8)))
-            else:
-                mod, grid, block, ids = st.args
-                k = prog.kernels[mod]
-                ptrs = [ctypes.c_void_p(bufs[i].ptr) for i in ids]  # bare pointers, one per buffer
-                params = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
-                self.w.mgpuLaunchKernel(self._function(k), *grid, *block, 0, self.stream, params, None,
-                                        len(ptrs))
-                self.pending.append((ptrs, params, [bufs[i] for i in ids]))
+    def dispatch(self, k, grid, block, args):
+        ptrs = [ctypes.c_void_p(buf.ptr) for buf in args]  # bare pointers, one per buffer
+        params = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
+        self.w.mgpuLaunchKernel(self._function(k), *grid, *block, 0, self.stream, params, None, len(ptrs))
+        self.pending.append((ptrs, params, args))
 
     def synchronize(self):
         self.w.mgpuStreamSynchronize(self.stream)

@@ -51,18 +51,6 @@ class MetalBuffer:
 
 class MetalDevice(Backend):
     kind = "metal"
-    _instance = None
-    _error = None
-
-    @classmethod
-    def get(cls):
-        if cls._instance is None:
-            try:
-                cls._instance = MetalDevice()
-            except Exception as err:
-                cls._instance, cls._error = False, f"{type(err).__name__}: {err}"
-        return cls._instance or None
-
     def __init__(self):
         if Metal is None or sys.platform != "darwin":
             raise RuntimeError(INSTALL_HINT)
@@ -72,7 +60,6 @@ class MetalDevice(Backend):
         self.name = str(self.device.name())
         self.queue = self.device.newCommandQueue()
         self.pipelines = {}  # (source, entry) -> MTLComputePipelineState
-        self.programs = {}  # module text -> MslProgram
         self.cmd = self.encoder = None
         self.pending = []  # buffers the encoded commands use
 
@@ -95,17 +82,8 @@ class MetalDevice(Backend):
 
     # ---- programs and launches ----------------------------------------------------------------
     def program(self, text, name="kernel", key=None, prepare=None):
-        from mlir import ir
         from ..lowering.spirv_to_msl import msl_program
-        from .context import context
-        p = self.programs.get((text, name))
-        if p is None:
-            with context(), ir.Location.unknown():
-                module = ir.Module.parse(text)
-                if prepare:
-                    prepare[1](module)
-                p = self.programs[(text, name)] = msl_program(module, name)
-        return p
+        return self._lowered(text, name, prepare, msl_program)
 
     def _pipeline(self, k):
         pso = self.pipelines.get((k.source, k.entry))
@@ -121,25 +99,16 @@ class MetalDevice(Backend):
             self.pipelines[(k.source, k.entry)] = pso
         return pso
 
-    def run(self, prog, inputs, outputs):
-        bufs = list(inputs) + list(outputs)
-        for st in prog.steps:
-            if st.kind == "alloc":
-                bufs.append(self.empty((st.args[1],), np.uint8))
-            elif st.kind == "const":
-                bufs.append(self.upload(np.frombuffer(bytes.fromhex(st.args[1]), np.uint8)))
-            else:
-                mod, grid, _, ids = st.args
-                k = prog.kernels[mod]
-                if self.encoder is None:
-                    self.cmd = self.queue.commandBuffer()
-                    self.encoder = self.cmd.computeCommandEncoder()  # serial: ordered, visible
-                self.encoder.setComputePipelineState_(self._pipeline(k))
-                for j, i in enumerate(ids):
-                    self.encoder.setBuffer_offset_atIndex_(bufs[i].mtl, 0, k.buffers[j])
-                self.encoder.dispatchThreadgroups_threadsPerThreadgroup_(
-                    Metal.MTLSizeMake(*grid), Metal.MTLSizeMake(*k.threadgroup))
-                self.pending.extend(bufs[i] for i in ids)
+    def dispatch(self, k, grid, block, args):
+        if self.encoder is None:
+            self.cmd = self.queue.commandBuffer()
+            self.encoder = self.cmd.computeCommandEncoder()  # serial: ordered, visible
+        self.encoder.setComputePipelineState_(self._pipeline(k))
+        for j, buf in enumerate(args):
+            self.encoder.setBuffer_offset_atIndex_(buf.mtl, 0, k.buffers[j])
+        self.encoder.dispatchThreadgroups_threadsPerThreadgroup_(
+            Metal.MTLSizeMake(*grid), Metal.MTLSizeMake(*k.threadgroup))
+        self.pending.extend(args)
 
     def synchronize(self):
         if self.encoder is None:

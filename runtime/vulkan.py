@@ -145,27 +145,6 @@ class VulkanDevice(Backend):
     """The process's Vulkan device (the first discrete or integrated GPU, else the first
     device: Mesa's lavapipe runs on the CPU)."""
 
-    _instance = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def get(cls):
-        """The device, or None when Vulkan is unavailable (`why_unavailable()` says why)."""
-        if cls._instance is None:
-            with cls._lock:
-                if cls._instance is None:
-                    try:
-                        cls._instance = VulkanDevice()
-                    except Exception as err:  # no loader, no driver, no device
-                        cls._instance = False
-                        cls._error = f"{type(err).__name__}: {err}"
-        return cls._instance or None
-
-    @classmethod
-    def why_unavailable(cls):
-        cls.get()
-        return getattr(cls, "_error", None)
-
     def __init__(self):
         if vk is None:
             raise VulkanError("the Python package `vulkan` or libvulkan.so.1 is missing: " + INSTALL_HINT)
@@ -426,8 +405,8 @@ class VulkanDevice(Backend):
         """A GpuProgram: SPIR-V kernels and their launch plan (cached in memory and on disk)."""
         return compile_program(text, name, prepare)
 
-    def run(self, program, inputs, outputs):
-        run_program(program, inputs, outputs)
+    def dispatch(self, k, grid, block, args):
+        self.launch(self.kernel(k.spirv, k.name, k.nargs), grid, block, args)
 
     def download(self, buf: Buffer, dtype, shape) -> np.ndarray:
         """A numpy copy of a buffer's contents (through a staging buffer when the buffer
@@ -644,19 +623,3 @@ def compile_program(text: str, name: str = "main", prepare=None, stages=None):
     return p
 
 
-def run_program(prog, inputs, outputs):
-    """Record `prog`'s launches on buffers (inputs then outputs); runs at synchronize."""
-    dev = VulkanDevice.get()
-    bufs = list(inputs) + list(outputs)
-    for st in prog.steps:
-        if st.kind == "alloc":
-            bufs.append(dev.alloc(st.args[1]))
-        elif st.kind == "const":  # uploaded at the first run, then shared by every run
-            consts = prog.__dict__.setdefault("_device_consts", {})
-            if st.args[0] not in consts:
-                consts[st.args[0]] = dev.upload(np.frombuffer(bytes.fromhex(st.args[1]), np.uint8))
-            bufs.append(consts[st.args[0]])
-        else:
-            mod, grid, blk, ids = st.args
-            k = prog.kernels[mod]
-            dev.launch(dev.kernel(k.spirv, k.name, k.nargs), grid, blk, [bufs[i] for i in ids])

@@ -10,7 +10,7 @@ def test_cuda_availability_is_reported():
     assert isinstance(mr.cuda.is_available(), bool)
     if not mr.cuda.is_available():
         from mirax.runtime.cuda import CudaDevice
-        assert CudaDevice._error  # says why (no libcuda.so.1, no device)
+        assert CudaDevice.why_unavailable()  # says why (no libcuda.so.1, no device)
 
 
 needs_cuda = pytest.mark.skipif(not mr.cuda.is_available(), reason="needs an NVIDIA GPU and its driver")
