@@ -206,6 +206,14 @@ def _host(data, aval):
     return data.read(aval.dtype.storage, aval.shape)
 
 
+def _move_to(a, dev):
+    """An evaluated CPU array read by a GPU op is uploaded once and lives there from now on
+    (MLX: the copy at the edge); its device buffer."""
+    if isinstance(a._data, np.ndarray):
+        a._data, a._dev = dev.backend.upload(a._data), dev
+    return a._data
+
+
 def _on(dev, data, aval):
     """`data` where `dev` reads it: numpy for the CPU, a device buffer for the GPU."""
     if dev.type is _device.DeviceType.cpu:
@@ -309,10 +317,9 @@ def eval(*trees) -> None:
             raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
         dev = node._dev
         if dev.type is _device.DeviceType.gpu:
-            for x in node._inputs:
-                if isinstance(x._data, np.ndarray):  # the copy at the edge, once: it lives there now
-                    x._data, x._dev = dev.backend.upload(x._data), dev
-        ins = [_on(dev, x._data, x.aval) for x in node._inputs]
+            ins = [_move_to(x, dev) for x in node._inputs]
+        else:
+            ins = [_on(dev, x._data, x.aval) for x in node._inputs]
         node._data = dev.run(node._prim, node._params, [x.aval for x in node._inputs], node.aval, ins)
         used.add(dev)
         node._prim = None  # now a leaf holding data, like an array made from values

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 from mlir import ir
 
-from .array import STATE, Array, _host, _on, eval as _eval, where_text
+from .array import STATE, Array, _host, _move_to, _on, eval as _eval, where_text
 from .dialect.core import MiraxError
 from .runtime import buffers
 from .tree import tree_flatten, tree_unflatten
@@ -158,11 +158,7 @@ class Executable:
         prog = self.program(backend)
         if self._lifted_gpu is None:
             self._lifted_gpu = [backend.upload(a) for a in self.lifted]
-        ins = []
-        for a in arrays:
-            if isinstance(a._data, np.ndarray):  # the copy at the edge, once
-                a._data, a._dev = backend.upload(a._data), dev
-            ins.append(a._data)
+        ins = [_move_to(a, dev) for a in arrays]
         outs = [backend.empty(a.shape, a.dtype.storage) for a in self.out_avals]
         backend.run(prog, ins + self._lifted_gpu, outs)
         return [Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.out_avals)]
@@ -324,8 +320,8 @@ class Lowered:
 
     STAGES = ("mirax", "simplified", "linalg", "optimized", "llvm")
     # the gpu dialect (kernels and launches), the spirv dialect (Vulkan), and the kernels as
-    # Metal Shading Language (lowered for a Metal target, through SPIRV-Cross)
-    GPU_STAGES = ("gpu", "spirv", "msl", "ptx")  # ptx: the same kernels for NVIDIA (NVVM)
+    # Metal Shading Language (SPIRV-Cross) and as NVIDIA PTX (NVVM)
+    GPU_STAGES = ("gpu", "spirv", "msl", "ptx")
 
     def __init__(self, stages):
         self.stages = stages  # computed lazily past "simplified"
@@ -335,12 +331,8 @@ class Lowered:
             raise ValueError(f"no stage '{stage}'; stages are {', '.join(self.STAGES + self.GPU_STAGES)}")
         if "simplified" not in self.stages:
             self.stages.update(early_stages(self.stages["traced"]))
-        if stage == "msl" and stage not in self.stages:
-            self.stages["msl"] = _msl_stage(self.stages["simplified"])
-        if stage == "ptx" and stage not in self.stages:
-            self.stages["ptx"] = _ptx_stage(self.stages["simplified"])
         if stage in self.GPU_STAGES and stage not in self.stages:
-            self.stages.update(_gpu_stages(self.stages["simplified"]))
+            self.stages.update(_gpu_stages(self.stages["simplified"], stage))
         if stage not in self.stages:
             self.stages.update(_late_stages(self.stages["simplified"]))
         return self.stages[stage]
@@ -365,15 +357,14 @@ def _with_c_interface(text):
 
 def _prepare_for_cpu(module):
     """What compile does to a traced module before the CPU pipeline."""
-    from .lowering import PASSES
     from .transforms.interpret import find_function
     with module.context, ir.Location.unknown():
         find_function(module, "main").attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-    _run(module, PASSES["mirax-simplify"]().add_to)
+    _prepare_for_gpu(module)
 
 
 def _prepare_for_gpu(module):
-    """What compile does to a traced module before the GPU pipeline."""
+    """What compile does to a traced module before the GPU pipelines (the CPU's too)."""
     from .lowering import PASSES
     _run(module, PASSES["mirax-simplify"]().add_to)
 
@@ -396,29 +387,20 @@ def early_stages(text) -> dict:
     return stages
 
 
-def _gpu_stages(simplified) -> dict:
+def _gpu_stages(simplified, stage) -> dict:
+    """The GPU stages the lowering for `stage`'s target fills: "gpu" and "spirv" for this
+    machine's Vulkan device, "msl" for Metal, "ptx" for NVIDIA."""
     from .lowering.gpu_pipeline import lower_to_spirv
-    from .runtime.context import context
-    from .runtime.vulkan import target
-    stages = {}
-    with context(), ir.Location.unknown():
-        m = ir.Module.parse(simplified)
-        lower_to_spirv(m, "main", target(), stages)
-    return stages
-
-
-def _msl_stage(simplified) -> str:
+    from .lowering.gpu_to_ptx import ptx_program
     from .lowering.spirv_to_msl import msl_program
     from .runtime.context import context
+    from .runtime.vulkan import target
+    lower = {"msl": msl_program, "ptx": ptx_program}.get(
+        stage, lambda m, name, stages: lower_to_spirv(m, name, target(), stages))
+    stages = {}
     with context(), ir.Location.unknown():
-        return msl_program(ir.Module.parse(simplified), "main").text()
-
-
-def _ptx_stage(simplified) -> str:
-    from .lowering.gpu_to_ptx import ptx_program
-    from .runtime.context import context
-    with context(), ir.Location.unknown():
-        return ptx_program(ir.Module.parse(simplified), "main").text()
+        lower(ir.Module.parse(simplified), "main", stages=stages)
+    return {stage: stages[stage]} if stage in ("msl", "ptx") else stages
 
 
 def _late_stages(simplified) -> dict:
