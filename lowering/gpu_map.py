@@ -401,15 +401,23 @@ def _plan_parallel(op, index, threads):
             par = list(range(len(out)))
     # parallel dims, innermost last: threads over the innermost ones, the grid over the rest
     pdims = [d for d in par if ranges[d] > 0]
-    tiles = [0] * len(its)
-    thr = [0] * len(its)
     if not pdims:
         # no loops, or a 0-d result that is not one row (_full_reductions_as_one_row takes
         # those with one reduction dim; a forall cannot tile a reduction dim):
         # mirax-gpu-launch runs it on one thread
         return None
+    tiles, thr, block = parallel_tiles(ranges, pdims, threads, len(its))
+    return Kernel(index, "parallel", op, [], block, tiles=tiles, threads=thr)
+
+
+def parallel_tiles(ranges, pdims, threads, n):
+    """How n loops with extents `ranges` spread over the GPU along their parallel dims
+    `pdims` (innermost last): threads over up to three innermost dims (powers of two,
+    `threads` in all), the grid over at most three dims (outer ones beyond loop inside each
+    thread), each within MAX_GRID blocks. Returns (block tile sizes, threads per dim,
+    workgroup size (x, y, z)); a 0 tile leaves the dim untiled."""
+    tiles, thr, block = [0] * n, [0] * n, []
     left = threads
-    block = []
     for d in reversed(pdims):
         if left <= 1 or len(block) == 3:
             tiles[d] = 1
@@ -417,23 +425,15 @@ def _plan_parallel(op, index, threads):
         t = 1
         while t * 2 <= left and t < ranges[d]:
             t *= 2
-        tiles[d] = t
-        thr[d] = t
+        tiles[d] = thr[d] = t
         block.append(t)
         left //= t
     for d in pdims[:-3]:
-        tiles[d] = 0  # the grid has three dims: outer dims beyond them loop inside each thread
-    pdims = pdims[-3:]
-    # a grid dimension must stay within the device's limit: give each block more work
-    for d in pdims:
-        blocks = -(-ranges[d] // tiles[d])
-        while blocks > MAX_GRID:
+        tiles[d] = 0
+    for d in pdims[-3:]:  # give each block more work than the grid allows blocks
+        while -(-ranges[d] // tiles[d]) > MAX_GRID:
             tiles[d] *= 2
-            blocks = -(-ranges[d] // tiles[d])
-    while len(block) < 3:
-        block.append(1)
-    k = Kernel(index, "parallel", op, [], tuple(block[:3]), tiles=tiles, threads=thr)
-    return k
+    return tiles, thr, tuple(block + [1] * (3 - len(block)))
 
 
 # ---- the transform script ---------------------------------------------------------------

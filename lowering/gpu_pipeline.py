@@ -32,7 +32,7 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key
+from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .pass_base import MiraxPass, PassError, isa, walk_ops
 
@@ -254,29 +254,7 @@ def _single_thread_launch(op):
 
 def _memref_plan(op, shape):
     """Block tiles, thread counts and workgroup size for a host-level memref op."""
-    if not shape:
-        return None
-    tiles = [1] * len(shape)
-    thr = [0] * len(shape)
-    left = THREADS
-    block = []
-    for d in reversed(range(len(shape))):
-        if left <= 1 or len(block) == 3:
-            break
-        t = 1
-        while t * 2 <= left and t < shape[d]:
-            t *= 2
-        tiles[d], thr[d] = t, t
-        block.append(t)
-        left //= t
-    for d in range(len(shape) - 3):
-        tiles[d] = 0  # the grid has three dims: outer dims beyond them loop inside each thread
-    for d in range(len(shape)):
-        while tiles[d] and -(-shape[d] // tiles[d]) > 65535:
-            tiles[d] *= 2
-    while len(block) < 3:
-        block.append(1)
-    return tiles, thr, block
+    return parallel_tiles(list(shape), list(range(len(shape))), THREADS, len(shape))
 
 
 def _copies_as_linalg(f):
