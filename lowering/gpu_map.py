@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from .pass_base import MiraxPass, PassError, isa
+from .pass_base import MiraxPass, PassError, defining_op, isa, user_op
 
 NAME = "mirax-gpu-map"
 ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
@@ -128,21 +128,10 @@ def _plain_combiner(op):
     n_in = len(op.operands) - len(op.results)
     outs = list(block.arguments)[n_in:]
     for v, acc in zip(ops[-1].operands, outs):
-        owner = _producer(v)
+        owner = defining_op(v)
         if owner is None or owner.name == "arith.select" or not any(x == acc for x in owner.operands):
             return False
     return True
-
-
-def _producer(value):
-    try:
-        owner = value.owner
-    except Exception:
-        return None
-    if isinstance(owner, ir.Block):
-        return None
-    op = owner.operation if hasattr(owner, "operation") else owner
-    return op
 
 
 @dataclass
@@ -235,7 +224,7 @@ def _copy_after(op):
     """Insert `linalg.copy` of `op`'s result after it and make every user read the copy."""
     from mlir.dialects import linalg, tensor
     r = op.results[0]
-    users = [(_owner(u), u.operand_number) for u in r.uses]
+    users = [(user_op(u), u.operand_number) for u in r.uses]
     t = ir.RankedTensorType(r.type)
     with op.context, op.location, ir.InsertionPoint.after(op):
         empty = tensor.EmptyOp(t.shape, t.element_type)
@@ -255,7 +244,7 @@ def _row_reductions_upstream(op, claimed, depth=0):
     """Row reductions feeding `op` directly or through elementwise generics."""
     out = []
     for v in _inputs(op):
-        p = _producer(v)
+        p = defining_op(v)
         if p is None or not _is_linalg(p) or _key(p) in claimed or depth > 8:
             continue
         if _is_row_reduction(p):
@@ -278,7 +267,7 @@ def _collect_group(root, claimed, row_shape):
 
     def visit(op):
         for v in list(op.operands):
-            p = _producer(v)
+            p = defining_op(v)
             if p is None or _key(p) in seen or _key(p) in claimed or not _is_linalg(p):
                 continue
             if p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
@@ -316,7 +305,7 @@ def _private_to_kernel(root, group):
     out = list(group)
     for idx in range(len(out) - 1, -1, -1):
         p = out[idx]
-        outside = [u for r in p.results for u in r.uses if _key(_owner(u)) not in inside]
+        outside = [u for r in p.results for u in r.uses if _key(user_op(u)) not in inside]
         if not outside:
             continue
         with p.context, p.location, ir.InsertionPoint.after(p):
@@ -325,7 +314,7 @@ def _private_to_kernel(root, group):
         inside.add(_key(c))
         for r, rc in zip(p.results, c.results):
             for u in list(r.uses):
-                o = _owner(u)
+                o = user_op(u)
                 if _key(o) in inside and _key(o) != _key(c):
                     o.operands[u.operand_number] = rc
         out[idx] = c
@@ -342,21 +331,16 @@ def _one_use_each(root, group):
         for p in group:
             if p.name != "linalg.generic" or _is_row_reduction(p):
                 continue
-            uses = [u for u in p.results[0].uses if _key(_owner(u)) in keys]
+            uses = [u for u in p.results[0].uses if _key(user_op(u)) in keys]
             for use in uses[1:]:
                 clone = p.clone(ir.InsertionPoint(p))
-                u = _owner(use)
+                u = user_op(use)
                 u.operands[use.operand_number] = clone.results[0]
                 keys.add(_key(clone))
                 changed = True
         if changed:
             group = _in_block_order(root, keys)
     return group
-
-
-def _owner(use):
-    u = use.owner
-    return u.operation if hasattr(u, "operation") else u
 
 
 def _in_block_order(root, keys):
@@ -375,7 +359,7 @@ def _plan_matmul(op, index, claimed):
     if m % tm or n % tn or kdim % tk:
         return None
     fused = []
-    init = _producer(op.operands[2])
+    init = defining_op(op.operands[2])
     if init is not None and init.name == "linalg.fill" and _key(init) not in claimed:
         fused.append(init)
     batch = [1] if op.name == "linalg.batch_matmul" else []
@@ -701,7 +685,7 @@ def _pad_matmuls(func_op):
         with op.context, op.location, ir.InsertionPoint(op):
             ap = pad(op.operands[0], a, batch + [mp, kp])
             bp = pad(op.operands[1], b, batch + [kp, np_])
-            init = _producer(op.operands[2])
+            init = defining_op(op.operands[2])
             if init is not None and init.name == "linalg.fill":  # a bigger fill, fused into the kernel
                 t = ir.RankedTensorType(op.operands[2].type)
                 big = ir.RankedTensorType.get(batch + [mp, np_], t.element_type)
@@ -782,7 +766,7 @@ def _partials_in_workgroup_memory(func_op):
     from .pass_base import walk_ops
     for m in walk_ops(func_op, lambda n: n == "bufferization.materialize_in_destination"):
         src, dest = m.operands[0], m.operands[1]
-        f, a = _producer(src), _producer(dest)
+        f, a = defining_op(src), defining_op(dest)
         if f is None or a is None or f.name != "scf.forall" or a.name != "bufferization.alloc_tensor":
             continue
         if len(f.results) != 1 or len(list(a.operands)):
@@ -803,12 +787,12 @@ def _partials_per_reduction(func_op):
     for f in walk_ops(func_op, lambda n: n == "scf.forall"):
         if len(f.results) != 1:
             continue
-        init = _producer(f.operands[len(f.operands) - 1])
+        init = defining_op(f.operands[len(f.operands) - 1])
         if init is None or init.name != "bufferization.alloc_tensor" or "memory_space" not in init.attributes:
             continue
         uses = [u for u in f.results[0].uses]
         for u in uses[1:]:
-            user = _owner(u)
+            user = user_op(u)
             with f.context, f.location, ir.InsertionPoint(user):
                 a = init.clone()
                 g = f.clone()

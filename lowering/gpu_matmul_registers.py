@@ -26,28 +26,16 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .pass_base import walk_ops
+from .pass_base import defining_op, memory_space, walk_ops
 
 PRIVATE = 6  # Vulkan's Function storage class as a memref memory space
 
 
-def _owner(v):
-    o = v.owner
-    if isinstance(o, ir.Block):
-        return None
-    return o.operation if hasattr(o, "operation") else o
-
-
 def _const(v):
-    op = _owner(v)
+    op = defining_op(v)
     if op is not None and op.name == "arith.constant":
         return ir.IntegerAttr(op.attributes["value"]).value
     return None
-
-
-def _space(t):
-    ms = ir.MemRefType(t).memory_space
-    return None if ms is None else int(str(ms).split(":")[0])
 
 
 def _loops(block):
@@ -62,7 +50,7 @@ def _index_ops(v, allowed, inside):
     def visit(x):
         if x in allowed:
             return True
-        op = _owner(x)
+        op = defining_op(x)
         if op is None:
             return False  # a block argument we do not know (e.g. the K loop's iv)
         if not _inside(op, inside):
@@ -82,7 +70,7 @@ def _same(a, b):
     """Two index values computed the same way (the load's and the store's address)."""
     if a == b:
         return True
-    x, y = _owner(a), _owner(b)
+    x, y = defining_op(a), defining_op(b)
     if x is None or y is None or x.name != "affine.apply" or y.name != "affine.apply":
         return False
     return str(x.attributes["map"]) == str(y.attributes["map"]) and len(x.operands) == len(y.operands) \
@@ -169,7 +157,7 @@ def matmul_accumulators_in_registers(module, *_):
     for launch in walk_ops(module, lambda n: n == "gpu.launch"):
         for kloop in _loops(launch.regions[0].blocks[0]):
             body = kloop.regions[0].blocks[0]
-            if not any(o.operation.name == "memref.alloc" and _space(o.operation.results[0].type) == 3
+            if not any(o.operation.name == "memref.alloc" and memory_space(o.operation.results[0].type) == 3
                        for o in body.operations):
                 continue  # not a K loop staging tiles in workgroup memory
             for outer in _loops(body):
@@ -178,7 +166,7 @@ def matmul_accumulators_in_registers(module, *_):
                 if len(inner) != 1:
                     continue
                 ops = [o.operation for o in inner[0].regions[0].blocks[0].operations]
-                loads = [o for o in ops if o.name == "memref.load" and _space(o.operands[0].type) is None]
-                stores = [o for o in ops if o.name == "memref.store" and _space(o.operands[1].type) is None]
+                loads = [o for o in ops if o.name == "memref.load" and memory_space(o.operands[0].type) is None]
+                stores = [o for o in ops if o.name == "memref.store" and memory_space(o.operands[1].type) is None]
                 if len(loads) == 1 and len(stores) == 1 and loads[0].operands[0] == stores[0].operands[1]:
                     _rewrite(kloop, outer, middle[0], inner[0], loads[0], stores[0])

@@ -34,7 +34,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
-from .pass_base import MiraxPass, PassError, isa, walk_ops
+from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, user_op, walk_ops
 
 NAME = "mirax-gpu-pipeline"
 
@@ -224,7 +224,7 @@ def _workgroup_copies_over_threads(f):
         block = list(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
         for c in walk_ops(x, lambda nm: nm == "memref.copy"):
             t = ir.MemRefType(c.operands[1].type)
-            if t.memory_space is None or str(t.memory_space).split(" ")[0] != "3" or t.rank != 2:
+            if memory_space(t) != 3 or t.rank != 2:
                 continue
             op = _copy_as_linalg(c)
             with f.context:
@@ -315,7 +315,7 @@ def _private_buffers(module, *_):
                 # a partial tile's size: its upper bound sizes a private array, when every
                 # user only loads and stores (a SPIR-V Function variable has a static size)
                 bounds = [_upper_bound(v) for v in a.operands]
-                if None in bounds or not all(_user(u).name in ("memref.load", "memref.store")
+                if None in bounds or not all(user_op(u).name in ("memref.load", "memref.store")
                                              for u in a.results[0].uses):
                     continue
                 dyn = iter(bounds)
@@ -330,10 +330,9 @@ def _private_buffers(module, *_):
 def _upper_bound(v):
     """A constant upper bound of an index value built by tiling (constants, affine.min with
     a constant result, affine.max of bounded values), or None."""
-    op = v.owner
-    if not isinstance(op, (ir.Operation, ir.OpView)):
+    op = defining_op(v)
+    if op is None:
         return None
-    op = op.operation
     if op.name == "arith.constant":
         return ir.IntegerAttr(op.attributes["value"]).value
     if op.name not in ("affine.min", "affine.max"):
@@ -379,11 +378,8 @@ def _sink_host_loads(module, *_):
         moved = {}
         for op in walk_ops(launch, lambda n: True):
             for i, v in enumerate(op.operands):
-                d = v.owner
-                if not isinstance(d, ir.OpView) and not isinstance(d, ir.Operation):
-                    continue  # a block argument
-                d = d.operation
-                if d.name != "memref.load" or _key(d) in inside:
+                d = defining_op(v)
+                if d is None or d.name != "memref.load" or _key(d) in inside:
                     continue
                 if _key(d) not in moved:
                     with ir.InsertionPoint.at_block_begin(body):
@@ -644,10 +640,6 @@ def _nbytes(t):
 _VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.reshape", "memref.cast")
 
 
-def _user(use):
-    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
-
-
 def spirv_binaries(module):
     """Move each spirv.module into its gpu.module and serialize: {kernel name: bytes}."""
     body = module.regions[0].blocks[0]
@@ -722,7 +714,7 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
         nm = o.name
         if nm in ("arith.constant", "func.return", "memref.dealloc"):
             continue
-        if nm == "memref.get_global" and all(_user(u).name == "memref.reshape" and u.operand_number == 1
+        if nm == "memref.get_global" and all(user_op(u).name == "memref.reshape" and u.operand_number == 1
                                               for u in o.results[0].uses):
             continue  # a static reshape's target shape: metadata, never read on the device
         if nm == "memref.get_global":  # a constant array: uploaded once, read by kernels

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from .pass_base import isa, walk_ops
+from .pass_base import isa, memory_space, walk_ops
 
 NVVM = ("lower-affine", "convert-scf-to-cf", "nvvm-attach-target{{chip={chip} O=3}}",
         # kernel arguments as bare pointers (a memref descriptor would be 3 + 2 x rank of them)
@@ -39,10 +39,9 @@ def _private_arrays_generic(module):
     """Vulkan's Function space (6) on private arrays -> no memory space (NVVM local)."""
     for op in walk_ops(module, lambda n: True):
         for r in op.results:
-            if isa(ir.MemRefType, r.type):
+            if isa(ir.MemRefType, r.type) and memory_space(r.type) == 6:
                 t = ir.MemRefType(r.type)
-                if t.memory_space is not None and str(t.memory_space).split(":")[0].strip() == "6":
-                    r.set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout))
+                r.set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout))
 
 
 def _workgroup_attributions(module):
@@ -51,9 +50,7 @@ def _workgroup_attributions(module):
     into `.shared` arrays (an alloc would become a device malloc)."""
     for g in walk_ops(module, lambda n: n == "gpu.func"):
         body = g.regions[0].blocks[0]
-        allocs = [a for a in walk_ops(g, lambda n: n == "memref.alloc")
-                  if ir.MemRefType(a.results[0].type).memory_space is not None
-                  and str(ir.MemRefType(a.results[0].type).memory_space).split(":")[0].strip() == "3"]
+        allocs = [a for a in walk_ops(g, lambda n: n == "memref.alloc") if memory_space(a.results[0].type) == 3]
         if not allocs:
             continue
         n = ir.IntegerAttr(g.attributes["workgroup_attributions"]).value if "workgroup_attributions" in g.attributes \

@@ -101,6 +101,25 @@ def isa(cls, value) -> bool:
         return False
 
 
+def defining_op(value):
+    """The operation that defines `value`, or None for a block argument."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def user_op(use):
+    """The operation of an OpOperand (a value's use)."""
+    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
+
+
+def memory_space(memref_type):
+    """A memref type's memory space as an integer (3 workgroup, 6 private), or None."""
+    ms = ir.MemRefType(memref_type).memory_space
+    return None if ms is None else int(str(ms).split(":")[0])
+
+
 def _add_takes_name(pm):
     return True
 
