@@ -36,12 +36,14 @@ run: $(STAMP)
 lit: $(STAMP)
 	$(VENV)/bin/lit -sv test/lit
 
-# one process per test file: a process keeps every kernel it JIT-compiled (~6 MB each), so
-# one process for the whole suite peaked at 6.8 GB warm, 13 GB cold; per file at most
-# 1.2 GB (the disk cache still shares kernels between them)
+# one process per test file, each keeping at most 128 kernels in memory: a JIT-compiled
+# kernel holds ~6 MB, so one process for the whole suite peaked at 6.8 GB warm and 13 GB
+# cold, and test_primitives.py alone at 2.36 GB cold with the default 1024 (750 MB with
+# 128, as fast: the disk cache shares kernels between processes and reloads are cheap)
+TEST_ENV = MIRAX_TEST_CACHE_DIR=$(MIRAX_TEST_CACHE_DIR) MIRAX_KERNEL_CACHE_CAPACITY=128 MIRAX_KERNEL_MEMORY_CAPACITY=128
 pytest: $(STAMP)
 	@status=0; for f in test/python/test_*.py; do \
-		echo "== $$f"; MIRAX_TEST_CACHE_DIR=$(MIRAX_TEST_CACHE_DIR) $(PY) -m pytest -q $$f || status=1; \
+		echo "== $$f"; $(TEST_ENV) $(PY) -m pytest -q $$f || status=1; \
 	done; exit $$status
 
 test: lit pytest
