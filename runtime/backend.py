@@ -74,7 +74,10 @@ class Backend(ABC):
         (text, name) in this process (backends without an on-disk program cache)."""
         from mlir import ir
         from .context import context
-        programs = self.__dict__.setdefault("_programs", {})
+        from .kernel_cache import LRU, default_capacity
+        programs = self.__dict__.get("_programs")
+        if programs is None:
+            programs = self._programs = LRU(default_capacity())
         p = programs.get((text, name))
         if p is None:
             with context(), ir.Location.unknown():

@@ -58,3 +58,9 @@ def empty(shape, dtype) -> np.ndarray:
 def clear() -> None:
     with _lock:
         _pool.clear()
+
+
+def pooled_bytes() -> int:
+    """Bytes of the pool's arrays that nothing else references (free for reuse)."""
+    with _lock:
+        return sum(b.nbytes for b in _pool if sys.getrefcount(b) == _FREE + 1)

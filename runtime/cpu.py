@@ -4,8 +4,9 @@
     k([a, b], [out])        # out is written in place
 
 Calls go through the packed wrapper `_mlir__mlir_ciface_<name>` with memref descriptors
-reused from call to call: no copies, a few microseconds a call. Compiled kernels are kept
-in memory (bounded) and on disk (runtime/disk_cache.py): a later process loads the `.so`
+reused from call to call: no copies, a few microseconds a call. A JIT-compiled kernel is
+linked into a shared object and run from there, its ExecutionEngine dropped (an engine
+keeps ~2.4 MB, a loaded .so a few KB). Compiled kernels are kept in memory (bounded) and on disk (runtime/disk_cache.py): a later process loads the `.so`
 an earlier one linked instead of compiling again. `stats` counts compiles and cache hits.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ctypes
 import os
 import threading
 import time
-from collections import OrderedDict
+import weakref
 
 import numpy as np
 from mlir import ir
@@ -25,6 +26,7 @@ from ..lowering.cpu_pipeline import MiraxCpuPipeline
 from . import disk_cache
 from .backend import Backend
 from .context import context
+from .kernel_cache import LRU
 
 _DESCRIPTORS = {}
 
@@ -111,6 +113,11 @@ class _Slots:
 
 
 _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_libdl = ctypes.CDLL(None)
+
+
+def _dlclose(handle):
+    _libdl.dlclose(ctypes.c_void_p(handle))
 
 
 class CpuKernel:
@@ -120,13 +127,18 @@ class CpuKernel:
     reused from call to call (only the data pointers change when shapes repeat).
     """
 
-    def __init__(self, addr, name, owner=None):
+    def __init__(self, addr, name, owner=None, nbytes=0):
         if not addr:
             raise RuntimeError(f"kernel '{name}' not found in the compiled module")
         self.name = name
         self.owner = owner  # the ExecutionEngine or CDLL that holds the code
+        self.nbytes = nbytes  # what holding it costs, for the memory cache's byte bound
         self._fn = _PACKED(addr)
         self._free = []  # idle _Slots; a call pops one, so threads never share descriptors
+        if isinstance(owner, ctypes.CDLL):
+            # ctypes never unloads a library: without this, every kernel ever loaded would
+            # stay mapped. A call holds `self`, so this runs only once no call can be running.
+            weakref.finalize(self, _dlclose, owner._handle)
 
     @property
     def engine(self):
@@ -166,17 +178,17 @@ class CpuKernel:
             self._free.append(s)
 
 
-# compile_module's own memory cache: disk-cache key -> CpuKernel (loaded .so or JIT engine)
-_loaded: OrderedDict = OrderedDict()
-_loaded_lock = threading.Lock()
+# compile_module's own memory cache: disk-cache key -> CpuKernel (loaded .so or JIT engine),
+# bounded in entries and bytes, least recently used out
 MEMORY_CAPACITY = int(os.environ.get("MIRAX_KERNEL_MEMORY_CAPACITY", "1024"))
+MEMORY_BYTES = int(float(os.environ.get("MIRAX_KERNEL_MEMORY_MB", "256")) * 2**20)
+ENGINE_BYTES = 2_500_000  # what an ExecutionEngine keeps, measured (kernels that could not link)
+_loaded = LRU(MEMORY_CAPACITY, MEMORY_BYTES)
 
 
-def _remember(key, kernel):
-    with _loaded_lock:
-        _loaded[key] = kernel
-        while len(_loaded) > MEMORY_CAPACITY:
-            _loaded.popitem(last=False)
+def memory_cache_info():
+    """(entries, bytes) of the kernels compile_module holds in memory."""
+    return len(_loaded), _loaded.nbytes
 
 
 def _count_write(ok):
@@ -186,8 +198,7 @@ def _count_write(ok):
 
 def clear_memory_cache():
     """Forget the kernels compile_module holds in memory (the disk cache stays)."""
-    with _loaded_lock:
-        _loaded.clear()
+    _loaded.clear()
 
 
 def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) -> CpuKernel:
@@ -205,9 +216,6 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) 
     k = _loaded.get(key)
     if k is not None:
         stats.memory_hits += 1
-        with _loaded_lock:
-            if key in _loaded:
-                _loaded.move_to_end(key)
         return k
     t0 = time.perf_counter()
     use_disk = disk_cache.cache_dir() is not None
@@ -215,9 +223,9 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) 
         hit = disk_cache.lookup(key, name, libs)
         if hit is not None:
             stats.disk_hits += 1
-            lib, addr = hit
-            k = CpuKernel(addr, name, lib)
-            _remember(key, k)
+            lib, addr, nbytes = hit
+            k = CpuKernel(addr, name, lib, nbytes=nbytes)
+            _loaded.put(key, k)
             stats.load_seconds += time.perf_counter() - t0
             return k
         stats.disk_misses += 1
@@ -227,12 +235,21 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) 
         if prepare:
             prepare[1](module)
         lower_to_llvm(module)
-        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=use_disk)
+        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     stats.compiles += 1
-    k = CpuKernel.from_engine(engine, name)
-    if use_disk:  # link and write the .so off the compile path
-        disk_cache.store_later(engine, key, name, libs, _count_write)
-    _remember(key, k)
+    # run the kernel from a linked .so and drop the engine: an engine keeps ~2.4 MB of LLVM
+    # state per kernel (300 eager kernels grew a process by 2 GB), a loaded .so a few KB
+    linked = disk_cache.link_and_load(engine, name, libs)
+    if linked is None:  # nothing links here: keep the JIT's code
+        k = CpuKernel.from_engine(engine, name)
+        k.nbytes = ENGINE_BYTES
+    else:
+        lib, addr, elf = linked
+        k = CpuKernel(addr, name, lib, nbytes=len(elf))
+        del engine
+        if use_disk:  # write the entry off the compile path
+            disk_cache.store_later(elf, key, name, libs, _count_write)
+    _loaded.put(key, k)
     stats.compile_seconds += time.perf_counter() - t0
     return k
 

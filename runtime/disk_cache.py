@@ -1,9 +1,10 @@
 """A persistent on-disk cache of compiled CPU kernels, shared by every process of a user.
 
     key = cache_key(text, "kernel", 3, libs)
-    entry = lookup(key, "kernel", libs)     # (CDLL, packed-wrapper address) or None
+    entry = lookup(key, "kernel", libs)     # (CDLL, packed-wrapper address, size) or None
     if entry is None:
-        ...JIT it...; store_later(engine, key, "kernel", libs)
+        ...JIT it...; lib, addr, elf = link_and_load(engine, "kernel", libs)
+        store_later(elf, key, "kernel", libs)
 
 An entry is `<dir>/<key>.so`: the JIT's object file linked by `ld -shared` (or `cc -shared`),
 followed by a trailer (JSON meta: key, symbol, ELF size and sha256; its length; MAGIC)
@@ -14,9 +15,11 @@ sees a partial file, and concurrent writers of one key both leave a valid entry.
 
 Location: `$MIRAX_CACHE_DIR`, else `$XDG_CACHE_HOME/mirax`, else `~/.cache/mirax`.
 `MIRAX_CACHE_DIR=""` or `MIRAX_DISABLE_DISK_CACHE=1` turns it off. Size bound:
-`MIRAX_CACHE_SIZE_MB` (default 1024): least recently used entries go first.
-A miss links and writes its entry on a background thread (`store_later`; `flush()` waits,
-and so does interpreter exit), so the cache adds next to nothing to a cold compile.
+`MIRAX_CACHE_MAX_BYTES` (or `MIRAX_CACHE_SIZE_MB`; default 1 GiB): least recently used
+entries (CPU `.so` and GPU `.json` alike) go first.
+Every JIT-compiled kernel is linked (~3 ms) and loaded from its `.so` so that its
+ExecutionEngine can be dropped (runtime/cpu.py); a miss then writes the entry on a
+background thread (`store_later`; `flush()` waits, and so does interpreter exit).
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ _TRAILER = struct.Struct("<Q8s")  # meta length, MAGIC
 _SUBDIR = f"cpu-v{FORMAT_VERSION}"
 DEFAULT_SIZE_MB = 1024
 # environment variables that configure the cache itself, not the code it holds
-_CACHE_ENV = {"MIRAX_CACHE_DIR", "MIRAX_CACHE_SIZE_MB", "MIRAX_DISABLE_DISK_CACHE", "MIRAX_CACHE_SYNC",
+_CACHE_ENV = {"MIRAX_CACHE_DIR", "MIRAX_CACHE_SIZE_MB", "MIRAX_CACHE_MAX_BYTES", "MIRAX_KERNEL_MEMORY_MB", "MIRAX_DISABLE_DISK_CACHE", "MIRAX_CACHE_SYNC",
               "MIRAX_CACHE_EXIT_WAIT_S", "MIRAX_DUMP_IR",
               "MIRAX_DISABLE_COMPILE", "MIRAX_KERNEL_MEMORY_CAPACITY", "MIRAX_KERNEL_CACHE_CAPACITY"}
 
@@ -94,7 +97,11 @@ def cache_dir() -> Path | None:
 
 
 def size_limit() -> int:
+    """The cap on the directory's size in bytes: `MIRAX_CACHE_MAX_BYTES`, else
+    `MIRAX_CACHE_SIZE_MB` (MB), else 1 GiB."""
     try:
+        if os.environ.get("MIRAX_CACHE_MAX_BYTES"):
+            return int(float(os.environ["MIRAX_CACHE_MAX_BYTES"]))
         return int(float(os.environ.get("MIRAX_CACHE_SIZE_MB", DEFAULT_SIZE_MB)) * 2**20)
     except ValueError:
         return DEFAULT_SIZE_MB * 2**20
@@ -285,7 +292,7 @@ def _validate(path: Path, key: str, symbol: str):
 
 
 def lookup(key: str, name: str, shared_libs):
-    """(CDLL, address of the packed wrapper) for a valid entry, else None.
+    """(CDLL, address of the packed wrapper, code bytes) for a valid entry, else None.
     A corrupt entry (bad trailer or hash, dlopen failure, missing symbol) is deleted."""
     d = cache_dir()
     if d is None:
@@ -318,7 +325,7 @@ def lookup(key: str, name: str, shared_libs):
         os.utime(path)  # recently used: eviction goes by mtime
     except OSError:
         pass
-    return lib, addr
+    return lib, addr, meta["elf_size"]
 
 
 # ---- storing --------------------------------------------------------------------------------
@@ -358,14 +365,55 @@ def _link(obj: str, out: str) -> bool:
     return False
 
 
-def store(engine, key: str, name: str, shared_libs=()) -> bool:
-    """Write the engine's object code as `<key>.so` (link it, append the trailer, fsync,
-    rename). Returns False, logging once, when anything fails; never raises."""
+_link_dir = None  # this process's private directory for linking kernels (removed at exit)
+_link_count = 0
+
+
+def _private_dir() -> Path:
+    global _link_dir
+    if _link_dir is None or not _link_dir.exists():
+        _link_dir = Path(tempfile.mkdtemp(prefix="mirax-link-"))
+        atexit.register(shutil.rmtree, str(_link_dir), True)
+    return _link_dir
+
+
+def link_and_load(engine, name: str, shared_libs=()):
+    """Link the engine's object code into a shared object and `dlopen` it, so the caller can
+    drop the engine: an ExecutionEngine keeps ~2.4 MB of LLVM state per kernel, a loaded
+    `.so` a few KB. Returns (CDLL, address of the packed wrapper, ELF bytes), or None when
+    nothing can link here (logged once; the caller keeps the engine)."""
+    global _link_count
+    if not _link_commands():
+        _warn_once("link", "no linker (`ld` or `cc`) found")
+        return None
+    with _lock:
+        _link_count += 1
+        n = _link_count
+    # unique per process and call: glibc hands back an already loaded library by path name
+    base = _private_dir() / f"{os.getpid()}-{n}"
+    obj, so = f"{base}.o", f"{base}.so"
+    try:
+        engine.dump_to_object_file(obj)
+        if not _link(obj, so):
+            return None
+        elf = Path(so).read_bytes()
+        preload(shared_libs)
+        lib = ctypes.CDLL(so, mode=ctypes.RTLD_LOCAL)
+        addr = ctypes.cast(getattr(lib, packed_symbol(name)), ctypes.c_void_p).value
+        return lib, addr, elf
+    except (OSError, AttributeError) as e:
+        _warn_once("load", f"could not load a linked kernel: {e}")
+        return None
+    finally:
+        for p in (obj, so):  # the mapping outlives the file
+            _remove(Path(p))
+
+
+def store_elf(elf: bytes, key: str, name: str, shared_libs=()) -> bool:
+    """Write a linked kernel as the entry `<key>.so` (trailer, fsync, rename). Returns
+    False, logging once, when anything fails; never raises."""
     d = cache_dir()
     if d is None:
-        return False
-    if not _link_commands():
-        _warn_once("link", "no linker (`ld` or `cc`) to build kernels with")
         return False
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{key[:16]}.", suffix=".tmp")
@@ -373,12 +421,7 @@ def store(engine, key: str, name: str, shared_libs=()) -> bool:
     except OSError as e:
         _warn_once("store", f"cannot write to {d}: {e}")
         return False
-    obj, so = tmp + ".o", tmp + ".so"
     try:
-        engine.dump_to_object_file(obj)
-        if not _link(obj, so):
-            return False
-        elf = Path(so).read_bytes()
         n = _write_atomic(d, key, tmp, elf, {"symbol": packed_symbol(name), "needs": _needed_libs(elf, shared_libs)})
         _after_store(d, n)
         return True
@@ -386,8 +429,15 @@ def store(engine, key: str, name: str, shared_libs=()) -> bool:
         _warn_once("store", f"could not write an entry: {e}")
         return False
     finally:
-        for p in (tmp, obj, so):
-            _remove(Path(p))
+        _remove(Path(tmp))
+
+
+def store(engine, key: str, name: str, shared_libs=()) -> bool:
+    """Link the engine's object code and write it as `<key>.so` (see `store_elf`)."""
+    if cache_dir() is None:
+        return False
+    linked = link_and_load(engine, name, shared_libs)
+    return linked is not None and store_elf(linked[2], key, name, shared_libs)
 
 
 def _write_atomic(d: Path, key: str, tmp: str, elf: bytes, meta: dict) -> int:
@@ -406,8 +456,8 @@ def _write_atomic(d: Path, key: str, tmp: str, elf: bytes, meta: dict) -> int:
 # ---- writing in the background ------------------------------------------------------------
 
 class _Writer:
-    """One daemon thread that links and writes entries off the compile path (the link and
-    the fsync cost ~30 ms, as much as compiling a small kernel). Drained at exit, so the
+    """One daemon thread that writes entries off the compile path (the fsync costs up to
+    tens of ms, as much as compiling a small kernel). Drained at exit, so the
     next process finds what this one compiled; `MIRAX_CACHE_SYNC=1` writes inline."""
 
     def __init__(self):
@@ -465,10 +515,10 @@ def flush(timeout=None) -> bool:
     return _writer.flush(timeout)
 
 
-def store_later(engine, key: str, name: str, shared_libs=(), on_done=None) -> None:
-    """`store` on the writer thread (inline when `MIRAX_CACHE_SYNC=1`); `on_done(ok)` after."""
+def store_later(elf: bytes, key: str, name: str, shared_libs=(), on_done=None) -> None:
+    """`store_elf` on the writer thread (inline when `MIRAX_CACHE_SYNC=1`); `on_done(ok)` after."""
     def job():
-        ok = store(engine, key, name, shared_libs)
+        ok = store_elf(elf, key, name, shared_libs)
         if on_done is not None:
             on_done(ok)
     if os.environ.get("MIRAX_CACHE_SYNC", "") not in ("", "0"):
@@ -509,7 +559,7 @@ def evict(d: Path | None = None, limit: int | None = None) -> int:
             s = e.stat()
         except OSError:
             continue
-        if e.name.endswith(".so") and not e.name.startswith("."):
+        if e.name.endswith((".so", ".json")) and not e.name.startswith("."):  # CPU and GPU entries
             entries.append((s.st_mtime, s.st_size, e.path))
         elif e.name.startswith(".") and now - s.st_mtime > 3600:  # left by a killed writer
             _remove(Path(e.path))

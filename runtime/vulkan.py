@@ -21,13 +21,16 @@ the kernel cache directory. `stats` counts submits and dispatches (for tests).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import math
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 
 from .backend import Backend
+from .kernel_cache import LRU, default_capacity
 
 try:
     import vulkan as vk
@@ -560,8 +563,7 @@ def is_available() -> bool:
 
 # ---- programs: lowered modules, cached in memory and on disk -----------------------------------
 
-_programs: dict = {}
-_programs_lock = threading.Lock()
+_programs = LRU(default_capacity())
 
 
 def target():
@@ -593,11 +595,15 @@ def compile_program(text: str, name: str = "main", prepare=None, stages=None):
     if stages is None and path and os.path.exists(path):
         try:
             with open(path) as fh:
-                p = gpu_pipeline.GpuProgram.from_json(fh.read())
-            _programs[key] = p
-            return p
-        except Exception:
-            pass  # a corrupt entry is rebuilt
+                digest, _, body = fh.read().partition("\n")
+            if digest != hashlib.sha256(body.encode()).hexdigest():
+                raise ValueError("checksum")
+            p = gpu_pipeline.GpuProgram.from_json(body)
+            os.utime(path)  # recently used: eviction goes by mtime
+            return _programs.put(key, p)
+        except Exception:  # noqa: BLE001 - a truncated or corrupt entry is rebuilt
+            from .cpu import stats
+            stats.disk_corrupt += 1
     with context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if prepare:
@@ -610,14 +616,17 @@ def compile_program(text: str, name: str = "main", prepare=None, stages=None):
             why = next((ln for ln in lines if "error:" in ln or "Diagnostic" in ln), lines[0] if lines else "")
             raise MiraxError(f"the GPU pipeline failed on @{name}: {why}" + (
                 "\n  " + "\n  ".join(lines[1:6]) if len(lines) > 1 else "")) from None
-    with _programs_lock:
-        _programs[key] = p
+    _programs.put(key, p)
     if path:
-        tmp = path + f".{os.getpid()}.tmp"
+        # first line: the sha256 of the rest, so a truncated or altered entry is rebuilt;
+        # written whole under a temporary name (dot-prefixed: eviction skips it) and renamed
+        tmp = os.path.join(d, f".gpu-{key[:16]}.{os.getpid()}.{threading.get_ident()}.tmp")
+        body = p.to_json()
         try:
             with open(tmp, "w") as fh:
-                fh.write(p.to_json())
+                fh.write(hashlib.sha256(body.encode()).hexdigest() + "\n" + body)
             os.replace(tmp, path)
+            disk_cache._after_store(Path(d), os.path.getsize(path))
         except OSError:
             pass
     return p

@@ -16,6 +16,7 @@ from .transforms import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp,
 from .custom import checkpoint, custom_function  # noqa: F401
 from .compile import compile, disable_compile, enable_compile  # noqa: F401
 from . import utils  # noqa: F401
+from .memory import clear_cache, get_cache_memory  # noqa: F401
 from . import random  # noqa: F401
 from . import cuda, metal  # noqa: F401
 

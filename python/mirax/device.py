@@ -121,9 +121,10 @@ class GpuDevice(_Runner, Device):
     def __init__(self, *_):
         if hasattr(self, "type"):
             return
+        from .runtime.kernel_cache import LRU, default_capacity
         self.type = DeviceType.gpu
         self.index = 0
-        self.kernels = {}
+        self.kernels = LRU(default_capacity())
         self._backend = None
 
     @property
@@ -151,8 +152,7 @@ class GpuDevice(_Runner, Device):
         except Exception as err:
             raise MiraxError(f"mirax.{prim.name} cannot run on the GPU for {in_avals} -> {out_aval}: "
                              f"{_reason(err)}") from None
-        self.kernels[key] = prog
-        return prog
+        return self.kernels.put(key, prog)
 
     def synchronize(self):
         from .runtime.vulkan import VulkanDevice

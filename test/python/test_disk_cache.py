@@ -176,11 +176,13 @@ def test_entry_missing_its_symbol_is_recompiled(cache):
 
 def test_concurrent_writers_in_threads(cache):
     """Many writers of one key at once: every store succeeds and the entry stays valid."""
-    k = run_exp(19)
+    run_exp(19)
     (entry,) = entries(cache)
     key = entry.stem
+    meta = disk_cache._validate(entry, key, "_mlir__mlir_ciface_kernel")
+    elf = entry.read_bytes()[:meta["elf_size"]]
     results = []
-    threads = [threading.Thread(target=lambda: results.append(disk_cache.store(k.owner, key, "kernel")))
+    threads = [threading.Thread(target=lambda: results.append(disk_cache.store_elf(elf, key, "kernel")))
                for _ in range(8)]
     for t in threads:
         t.start()
