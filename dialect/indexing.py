@@ -1,9 +1,10 @@
 """Indexing primitives: `take`, `take_along_axis` and `scatter_add` (the adjoint of take).
 
-Indices may have any integer dtype. Negative indices wrap once (numpy); indices still out
-of range are *clamped* to [0, n-1], as MLX and JAX do on gather, so no index a user
-computes can read or write outside a buffer (numpy would raise, but the index values are
-only known when the kernel runs).
+Indices may have any integer dtype. Negative indices wrap once (numpy). Indices still out
+of range follow JAX's rule: gathers (`take`, `take_along_axis`) *clamp* them to [0, n-1],
+scatters (`scatter_add`) *drop* their updates. No index a user computes can read or write
+outside a buffer (numpy would raise, but index values are only known when the kernel
+runs; constant Python indices out of range raise IndexError in `mirax.ops.indexing`).
 
     %0 = "mirax.take"(%x, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2xi32>) -> tensor<2x3xf32>
     %1 = "mirax.take_along_axis"(%x, %j) {axis = 1 : i64} : (tensor<5x3xf32>, tensor<5x1xi32>) -> tensor<5x1xf32>
@@ -48,6 +49,22 @@ def _clamped_index(b, raw, idx_dtype, n):
     hi = b.index(max(n - 1, 0))
     return b.op(f"arith.minui {i}, {hi} : index") if idx_dtype.kind == "u" else b.op(
         f"arith.minsi {i}, {hi} : index")
+
+
+def _wrapped_index(b, raw, idx_dtype, n):
+    """(index, in_range): negative values wrap once; `index` is clamped to [0, n-1] so it
+    can always address the buffer, `in_range` (i1) says whether it was in range unclamped."""
+    t = idx_dtype.signless
+    cast = "arith.index_castui" if idx_dtype.kind == "u" else "arith.index_cast"
+    i = b.op(f"{cast} {raw} : {t} to index")
+    zero, nn = b.index(0), b.index(n)
+    if idx_dtype.kind != "u":
+        neg = b.op(f"arith.cmpi slt, {i}, {zero} : index")
+        wrapped = b.op(f"arith.addi {i}, {nn} : index")
+        i = b.op(f"arith.select {neg}, {wrapped}, {i} : index")
+    # unsigned compare: still-negative values are huge, so one test covers both ends
+    ok = b.op(f"arith.cmpi ult, {i}, {nn} : index")
+    return _clamped_index(b, raw, idx_dtype, n), ok
 
 
 def _extract(b, src, src_aval, coords, out_dtype):
@@ -176,7 +193,7 @@ def _scatter_lower(e, ins, in_avals, out, axis):
     body = ems[-1]
     k = idx.ndim
     raw = body.op(f"tensor.extract {ins[1]}[{', '.join(ivs[axis:axis + k])}] : {ttype(idx)}")
-    i = _clamped_index(body, raw, idx.dtype, x.shape[axis])
+    i, ok = _wrapped_index(body, raw, idx.dtype, x.shape[axis])  # out of range: dropped
     coords = ivs[:axis] + [i] + ivs[axis + k:]
     u = body.op(f"tensor.extract {ins[2]}[{', '.join(ivs)}] : {ttype(upd)}")
     old = body.op(f"tensor.extract {carried}[{', '.join(coords)}] : {ttype(x)}")
@@ -188,6 +205,7 @@ def _scatter_lower(e, ins, in_avals, out, axis):
         new = body.op(f"arith.ori {old}, {u} : {t}")  # bool add is logical or (numpy)
     else:
         new = body.op(f"arith.addi {old}, {u} : {t}")
+    new = body.op(f"arith.select {ok}, {new}, {old} : {t}")
     yielded = body.op(f"tensor.insert {new} into {carried}[{', '.join(coords)}] : {ttype(x)}")
     for lvl in range(len(loops) - 1, -1, -1):
         ems[lvl + 1].line(f"scf.yield {yielded} : {ttype(x)}")
@@ -198,9 +216,13 @@ def _scatter_lower(e, ins, in_avals, out, axis):
 
 
 def _scatter_ref(x, indices, updates, axis):
-    i = _np_index(indices, x.shape[axis]).reshape(-1)
+    n = x.shape[axis]
+    i = np.asarray(indices).astype(np.int64).reshape(-1)
+    i = np.where(i < 0, i + n, i)
+    keep = (0 <= i) & (i < n)  # out-of-range updates are dropped
     out = np.moveaxis(x.copy(), axis, 0)
     u = np.moveaxis(updates.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 1:]), axis, 0)
+    i, u = i[keep], u[keep]
     if x.dtype == np.bool_:
         for j, v in zip(i, u):
             out[j] |= v
@@ -241,8 +263,9 @@ def _scatter_lower_gpu(e, ins, in_avals, out, axis):
             _affine(n + k, [f"d{j}" for j in range(n)])]
 
     def body(b, i, u, o):
-        hit = b.op(f"arith.cmpi eq, {_clamped_index(b, i, idx.dtype, x.shape[axis])}, "
-                   f"{b.op(f'linalg.index {axis} : index')} : index")
+        j, ok = _wrapped_index(b, i, idx.dtype, x.shape[axis])
+        hit = b.op(f"arith.cmpi eq, {j}, {b.op(f'linalg.index {axis} : index')} : index")
+        hit = b.op(f"arith.andi {hit}, {ok} : i1")  # out-of-range updates are dropped
         t = d.signless
         v = b.op(f"arith.select {hit}, {u}, {b.const(0, t)} : {t}")
         if in_avals[0].dtype.kind == "b":  # bool add is logical or (numpy)
@@ -253,7 +276,7 @@ def _scatter_lower_gpu(e, ins, in_avals, out, axis):
 
 primitive("scatter_add", ["x", "indices", "updates"], _scatter_shape, _scatter_lower, _scatter_ref,
           attrs={"axis": I64()},
-          summary="x with updates added at `indices` along `axis` (the adjoint of take; indices clamp)",
+          summary="x with updates added at `indices` along `axis` (out-of-range updates are dropped)",
           dtypes=INDEX_TEST)
 register_lowering("scatter_add", _scatter_lower_gpu, target="gpu")
 
@@ -285,14 +308,22 @@ def _rules():
             i = mr.clip(mr.where(i < 0, i + n, i), 0, max(n - 1, 0))
         return mr.astype(i, mr.int32) if total < 2 ** 31 else i
 
+    def in_range(idx, n):
+        """Where indices address [0, n) once negative ones wrap (the updates scatter keeps)."""
+        if idx.dtype.kind == "u":
+            return idx < n
+        i = mr.astype(idx, mr.int64)
+        return (i >= -n) & (i < n)
+
     def offsets(n, stride, ndim, dtype):
         """(n, 1, ..., 1) array b * stride of `ndim` dims."""
         return mr.reshape(mr.arange(n, dtype=dtype) * stride, (n,) + (1,) * (ndim - 1))
 
     # ---- take
     defjvp("take", lambda g, x, idx, out, axis: _apply("take", [g, idx], axis=axis), None)
-    defvjp("take", lambda ct, x, idx, out, axis: _apply("scatter_add", [mr.zeros_like(x), idx, ct], axis=axis),
-           None)
+    # the cotangent goes where the gather read: to the clamped positions
+    defvjp("take", lambda ct, x, idx, out, axis: _apply(
+        "scatter_add", [mr.zeros_like(x), norm_index(idx, x.shape[axis], x.shape[axis]), ct], axis=axis), None)
 
     def take_batch(args, dims, axis):
         x, idx = args
@@ -347,8 +378,13 @@ def _rules():
             return tx
         return _apply("scatter_add", [tx if tx is not None else mr.zeros_like(x), idx, tu], axis=axis)
     PRIMITIVES["scatter_add"].jvp = scatter_jvp
-    defvjp("scatter_add", lambda ct, x, idx, u, out, axis: ct, None,
-           lambda ct, x, idx, u, out, axis: _apply("take", [ct, idx], axis=axis))
+    def scatter_vjp_updates(ct, x, idx, u, out, axis):
+        """The updates' cotangent: ct read at their indices, zero where they were dropped."""
+        g = _apply("take", [ct, idx], axis=axis)
+        ok = in_range(idx, x.shape[axis])
+        ok = mr.reshape(ok, (1,) * axis + idx.shape + (1,) * (x.ndim - axis - 1))
+        return mr.where(ok, g, mr.zeros_like(g))
+    defvjp("scatter_add", lambda ct, x, idx, u, out, axis: ct, None, scatter_vjp_updates)
 
     def scatter_batch(args, dims, axis):
         x, idx, u = args
@@ -362,8 +398,9 @@ def _rules():
         size, k = x.shape[axis + 1], idx.ndim - 1
         xm = mr.moveaxis(x, axis + 1, 1)  # (n, size, A.., B..)
         xf = mr.reshape(xm, (n * size,) + xm.shape[2:])
-        i = norm_index(idx, size, n * size)
-        i = i + offsets(n, size, i.ndim, i.dtype)
+        # out-of-range indices must stay dropped, not land in a neighbour's block
+        i = norm_index(idx, size, n * size + 1)
+        i = mr.where(in_range(idx, size), i + offsets(n, size, i.ndim, i.dtype), n * size)
         # updates (n, A.., I.., B..) -> (n, I.., A.., B..)
         perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + list(
             range(1 + axis + k, u.ndim))

@@ -22,6 +22,8 @@ def load_mirax_dialect(ctx: ir.Context) -> None:
 
 
 def new_context() -> ir.Context:
+    from ..dialect.bindings import register
+    register()  # wrapping a mirax op must not try to import a module each time
     ctx = ir.Context()
     load_mirax_dialect(ctx)
     return ctx

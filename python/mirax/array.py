@@ -164,8 +164,17 @@ class Array:
         return self._numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
+        """`np.asarray(x)`: a read-only view of the evaluated buffer (no copy), so numpy
+        cannot change a mirax array, or a lazy result computed from it, behind its back;
+        `np.array(x)` and `copy=True` give a writable copy."""
         a = self._numpy()
-        return a.astype(dtype) if dtype is not None else a.copy() if copy else a
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        if copy:
+            return a.copy()
+        v = a.view()
+        v.flags.writeable = False
+        return v
 
     def __bool__(self):
         return bool(self.item())
@@ -227,20 +236,34 @@ def _from_python(obj, dtype=None) -> Array:
     if isinstance(obj, Array):
         return obj if dtype is None or dt.to_dtype(dtype) is obj.dtype else obj.astype(dtype)
     d = dt.to_dtype(dtype) if dtype is not None else None
-    if isinstance(obj, (bool, int, float, complex)) and d is None:
+    if isinstance(obj, (bool, float, complex)) and d is None:  # ints: by value, below
         d = dt.to_dtype(type(obj))
     if isinstance(obj, (list, tuple)) and any(isinstance(x, Array) for x in _flat(obj)):
         from .ops import stack
         arr = stack([x if isinstance(x, Array) else Array(x) for x in obj])
         return arr if d is None else arr.astype(d)
-    a = np.asarray(obj)
+    from_numpy = isinstance(obj, (np.ndarray, np.generic))  # keeps its dtype, as in MLX
+    try:
+        a = np.asarray(obj)
+    except OverflowError:
+        a = np.asarray(obj, dtype=object)
+    if a.dtype == object and not from_numpy and all(isinstance(v, int) for v in _flat(obj)):
+        raise OverflowError(f"mirax.array: Python int out of the int64 range in {_short(obj)}")
     if d is None:
-        if a.dtype == np.float64 and not isinstance(obj, np.ndarray):
+        if a.dtype == np.float64 and not from_numpy:
             d = dt.float32  # MLX: Python floats make float32 arrays
-        elif a.dtype == np.int64 and not (isinstance(obj, np.ndarray)):
-            d = dt.int32  # MLX: Python ints make int32 arrays
+        elif a.dtype == np.int64 and not from_numpy:
+            # MLX: Python ints make int32 arrays, int64 when a value needs it (never cut)
+            lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+            d = dt.int32 if a.size == 0 or (lo <= a.min() and a.max() <= hi) else dt.int64
         else:
             d = dt.from_numpy(a.dtype)
+    elif d.kind in "iu" and not from_numpy and a.dtype.kind in "iuO":
+        info = np.iinfo(d.storage)
+        if a.size and (int(a.min()) < info.min or int(a.max()) > info.max):
+            bad = int(a.min()) if int(a.min()) < info.min else int(a.max())
+            # MLX's message for a Python scalar beside a narrower array (`x + 2**40`)
+            raise ValueError(f"Converting {bad} to {d.name} would result in overflow.{where_text()}")
     if d is dt.bfloat16:
         bits = np.array(a, np.float32, order="C").view(np.uint32)
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
@@ -248,6 +271,11 @@ def _from_python(obj, dtype=None) -> Array:
     if a.dtype.kind == "c" and d.kind != "c":
         raise TypeError(f"cannot make a {d.name} array from complex values")
     return Array._leaf(np.array(a, dtype=d.storage, order="C", copy=True), d)
+
+
+def _short(obj, n=60):
+    r = repr(obj)
+    return r if len(r) <= n else r[:n] + "..."
 
 
 def _flat(x):

@@ -306,11 +306,39 @@ class _AtUpdate:
     def __init__(self, a, key):
         self._a, self._key = a, key
 
+    def _positions(self):
+        """The flat positions `a[key]` selects. Array indices out of range (after negative
+        ones wrap) select the position `a.size`, which the scatter drops (JAX's rule for
+        updates; constant indices out of range raise IndexError instead)."""
+        from .elementwise import where
+        a = self._a
+        items = _parse_key(self._key, a.ndim)
+        key, pad, ax = [], [], 0
+        for k in items:
+            if k is None:
+                key.append(None)
+                continue
+            kind, v = k
+            if kind == "arr":
+                d = a.shape[ax]
+                w = v if v.dtype.kind == "u" else where(v < 0, v + d, v)
+                key.append(where((w >= 0) & (w < d), w, d))  # d: the padding slot below
+                pad.append(ax)
+            else:
+                key.append(v)
+            ax += 1
+        dtype = np.int32 if a.size < 2**31 - 1 else np.int64
+        pos = np.arange(a.size, dtype=dtype).reshape(a.shape)
+        if pad:  # one more slot on each axis an array indexes, holding the dropped position
+            pos = np.pad(pos, [(0, 1) if i in pad else (0, 0) for i in range(a.ndim)], constant_values=a.size)
+        return _getitem(array(pos), tuple(key))
+
     def add(self, value) -> Array:
-        """`a.at[key].add(v)`: a copy of `a` with `v` added at `a[key]` (repeats accumulate)."""
+        """`a.at[key].add(v)`: a copy of `a` with `v` added at `a[key]` (repeats accumulate;
+        updates at array indices out of range are dropped)."""
         from .shape import broadcast_to, reshape
         a = self._a
-        pos = _getitem(array(np.arange(a.size, dtype=np.int32).reshape(a.shape)), self._key)
+        pos = self._positions()
         u = broadcast_to(_arr(value), pos.shape) if _arr(value).shape != pos.shape else _arr(value)
         flat = scatter_add(reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,)), 0)
         return reshape(flat, a.shape)
