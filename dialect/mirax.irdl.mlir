@@ -431,7 +431,7 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
   }
   irdl.operation @scatter_add {
-    // x with updates added at `indices` along `axis` (the adjoint of take; indices clamp)
+    // x with updates added at `indices` along `axis` (out-of-range updates are dropped)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

@@ -41,11 +41,70 @@ def user_frame():
 
 
 def where_text():
-    fr = user_frame()
+    fr = STATE.loc or user_frame()
     if fr is None:
         return ""
     fn, ln, src = fr
     return f"\n  at {fn}:{ln}" + (f": {src}" if src else "")
+
+
+_LOC_RE = None
+_loc_cache: dict = {}
+
+
+def loc_of(location):
+    """(file, line, source) of an MLIR location holding a file position (the first one
+    of a fused or named location), or None for unknown and generated-text positions."""
+    global _LOC_RE
+    text = str(location)
+    if '"-":' in text and STATE.source is not None:  # a buffer mirax-opt read from a file
+        text = (text, STATE.source)
+    hit = _loc_cache.get(text, False)
+    if hit is not False:
+        return hit
+    if _LOC_RE is None:
+        import re
+        _LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):\d+')
+    m = _LOC_RE.search(text if isinstance(text, str) else text[0])
+    out = None
+    if m:
+        import linecache
+        fn, line = m.group(1), int(m.group(2))
+        if not isinstance(text, str):  # mirax-opt's buffer: its file (or stdin, kept as "-")
+            if text[1][0] not in ("-", "<stdin>"):
+                fn = text[1][0]
+            line += text[1][1]
+            out = (fn, line, linecache.getline(fn, line).strip() if fn != "-" else "")
+        elif fn not in ("-", "<stdin>"):  # "-" outside mirax-opt: text mirax generated
+            out = (fn, line, linecache.getline(fn, line).strip())
+    if len(_loc_cache) < 10000:
+        _loc_cache[text] = out
+    return out
+
+
+class at_loc:
+    """Within: arrays built (and errors raised) point at `loc` ((file, line, source))."""
+
+    __slots__ = ("loc", "saved")
+
+    def __init__(self, loc):
+        self.loc = loc
+
+    def __enter__(self):
+        self.saved = STATE.loc
+        if self.loc is not None:
+            STATE.loc = self.loc
+
+    def __exit__(self, *exc):
+        STATE.loc = self.saved
+
+
+def located(err, loc):
+    """`err` (a MiraxError) naming `loc`'s line, unless it names a line already."""
+    if loc is None or "\n  at " in str(err):
+        return err
+    fn, ln, src = loc
+    return type(err)(f"{err}\n  at {fn}:{ln}" + (f": {src}" if src else ""))
 
 
 class TraceError(RuntimeError):
@@ -55,6 +114,11 @@ class TraceError(RuntimeError):
 class _State(threading.local):
     def __init__(self):
         self.tracing = 0  # depth of active traces: record source locations while > 0
+        # while a transform applies the rule of an op: that op's (file, line, source), so
+        # what the rule builds (and any error it raises) points at the user's line
+        self.loc = None
+        # (file name, line offset) of the buffer `mirax-opt` parsed: its locations read "-"
+        self.source = None
 
 
 STATE = _State()
@@ -92,7 +156,7 @@ class Array:
             if t is not None and (tr is None or t.level > tr.level):
                 tr = t
         a._tracer = tr
-        a._loc = user_frame() if STATE.tracing else None
+        a._loc = (STATE.loc or user_frame()) if STATE.tracing else None
         a._dev = _device.current_device()  # where it will run (mr.stream, stream=, default)
         return a
 
@@ -108,7 +172,7 @@ class Array:
         a._params = None
         a._data = data
         a._tracer = None
-        a._loc = None
+        a._loc = (STATE.loc or user_frame()) if STATE.tracing else None  # a constant of a trace
         return a
 
     # ---- properties ------------------------------------------------------------------

@@ -432,9 +432,14 @@ def run(opts: Options) -> int:
     col = Collector(filename)
     ctx.attach_diagnostic_handler(col.handler)
     outputs, failed, problems = [], False, []
+    from .array import STATE
     for chunk, offset in split_chunks(text, opts.split_input_file):
         col.offset, col.diags, col._seen = offset, [], set()
-        result = process_chunk(ctx, chunk, opts, col)
+        STATE.source = (filename, offset)  # ops the passes create point into the input file
+        try:
+            result = process_chunk(ctx, chunk, opts, col)
+        finally:
+            STATE.source = None
         if result is not None:
             outputs.append(result)
         if opts.verify_diagnostics:

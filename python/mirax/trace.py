@@ -57,14 +57,20 @@ def _loc_text(loc):
 LIFT_SIZE = 64  # captured arrays larger than this become arguments, not constants
 
 
-def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
+def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, loc=None):
     """(text of `func.func @name`, lifted arrays): the function computing `outputs`
     from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
     elements become extra trailing arguments (returned, to be passed by the caller);
     smaller ones become `mirax.constant` ops. Values of enclosing traces (closed over by
     a function traced inside another transform) are always lifted. Calls of custom
     functions and checkpoints become `func.call`s of private functions, whose text
-    comes first."""
+    comes first.
+
+    `loc` ((file, line, source); default: the user's frame) locates the function, its
+    arguments and return, and ops without a source line of their own."""
+    from .array import STATE, user_frame
+    floc = _loc_text(loc or STATE.loc or user_frame())
+    at = f" {floc}" if floc else ""
     outs = list(tree_leaves(outputs))
     for o in outs:
         if not isinstance(o, Array):
@@ -116,26 +122,27 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False):
                 return
             from .dialect.creation import dense_text
             res = f"%{counter[0]}"
+            cloc = _loc_text(node._loc)
             lines.append(f'    {res} = "mirax.constant"() {{value = {dense_text(_host(node._data, node.aval), node.dtype)}}} : '
-                         f"() -> {node.aval.tensor_type()}")
+                         f"() -> {node.aval.tensor_type()}" + (f" {cloc}" if cloc else at))
         else:
             res = f"%{counter[0]}"
             ins = [names[id(x)] for x in node._inputs]
             lines.append("    " + op_text(node._prim, res, ins, [x.aval for x in node._inputs], node.aval,
-                                          node._params, _loc_text(node._loc)))
+                                          node._params, _loc_text(node._loc) or floc))
         counter[0] += 1
         names[id(node)] = res
 
     for node in _topo_all(outs, names, outer):
         emit(node)
     args = list(placeholders) + lifted
-    sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}" for i, p in enumerate(args))
+    sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}{at}" for i, p in enumerate(args))
     rets = [names[id(o)] for o in outs]
     rtypes = ", ".join(o.aval.tensor_type() for o in outs)
     body = "\n".join(lines)
-    ret = f"    return {', '.join(rets)} : {rtypes}" if outs else "    return"
+    ret = (f"    return {', '.join(rets)} : {rtypes}" if outs else "    return") + at
     vis = "private " if private else ""
-    text = f"  func.func {vis}@{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}"
+    text = f"  func.func {vis}@{name}({sig}) -> ({rtypes}) {{\n{body}\n{ret}\n  }}{at}"
     return "\n".join(callees + [text]), lifted
 
 

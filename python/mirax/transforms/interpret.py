@@ -14,7 +14,7 @@ from mlir import ir
 from ..dialect import PRIMITIVES
 from ..dialect.core import Aval, MiraxError
 from ..dialect import dtypes as dt
-from ..array import STATE, Array, apply, apply_typed
+from ..array import STATE, Array, apply, apply_typed, at_loc, loc_of, located
 
 
 def aval_of(t: ir.Type) -> Aval:
@@ -79,7 +79,12 @@ def interpret(module, name, inputs, handler, call_handler=None):
         if not op.name.startswith("mirax."):
             raise MiraxError(f"{op.location}: transforms only understand mirax ops and func.call, got '{op.name}'")
         prim, params, aval = op_params(op)
-        env[op.results[0]] = handler(prim, params, ins, aval, op)
+        loc = loc_of(op.location)
+        with at_loc(loc):  # what the handler builds keeps the op's location
+            try:
+                env[op.results[0]] = handler(prim, params, ins, aval, op)
+            except MiraxError as err:  # a rule failed: name the op's line
+                raise located(err, loc) from None
     raise MiraxError(f"@{name} has no func.return")
 
 
@@ -117,12 +122,14 @@ class tracing:
         STATE.tracing -= 1
 
 
-def emit_function(module, name, inputs, outputs, lifted=()):
+def emit_function(module, name, inputs, outputs, lifted=(), source=None):
     """Append `func.func @name(inputs) -> outputs` built from an array graph to `module`.
 
-    Arrays the graph captured (concrete, not placeholders) become constants."""
+    Arrays the graph captured (concrete, not placeholders) become constants. The new
+    function takes the location of function `source` (the one transformed)."""
     from ..trace import to_mlir_text
-    text, _ = to_mlir_text(inputs, outputs, name, lift=False)
+    loc = loc_of(find_function(module, source).location) if source else None
+    text, _ = to_mlir_text(inputs, outputs, name, lift=False, loc=loc)
     with module.context, ir.Location.unknown():
         new = ir.Module.parse("module {\n" + text + "\n}")
         op = module.operation if hasattr(module, "operation") else module

@@ -56,7 +56,7 @@ def jvp_function(module, name, new_name, argnums):
     with tracing():
         outs, touts = jvp_values(module, name, primals, tangents)
         touts = [t if t is not None else zeros_for(o.aval) for o, t in zip(outs, touts)]
-    emit_function(module, new_name, ph, outs + touts)
+    emit_function(module, new_name, ph, outs + touts, source=name)
 
 
 class MiraxJvp(TransformPass):

@@ -13,6 +13,7 @@ each primitive's vjp rule. Integer and bool values get no cotangent.
 """
 from __future__ import annotations
 
+from ..array import STATE, at_loc, located, where_text
 from ..dialect.core import MiraxError
 from .interpret import apply_op, as_list, call_kind, emit_function, find_function, interpret, placeholders, \
     signature, tracing, zeros_for
@@ -52,7 +53,7 @@ class Tape:
 
     def record(self, prim, params, ins, aval, op=None):
         out = apply_op(prim, params, ins, aval)
-        self.entries.append((prim, params, ins, out))
+        self.entries.append((prim, params, ins, out, STATE.loc))  # interpret set the op's location
         return out
 
     def call(self, op, callee, ins):
@@ -88,14 +89,19 @@ def backward(tape, outputs, cotangents):
             for x, c in zip(entry.ins, entry.backward(cts)):
                 add(x, c)
             continue
-        prim, params, ins, out = entry
+        prim, params, ins, out, loc = entry
         g = ct.pop(id(out), None)
         if g is None or not any(x.dtype.is_inexact for x in ins):
             continue
-        if prim.vjp is None:
-            raise MiraxError(f"mirax.{prim.name} has no vjp rule")
-        for x, c in zip(ins, prim.vjp(ins, g, out, **params)):
-            add(x, c)
+        with at_loc(loc):  # the backward ops of an op point at the op's line
+            if prim.vjp is None:
+                raise MiraxError(f"mirax.{prim.name} has no vjp rule{where_text()}")
+            try:
+                cts = prim.vjp(ins, g, out, **params)
+            except MiraxError as err:
+                raise located(err, loc) from None
+            for x, c in zip(ins, cts):
+                add(x, c)
     return ct
 
 
@@ -124,7 +130,7 @@ def vjp_function(module, name, new_name, argnums):
     with tracing():
         outs, grads = vjp_values(module, name, primals, cph)
         grads = [grads[i] if grads[i] is not None else zeros_for(ins[i]) for i in argnums]
-    emit_function(module, new_name, ph, outs + grads)
+    emit_function(module, new_name, ph, outs + grads, source=name)
 
 
 def grad_function(module, name, new_name, argnums, with_value=False):
@@ -139,7 +145,7 @@ def grad_function(module, name, new_name, argnums, with_value=False):
         seed = ones((), outs_avals[0].dtype)
         outs, grads = vjp_values(module, name, primals, [seed] + [None] * (len(outs_avals) - 1))
         grads = [grads[i] if grads[i] is not None else zeros_for(ins[i]) for i in argnums]
-    emit_function(module, new_name, primals, (outs if with_value else []) + grads)
+    emit_function(module, new_name, primals, (outs if with_value else []) + grads, source=name)
 
 
 class MiraxVjp(TransformPass):

@@ -74,7 +74,7 @@ def vmap_function(module, name, new_name, in_axes, out_axes, size):
     axes = [None if ax is None else ax % (a.ndim + 1) for a, ax in zip(ins, in_axes)]
     with tracing():
         results = vmap_values(module, name, ph, axes, out_axes or [0], size)
-    emit_function(module, new_name, ph, results)
+    emit_function(module, new_name, ph, results, source=name)
 
 
 class MiraxVmap(TransformPass):

@@ -61,8 +61,10 @@ class TransformPass(MiraxPass):
             func_op = find_function(module, fn)
         except MiraxError as err:
             raise PassError(module, f"{self.name}: {err}") from None
+        from ..array import at_loc, loc_of
         try:
-            self.transform(module, fn, new)
+            with at_loc(loc_of(func_op.location)):  # what the pass adds is located in the function
+                self.transform(module, fn, new)
         except MiraxError as err:  # a user error: report it at the function
             raise PassError(func_op, str(err)) from None
 
