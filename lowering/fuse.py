@@ -36,8 +36,53 @@ class MiraxFuse(MiraxPass):
             unit_reshapes_to_expand_collapse(op)
             fold_unit_expands_into_generics(op)
         pm.add(unit_dims, name="mirax-fold-unit-expands")
-        for p in ["canonicalize", "linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
+        pm.add("canonicalize")
+        pm.add(lambda op, *_: bound_fused_bodies(op), name="mirax-bound-fusion")
+        # the canonicalize after fusion folds the barriers' cast pairs away
+        for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
             pm.add(p)
+
+
+# The most body ops one fused generic may collect. Upstream fusion copies the producer's
+# body into the consumer's at each step, so a chain of n elementwise ops fused into one
+# kernel costs O(n^2) (3,000 ops: 11 s of a 13 s compile); kernels of this many ops are
+# already long enough that the loads and stores between them cost nothing measurable.
+MAX_FUSED_OPS = 256
+
+
+def bound_fused_bodies(root, limit=MAX_FUSED_OPS):
+    """Keep `linalg-fuse-elementwise-ops` from building bodies of more than `limit` ops:
+    walking each block in order, the size a generic would reach is its own body plus that
+    of the single-use generics feeding it (what fusion pulls in); where that passes the
+    limit, its inputs from such producers go through a cast to a dynamic shape and back,
+    which the fusion pass does not look through (canonicalize folds the pair after)."""
+    with root.context, ir.Location.unknown():
+        size = {}  # generic op -> body ops it would hold after fusion
+        for op in _walk(root, "linalg.generic"):
+            op = op.operation
+            own = len(op.regions[0].blocks[0].operations)
+            feeding = []
+            for i, v in enumerate(op.operands[:len(op.operands) - len(op.results)]):
+                p = getattr(v.owner, "operation", None)
+                if p is not None and p.name == "linalg.generic" and _single_use(v):
+                    feeding.append((i, v, size.get(p, 0)))
+            total = own + sum(n for _, _, n in feeding)
+            if total > limit:
+                for i, v, _ in feeding:
+                    t = ir.RankedTensorType(v.type)
+                    if t.rank == 0:
+                        continue
+                    dyn = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()] * t.rank, t.element_type)
+                    with ir.InsertionPoint(op):
+                        back = tensor.CastOp(t, tensor.CastOp(dyn, v).result).result
+                    op.operands[i] = back
+                total = own + sum(n for _, v, n in feeding if ir.RankedTensorType(v.type).rank == 0)
+            size[op] = total
+
+
+def _single_use(v):
+    uses = iter(v.uses)
+    return next(uses, None) is not None and next(uses, None) is None
 
 
 def _groups(big, small_rank):

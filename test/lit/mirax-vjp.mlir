@@ -189,9 +189,14 @@ func.func @slice(%x: tensor<4x6xf32>) -> tensor<2x3xf32> {
 // take: the cotangent is scatter-added into zeros; the indices get none.
 // TAKE-LABEL: func.func @take_vjp(
 // TAKE-SAME: %[[X:[^:]+]]: tensor<4x6xf32>, %[[I:[^:]+]]: tensor<2xi32>, %[[C:[^:]+]]: tensor<2x6xf32>) -> (tensor<2x6xf32>, tensor<4x6xf32>)
-// TAKE-DAG: %[[Z:.+]] = "mirax.broadcast_to"(%{{.+}}) {shape = array<i64: 4, 6>}
-// TAKE-DAG: %[[G:.+]] = "mirax.scatter_add"(%[[Z]], %[[I]], %[[C]]) {axis = 0 : i64}
+// The gather clamps out-of-range indices and the scatter drops them, so the cotangent
+// goes through the indices as the gather read them: wrapped, then clamped to [0, 3].
 // TAKE-DAG: %[[Y:.+]] = "mirax.take"(%[[X]], %[[I]]) {axis = 0 : i64}
+// TAKE-DAG: %[[Z:.+]] = "mirax.broadcast_to"(%{{.+}}) {shape = array<i64: 4, 6>}
+// TAKE-DAG: %[[W:.+]] = "mirax.astype"(%[[I]]) {dtype = i64}
+// TAKE-DAG: %[[K:.+]] = "mirax.minimum"(%{{.+}}, %{{.+}}) : (tensor<2xi64>, tensor<2xi64>)
+// TAKE-DAG: %[[J:.+]] = "mirax.astype"(%[[K]]) {dtype = i32}
+// TAKE-DAG: %[[G:.+]] = "mirax.scatter_add"(%[[Z]], %[[J]], %[[C]]) {axis = 0 : i64}
 // TAKE: return %[[Y]], %[[G]]
 func.func @take(%x: tensor<4x6xf32>, %i: tensor<2xi32>) -> tensor<2x6xf32> {
   %0 = "mirax.take"(%x, %i) {axis = 0 : i64} : (tensor<4x6xf32>, tensor<2xi32>) -> tensor<2x6xf32>
