@@ -30,14 +30,17 @@ NAME = "mirax-fuse"
 class MiraxFuse(MiraxPass):
     name = NAME
     summary = "Fuse elementwise linalg ops (and broadcasts) into their consumers"
+    options = {"max-fused-ops": (None, "the most body ops one fused generic may hold (default 256)")}
 
     def add_to(self, pm):
+        limit = int(self.opts["max-fused-ops"] or MAX_FUSED_OPS)
+
         def unit_dims(op, *_):
             unit_reshapes_to_expand_collapse(op)
             fold_unit_expands_into_generics(op)
         pm.add(unit_dims, name="mirax-fold-unit-expands")
         pm.add("canonicalize")
-        pm.add(lambda op, *_: bound_fused_bodies(op), name="mirax-bound-fusion")
+        pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
         # the canonicalize after fusion folds the barriers' cast pairs away
         for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
             pm.add(p)

@@ -42,3 +42,25 @@ func.func @sub_max_exp(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %4 = "mirax.exp"(%3) : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %4 : tensor<4x8xf32>
 }
+
+// -----
+
+// Fused bodies stay bounded (max-fused-ops; 256 by default): upstream fusion copies the
+// growing body at every step, so one kernel for a chain of n ops would cost O(n^2) to
+// build. Here, at most 4 body ops: the chain of six exps (each body: exp + yield) is cut
+// into kernels of one or two exps; the cut value is materialized between them.
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse="max-fused-ops=4" | FileCheck %s --check-prefix=BOUND
+// BOUND-LABEL: func.func @long_chain
+// BOUND-COUNT-3: linalg.generic
+// BOUND-NOT: linalg.generic
+// BOUND-NOT: tensor.cast
+// BOUND: return
+func.func @long_chain(%arg0: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = "mirax.exp"(%arg0) : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = "mirax.exp"(%0) : (tensor<16xf32>) -> tensor<16xf32>
+  %2 = "mirax.exp"(%1) : (tensor<16xf32>) -> tensor<16xf32>
+  %3 = "mirax.exp"(%2) : (tensor<16xf32>) -> tensor<16xf32>
+  %4 = "mirax.exp"(%3) : (tensor<16xf32>) -> tensor<16xf32>
+  %5 = "mirax.exp"(%4) : (tensor<16xf32>) -> tensor<16xf32>
+  return %5 : tensor<16xf32>
+}
