@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # compiled kernels persist here between test runs (any change to the compiler invalidates them)
 MIRAX_TEST_CACHE_DIR ?= $(CURDIR)/build/kernel-cache
 
-.PHONY: run test lit pytest bench setup clean
+.PHONY: run test lit pytest bench fuzz setup clean
 
 $(STAMP): pyproject.toml
 	@command -v python3 >/dev/null || (apt-get update -qq && apt-get install -y -qq python3 python3-venv)
@@ -47,6 +47,14 @@ pytest: $(STAMP)
 	done; exit $$status
 
 test: lit pytest
+
+# the fuzzers' long campaign (CI runs a small, reproducible budget of both in `make test`):
+# random programs through the Python API, then mutated .mlir files through mirax-opt
+FUZZ_EXAMPLES ?= 2000
+FUZZ_MLIR_CASES ?= 20000
+fuzz: $(STAMP)
+	$(TEST_ENV) MIRAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q test/python/test_fuzz.py --hypothesis-show-statistics
+	$(PY) test/python/mlir_fuzz.py --cases $(FUZZ_MLIR_CASES) --save build/fuzz-failures
 
 bench: $(STAMP)
 	$(PY) bench/eager_overhead.py

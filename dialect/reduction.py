@@ -361,7 +361,9 @@ def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
     d = a.dtype
     n, ax = a.ndim, int(axis)
     size = a.shape[ax]
-    row = Aval(a.shape[:ax] + a.shape[ax + 1:], d)
+    # the running sum keeps the axis as a unit dim: a rank-reducing slice is ambiguous when
+    # other dims are 1 too (MLIR may drop the wrong one: (1, 2, 1) along axis 2 failed)
+    row = Aval(a.shape[:ax] + (1,) + a.shape[ax + 1:], d)
     if out.size == 0:  # nothing to compute (and zero-size slices fail to verify)
         return e.empty(out)
     acc0 = e.fill(0, row)

@@ -177,7 +177,7 @@ def groups(block):
         if root.name != "linalg.generic":
             continue
         ext = _extents(root)
-        if ext is None:
+        if not ext:  # unknown, or a 0-d result (a full reduction): no rows to block
             continue
         rows = ext[0]
         if not all(_is_row_op(ops[i], rows, inside) for i in members):

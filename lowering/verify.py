@@ -122,3 +122,28 @@ class MiraxVerify(MiraxPass):
             if errors:
                 pass_.signal_pass_failure()
         pm.add(callback, name=self.name)
+
+
+# ---- before parsing ----------------------------------------------------------------------
+
+_DENSE_ARRAY = None
+
+
+def check_parsable(text: str):
+    """(line, column, message) of the first construct that would abort MLIR's parser
+    (the wheels are built with assertions) instead of failing with a diagnostic, or None.
+
+    Known: a dense array of a type that has no bit width, `array<index: 1>`."""
+    global _DENSE_ARRAY
+    import re
+    if _DENSE_ARRAY is None:
+        _DENSE_ARRAY = re.compile(r"array<\s*([^\s:>]+)")
+    ok = re.compile(r"(?:[su]?i\d+|bf16|tf32|f\d+\w*)")
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("//") or "array<" not in line:
+            continue
+        for m in _DENSE_ARRAY.finditer(line):
+            if not ok.fullmatch(m.group(1)):
+                return (n, m.start() + 1, f"dense array element type must be an integer or float type, "
+                                          f"got '{m.group(1)}'")
+    return None

@@ -293,6 +293,11 @@ def process_chunk(ctx, text, opts: Options, col: Collector):
     """Parse, verify and transform one buffer; the printed result or None on failure."""
     from .lowering.pass_base import PassError
     from .lowering.verify import verify_module
+    from .lowering.verify import check_parsable
+    bad = check_parsable(text)
+    if bad is not None:  # MLIR's parser would abort the process on it
+        col.add(f'loc("-":{bad[0]}:{bad[1]})', "error", bad[2])
+        return None
     with ctx:
         try:
             module = ir.Module.parse(text)

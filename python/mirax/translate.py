@@ -43,6 +43,11 @@ def main(argv=None) -> int:
     except OSError as err:
         print(f"mirax-translate: error: could not open input file '{name}': {err.strerror}", file=sys.stderr)
         return 1
+    from .lowering.verify import check_parsable
+    bad = check_parsable(text)
+    if bad is not None:  # MLIR's parser would abort the process on it
+        print(f"{name}:{bad[0]}:{bad[1]}: error: {bad[2]}", file=sys.stderr)
+        return 1
     try:
         with context():
             module = ir.Module.parse(text)

@@ -100,3 +100,13 @@ func.func @constant_type(%a: tensor<2xf32>) -> tensor<3xf32> {
   %0 = "mirax.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+// A dense array of `index` aborts MLIR's own parser (an assertion in these wheels):
+// mirax-opt refuses it before parsing, with a diagnostic (found by the .mlir fuzzer).
+func.func @index_array(%x: tensor<2x3xf32>) -> tensor<3xf32> {
+  // expected-error@+1 {{dense array element type must be an integer or float type, got 'index'}}
+  %0 = "mirax.sum"(%x) {axes = array<index: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
