@@ -395,7 +395,6 @@ def test_transformer_encoder_smoke():
     assert len(tree_flatten(enc.parameters())) == 4 + 2 * 4 + 2  # attention, 2 LayerNorms + 2 Linears, ln
 
 
-conv_available = pytest.mark.skipif(not hasattr(mr, "conv2d"), reason="mr.conv1d/conv2d not available")
 
 
 def _np_conv(x, w, stride, pad):
@@ -413,7 +412,6 @@ def _np_conv(x, w, stride, pad):
     return out
 
 
-@conv_available
 def test_conv1d_conv2d():
     rng = np.random.default_rng(5)
     c1 = to64(nn.Conv1d(3, 4, 3, stride=2, padding=1))
@@ -663,7 +661,6 @@ def test_positional_encodings():
     close(pe(mr.arange(4)), np.concatenate([np.sin(p), np.cos(p)], -1) * math.sqrt(2 / 6), rtol=1e-5)
 
 
-@pytest.mark.skipif(not hasattr(mr, "compile"), reason="mr.compile not available")
 def test_compile_captures_module_state():
     model = to64(nn.Sequential(nn.Linear(6, 6), nn.BatchNorm(6)))
     ref = to64(nn.Sequential(nn.Linear(6, 6), nn.BatchNorm(6)))

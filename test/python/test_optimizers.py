@@ -476,12 +476,8 @@ def test_least_squares_converges(make):
     assert float(params["b"]) == pytest.approx(0.3, abs=5e-2)
 
 
-def test_with_nn_linear_if_available():
-    try:
-        import mirax.nn as nn
-        nn.Linear, nn.Module, nn.value_and_grad  # noqa: B018
-    except Exception as err:  # mirax.nn is written separately and may be unfinished
-        pytest.skip(f"mirax.nn is not usable yet: {err}")
+def test_with_nn_linear():
+    import mirax.nn as nn
     model = nn.Linear(3, 1)
     before = {k: np.asarray(v) for k, v in mr.utils.tree_flatten(model.trainable_parameters())}
     opt = optim.SGD(0.1, momentum=0.5)
@@ -497,8 +493,6 @@ def test_with_nn_linear_if_available():
 
 
 def test_state_captured_by_compile():
-    if not hasattr(mr, "compile"):
-        pytest.skip("mr.compile is not available")
     r = np.random.default_rng(2)
     X = mr.array(r.standard_normal((16, 3)).astype(np.float32))
     y = mr.array(r.standard_normal(16).astype(np.float32))

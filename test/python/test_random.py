@@ -63,7 +63,10 @@ def test_shape_errors():
 
 def test_rules_declared():
     p = PRIMITIVES["random_bits"]
-    assert p.batch is not None and p.jvp is not None and p.vjp is not None
+    keys = mr.random.split(mr.random.key(0), 3)
+    bits = mr.vmap(lambda k: apply("random_bits", [k], shape=(2,)))(keys)  # the batch rule: one draw per key
+    for i in range(3):
+        np.testing.assert_array_equal(npa(bits[i]), npa(apply("random_bits", [keys[i]], shape=(2,))))
     assert p.vjp([mr.random.key(0)], None, None, shape=(2,)) == [None]
 
 
