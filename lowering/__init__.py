@@ -11,12 +11,13 @@ from .fuse_reductions import MiraxFuseReductions
 from .gpu_map import MiraxGpuMap
 from .gpu_pipeline import MiraxGpuLaunch, MiraxGpuPipeline
 from .mirax_simplify import MiraxSimplify
+from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
 from .verify import MiraxVerify
 
 PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify,
                                MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
-                               MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline]}
+                               MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -13,6 +13,7 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
     mirax-parallelize           large ops -> scf.forall over the threads (tuning.py)
     bufferize                   into the caller's buffers
+    mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
 
@@ -25,6 +26,7 @@ from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions
+from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
 
@@ -97,6 +99,7 @@ class MiraxCpuPipeline(MiraxPass):
         for p in BUFFERIZE:
             pm.add(p)
         pm.add(_strided_copies, name="mirax-strided-copies")
+        MiraxOutlineKernels().add_to(pm)
         for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
             pm.add(p)
             if p == "convert-scf-to-openmp":
