@@ -70,7 +70,9 @@ def dense_text(value: np.ndarray, dtype: dt.Dtype) -> str:
     value = np.asarray(value)
     dims = "".join(f"{d}x" for d in value.shape)
     flat = value.reshape(-1)
-    if value.size and np.all(flat == flat[0]):
+    if value.size == 0:  # `[]` would say shape (0,) whatever the rank: MLIR's empty literal
+        body = ""
+    elif np.all(flat == flat[0]):
         body = _scalar_text(flat[0], dtype)
     else:
         def nest(v):

@@ -361,11 +361,22 @@ def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
     d = a.dtype
     n, ax = a.ndim, int(axis)
     size = a.shape[ax]
-    # the running sum keeps the axis as a unit dim: a rank-reducing slice is ambiguous when
-    # other dims are 1 too (MLIR may drop the wrong one: (1, 2, 1) along axis 2 failed)
-    row = Aval(a.shape[:ax] + (1,) + a.shape[ax + 1:], d)
+    row = Aval(a.shape[:ax] + a.shape[ax + 1:], d)
+    # slices keep the axis as a unit dim and drop it by an explicit collapse: a rank-reducing
+    # slice is ambiguous when other dims are 1 too (MLIR dropped the wrong one for (1, 2, 1)
+    # along axis 2)
+    unit = Aval(a.shape[:ax] + (1,) + a.shape[ax + 1:], d)
+    groups = [[k] for k in range(n) if k != ax]
+    if groups:
+        groups[max(ax - 1, 0)] = sorted(groups[max(ax - 1, 0)] + [ax])
+    reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
     if out.size == 0:  # nothing to compute (and zero-size slices fail to verify)
         return e.empty(out)
+    if size == 1:
+        # one step: the input, or zeros. Not a loop of one trip: canonicalize would unroll
+        # it, and upstream elementwise fusion then fused the in-place accumulation (a
+        # generic reading its init) into broadcasting consumers, summing once per element
+        return ins[0] if inclusive else e.fill(0, out)
     acc0 = e.fill(0, row)
     out0 = e.empty(out)
     c0, c1, cn = e.index(0), e.index(1), e.index(size)
@@ -380,15 +391,18 @@ def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
     offs = ", ".join(j if k == ax else "0" for k in range(n))
     sizes = ", ".join("1" if k == ax else str(s) for k, s in enumerate(a.shape))
     strides = ", ".join("1" for _ in range(n))
-    sl = b.op(f"tensor.extract_slice {ins[0]}[{offs}] [{sizes}] [{strides}] : {ttype(a)} to {ttype(row)}")
-    # accumulate in place (outs = the iter_arg), so the loop bufferizes without copies
+    sl = b.op(f"tensor.extract_slice {ins[0]}[{offs}] [{sizes}] [{strides}] : {ttype(a)} to {ttype(unit)}")
+    sl = b.op(f"tensor.collapse_shape {sl} {reassoc} : {ttype(unit)} into {ttype(row)}")
     ident = identity_map(row.ndim)
 
     def insert(v):
+        shp = ", ".join(str(x) for x in unit.shape)
+        v = b.op(f"tensor.expand_shape {v} {reassoc} output_shape [{shp}] : {ttype(row)} into {ttype(unit)}")
         return b.op(f"tensor.insert_slice {v} into {res}[{offs}] [{sizes}] [{strides}] "
-                    f": {ttype(row)} into {ttype(out)}")
+                    f": {ttype(unit)} into {ttype(out)}")
     if not inclusive:
         res2 = insert(acc)
+    # accumulate in place (outs = the iter_arg), so the loop bufferizes without copies
     added = b.generic([sl], [row], row, lambda bb, x, y: _combine("sum", bb, x, y, d), [ident, ident],
                       ["parallel"] * row.ndim, init=acc)
     if inclusive:

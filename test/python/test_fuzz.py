@@ -62,6 +62,10 @@ def test_gpu_matches_numpy(prog):
 @given(any_programs())
 # found by this fuzzer: a compiled mean to a 0-d result crashed mirax-fuse-reductions
 @example(prog=([(2,), (1,)], [("reduce", "mean", (0,), (0, False))], "float32"))
+# found by this fuzzer: a 1-element cumsum fused into a broadcasting consumer summed again
+# per consumer element (upstream fusion of a generic that read its own init)
+@example(prog=([(2,)], [("reduce", "sum", (0,), (0, True)), ("cumsum", "cumsum", (1,), 0),
+                        ("unary", "sin", (0,), None), ("where", "where", (2, 0), None)], "float32"))
 def test_compiled_matches_eager(prog):
     xs = [mr.array(x) for x in inputs_for(prog, _seed(prog))]
     eager = run(prog, xs, MIRAX)
@@ -73,6 +77,8 @@ def test_compiled_matches_eager(prog):
 @given(programs(smooth=True))
 # found by this fuzzer: cumsum's rank-reducing slices were ambiguous for (1, 2, 1) along axis 2
 @example(prog=([(1, 2, 1)], [("cumsum", "cumsum", (0,), -1)], "float32"))
+# found by this fuzzer: an empty (0, 1) constant printed as `dense<[]>`, which says shape (0,)
+@example(prog=([(1, 1), (1, 1)], [("slice", "slice", (0,), (0, slice(1, None, None)))], "float32"))
 def test_grad_matches_finite_differences(prog):
     rng = _seed(prog)
     xs = inputs_for(prog, rng, np.float64)
