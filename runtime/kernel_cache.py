@@ -24,9 +24,10 @@ class LRU:
         c = LRU(2); c.put("a", 1); c.put("b", 2); c.get("a"); c.put("c", 3)   # "b" goes
     """
 
-    def __init__(self, capacity: int, max_bytes: int | None = None):
+    def __init__(self, capacity: int, max_bytes: int | None = None, on_evict=None):
         self.capacity = capacity
         self.max_bytes = max_bytes
+        self.on_evict = on_evict  # called with each value the bound pushes out
         self.nbytes = 0
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -50,6 +51,8 @@ class LRU:
                     self.max_bytes is not None and self.nbytes > self.max_bytes)):
                 _, v = self._items.popitem(last=False)
                 self.nbytes -= getattr(v, "nbytes", 0)
+                if self.on_evict is not None:
+                    self.on_evict(v)
         return value
 
     __setitem__ = put

@@ -143,6 +143,12 @@ class Kernel:
         stats.pipelines += 1
         device.new_pipelines += 1
 
+    def destroy(self, d):
+        vk.vkDestroyPipeline(d, self.pipeline, None)
+        vk.vkDestroyPipelineLayout(d, self.layout, None)
+        vk.vkDestroyDescriptorSetLayout(d, self.set_layout, None)
+        vk.vkDestroyShaderModule(d, self.module, None)
+
 
 class VulkanDevice(Backend):
     """The process's Vulkan device (the first discrete or integrated GPU, else the first
@@ -201,7 +207,10 @@ class VulkanDevice(Backend):
         self.recording = False
         self.pending = []  # buffers the recorded commands use: kept alive until they ran
         self.mutex = threading.RLock()
-        self.kernels = {}
+        # pipelines, bounded: an evicted one may still be in the recorded command buffer,
+        # so it is destroyed after the next submit completes
+        self.kernels = LRU(default_capacity(), on_evict=self._retired_append)
+        self._retired = []
         self._host_barrier = vk.ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
             "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -426,12 +435,15 @@ class VulkanDevice(Backend):
         return stage.view(dtype, shape).copy()
 
     # ---- kernels and launches -------------------------------------------------------------
+    def _retired_append(self, kernel):
+        self._retired.append(kernel)
+
     def kernel(self, spirv: bytes, entry: str, nargs: int) -> Kernel:
         key = (spirv, entry, nargs)
         k = self.kernels.get(key)
         if k is None:
             with self.mutex:
-                k = self.kernels[key] = Kernel(self, spirv, entry, nargs)
+                k = self.kernels.put(key, Kernel(self, spirv, entry, nargs))
         return k
 
     def _begin(self):
@@ -530,6 +542,9 @@ class VulkanDevice(Backend):
             self.desc_used = 0
             self.pending = []
             stats.submits += 1
+            for k in self._retired:  # no command buffer refers to them any more
+                k.destroy(self.device)
+            self._retired = []
 
     def gpu_seconds(self, record) -> float:
         """Device time of the dispatches `record()` records, from timestamp queries (for

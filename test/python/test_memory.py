@@ -167,3 +167,21 @@ def test_corrupt_gpu_program_entry_is_rebuilt(fresh):
     p = vulkan.compile_program(text, "kernel")
     assert cpu.stats.disk_corrupt == 1 and p.kernels
     assert entry.read_text() == digest + "\n" + body  # rewritten whole
+
+
+def test_gpu_pipelines_are_bounded_and_destroyed(monkeypatch):
+    """The device's compute pipelines sit in an LRU; an evicted one is destroyed after the
+    submit that may still use it, and is rebuilt (from the pipeline cache) when needed."""
+    from mirax.runtime import vulkan
+    if not vulkan.is_available():
+        pytest.skip("no Vulkan device: " + vulkan.VulkanDevice.why_unavailable())
+    dev = vulkan.VulkanDevice.get()
+    monkeypatch.setattr(dev.kernels, "capacity", 2)
+    destroyed = []
+    monkeypatch.setattr(vulkan.Kernel, "destroy", lambda self, d, real=vulkan.Kernel.destroy:
+                        (destroyed.append(self), real(self, d)))
+    with mr.stream(mr.gpu):
+        for n in (3, 5, 7, 9, 3):  # distinct kernels, then the first one again
+            x = np.linspace(-1, 1, n, dtype=np.float32)
+            np.testing.assert_allclose(np.asarray(mr.exp(mr.array(x)) * 2), np.exp(x) * 2, rtol=1e-5)
+    assert len(dev.kernels) <= 2 and destroyed and dev._retired == []
