@@ -17,6 +17,9 @@ from .custom import checkpoint, custom_function  # noqa: F401
 from .compile import compile, disable_compile, enable_compile  # noqa: F401
 from . import utils  # noqa: F401
 from .memory import clear_cache, get_cache_memory  # noqa: F401
+from .dtypes import (DtypeCategory, can_cast, complexfloating, e, euler_gamma, finfo, floating, generic,  # noqa: F401
+                     iinfo, inexact, inf, integer, isdtype, issubdtype, nan, newaxis, number, pi, result_type,
+                     signedinteger, unsignedinteger)
 from . import random  # noqa: F401
 from . import cuda, metal  # noqa: F401
 

@@ -134,9 +134,12 @@ class Array:
     __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "_dev", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, obj=None, dtype=None):
+    def __init__(self, val, dtype=None):
+        """`mr.array(val, dtype=None)`: from Python scalars, nested lists, numpy arrays or
+        arrays (MLX's constructor)."""
+        obj = val
         if obj is None:
-            return
+            raise TypeError("array(): cannot make an array from None")
         a = _from_python(obj, dtype)  # may be a lazy node (a list of arrays is a stack)
         for k in Array.__slots__[:-1]:
             setattr(self, k, getattr(a, k))
@@ -350,9 +353,9 @@ def _flat(x):
         yield x
 
 
-def array(obj, dtype=None) -> Array:
-    """`mr.array([[1, 2], [3, 4]], dtype=mr.float32)`, like `mx.array`."""
-    return Array(obj, dtype)
+# `mr.array` is the class itself, as `mx.array`: a constructor and a type for isinstance
+#     mr.array([[1, 2], [3, 4]], dtype=mr.float32); isinstance(x, mr.array)
+array = Array
 
 
 # ---- applying primitives -------------------------------------------------------------

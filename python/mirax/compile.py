@@ -187,6 +187,15 @@ def _forget(key):
 
 
 _FLAT = {}
+_KWARGS = "__mirax_kwargs__"  # marks the argument tree of a call with keyword arguments
+
+
+def _call_fun(fun, tree):
+    """Call `fun` on an unflattened argument tree: a positional list, or [positional list,
+    keyword dict, marker] when the call had keywords."""
+    if len(tree) == 3 and tree[2] == _KWARGS and isinstance(tree[1], dict) and isinstance(tree[0], list):
+        return fun(*tree[0], **tree[1])
+    return fun(*tree)
 
 
 def _flat_treedef(n):
@@ -219,16 +228,20 @@ class Compiled:
         return functools.partial(self.__call__, obj)
 
     # ---- calling ----------------------------------------------------------------------------
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if not _ENABLED[0] or STATE.tracing:
-            return self.fun(*args)  # disabled, or inside a trace: inline
-        if all(type(x) is Array for x in args):  # the common case, without walking a tree
+            return self.fun(*args, **kwargs)  # disabled, or inside a trace: inline
+        if kwargs:
+            # keywords as MLX: arrays are traced, Python scalars join the cache key; the
+            # tree (positional list, keyword dict) is unpacked again by _call_fun
+            leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
+        elif all(type(x) is Array for x in args):  # the common case, without walking a tree
             leaves, treedef = list(args), _flat_treedef(len(args))
         else:
             leaves, treedef = tree_flatten(list(args))
         for x in leaves:
             if type(x) is Array and x._tracer is not None:
-                return self.fun(*args)  # called on traced values: inline
+                return self.fun(*args, **kwargs)  # called on traced values: inline
         exe, arrays = self._specialization(args, leaves, treedef)
         pending = [a for a in arrays if a._data is None]
         if pending:
@@ -285,7 +298,7 @@ class Compiled:
             c[k] = p
         STATE.tracing += 1
         try:
-            out = self.fun(*tree_unflatten(treedef, traced_leaves))
+            out = _call_fun(self.fun, tree_unflatten(treedef, traced_leaves))
             out_leaves, out_tree = tree_flatten(out)
             state_out = [c[k] for c, k in _slots(self.outputs)] if self.outputs is not None else []
         finally:

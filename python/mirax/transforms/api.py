@@ -116,20 +116,60 @@ def _value_and_grad(fun, argnums, args):
     return value, grads[0] if single else tuple(grads)
 
 
-def value_and_grad(fun, argnums=0):
+def _with_kwargs(fun, argnums, argnames, args, kwargs):
+    """`(value, grads)` with keyword arguments, as MLX: keywords in `argnames` are
+    differentiated (their gradients come back as a dict), the others are constants."""
+    if isinstance(argnames, str):
+        argnames = [argnames]
+    argnames = list(argnames or [])
+    for n in argnames:
+        if n not in kwargs:
+            raise ValueError(f"[value_and_grad] Can't compute the gradient of argument '{n}': it was not "
+                             f"passed as a keyword argument{where_text()}")
+    if argnums is None:
+        argnums = () if argnames else 0
+    if not argnames:
+        if not kwargs:
+            return _value_and_grad(fun, argnums, args)
+        return _value_and_grad(lambda *a: fun(*a, **kwargs), argnums, args)
+    npos = len(args)
+    rest = {k: v for k, v in kwargs.items() if k not in argnames}
+
+    def flat(*a):
+        return fun(*a[:npos], **rest, **dict(zip(argnames, a[npos:])))
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    nums = [a % npos if npos else a for a in nums]
+    value, grads = _value_and_grad(flat, tuple(nums) + tuple(range(npos, npos + len(argnames))),
+                                   tuple(args) + tuple(kwargs[n] for n in argnames))
+    pos = tuple(grads[:len(nums)])
+    if isinstance(argnums, int):
+        pos = pos[0]
+    elif not nums:
+        pos = None  # MLX: (None, {name: grad}) when only keywords are differentiated
+    return value, (pos, dict(zip(argnames, grads[len(nums):])))
+
+
+def value_and_grad(fun, argnums=None, argnames=()):
     """`(value, grads)` of `fun`; if `fun` returns a tuple/list, its first element is the
-    scalar loss and the rest come back with the value, without gradients (as MLX)."""
+    scalar loss and the rest come back with the value, without gradients (as MLX).
+    Keyword arguments pass through; those named in `argnames` are differentiated too
+    (grads then come as `(positional grads, {name: grad})`)."""
     @functools.wraps(fun)
-    def wrapped(*args):
-        return _value_and_grad(fun, argnums, args)
+    def wrapped(*args, **kwargs):
+        if not kwargs and not argnames:
+            return _value_and_grad(fun, 0 if argnums is None else argnums, args)
+        return _with_kwargs(fun, argnums, argnames, args, kwargs)
     return wrapped
 
 
-def grad(fun, argnums=0):
-    """The gradient of `fun`'s scalar (first) output with respect to `argnums`."""
+def grad(fun, argnums=None, argnames=()):
+    """The gradient of `fun`'s scalar (first) output with respect to `argnums` (and the
+    keyword arguments in `argnames`, as `value_and_grad`)."""
+    vg = value_and_grad(fun, argnums, argnames)
+
     @functools.wraps(fun)
-    def wrapped(*args):
-        return _value_and_grad(fun, argnums, args)[1]
+    def wrapped(*args, **kwargs):
+        return vg(*args, **kwargs)[1]
     return wrapped
 
 
