@@ -83,3 +83,104 @@ def test_grad_and_value_and_grad_keywords():
     np.testing.assert_array_equal(np.asarray(gkw["w"]), [1, 2])
     with pytest.raises(ValueError, match="'b'"):
         mr.grad(loss, argnames="b")(x, w=w)
+
+
+# ---- operations made of other ops (python/mirax/ops/composite.py) ----------------------------
+
+ELEMENTWISE = [  # name, numpy, domain
+    ("log2", np.log2, (0.1, 4)), ("log10", np.log10, (0.1, 4)), ("degrees", np.degrees, (-3, 3)),
+    ("radians", np.radians, (-90, 90)), ("arcsin", np.arcsin, (-0.95, 0.95)), ("arccos", np.arccos, (-0.95, 0.95)),
+    ("arctan", np.arctan, (-3, 3)), ("arcsinh", np.arcsinh, (-3, 3)), ("arccosh", np.arccosh, (1.1, 4)),
+    ("arctanh", np.arctanh, (-0.9, 0.9)), ("asin", np.arcsin, (-0.9, 0.9)), ("acosh", np.arccosh, (1.1, 3)),
+]
+
+
+@pytest.mark.parametrize("name,ref,domain", ELEMENTWISE, ids=[r[0] for r in ELEMENTWISE])
+def test_elementwise_compositions_and_their_gradients(name, ref, domain, rng):
+    x = rng.uniform(*domain, size=(7,))
+    f = getattr(mr, name)
+    np.testing.assert_allclose(np.asarray(f(mr.array(x.astype(np.float32)))), ref(x), rtol=2e-6, atol=1e-6)
+    g = np.asarray(mr.grad(lambda v: f(v).sum())(mr.array(x)))  # float64: against central differences
+    eps = 1e-6
+    np.testing.assert_allclose(g, (ref(x + eps) - ref(x - eps)) / (2 * eps), rtol=1e-6, atol=1e-7)
+
+
+def test_logaddexp_trunc_nan_to_num_xor_divmod():
+    a = np.array([-np.inf, 1.0, 1000.0, -3.0], np.float32)
+    b = np.array([-np.inf, 2.0, 1000.0, 5.0], np.float32)
+    np.testing.assert_allclose(np.asarray(mr.logaddexp(mr.array(a), mr.array(b))), np.logaddexp(a, b), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(mr.trunc(mr.array([-1.5, -0.5, 0.5, 2.7]))), [-1, -0, 0, 2])
+    v = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(mr.nan_to_num(mr.array(v))), np.nan_to_num(v))
+    np.testing.assert_array_equal(np.asarray(mr.nan_to_num(mr.array(v), nan=-1.0, posinf=9.0, neginf=-9.0)),
+                                  [-1, 9, -9, 1])
+    assert np.asarray(mr.isfinite(mr.array(v))).tolist() == [False, False, False, True]
+    assert np.asarray(mr.isposinf(mr.array(v))).tolist() == [False, True, False, False]
+    assert np.asarray(mr.isneginf(mr.array(v))).tolist() == [False, False, True, False]
+    assert np.asarray(mr.logical_xor(mr.array([True, True, False]), mr.array([True, False, False]))).tolist() == \
+        [False, True, False]
+    q, r = mr.divmod(mr.array([7, -7]), mr.array([2, 2]))
+    assert np.asarray(q).tolist() == [3, -4] and np.asarray(r).tolist() == [1, 1]
+
+
+def test_matrix_and_shape_compositions(rng):
+    m = rng.standard_normal((3, 4)).astype(np.float32)
+    t = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    eq = np.testing.assert_array_equal
+    eq(np.asarray(mr.tri(3, 4, 1)), np.tri(3, 4, 1))
+    for k in (-1, 0, 2):
+        eq(np.asarray(mr.tril(mr.array(m), k)), np.tril(m, k))
+        eq(np.asarray(mr.triu(mr.array(t), k)), np.triu(t, k))
+        eq(np.asarray(mr.diag(mr.array(m), k)), np.diag(m, k))
+        eq(np.asarray(mr.diag(mr.array([1.0, 2.0, 3.0]), k)), np.diag([1.0, 2.0, 3.0], k))
+    eq(np.asarray(mr.diagonal(mr.array(t), 1, 1, 2)), np.diagonal(t, 1, 1, 2))
+    eq(np.asarray(mr.diagonal(mr.array(t), -1, 2, 0)), np.diagonal(t, -1, 2, 0))
+    eq(np.asarray(mr.roll(mr.array(m), 5)), np.roll(m, 5))
+    eq(np.asarray(mr.roll(mr.array(t), (1, -2), axis=(0, 2))), np.roll(t, (1, -2), axis=(0, 2)))
+    eq(np.asarray(mr.flip(mr.array(t))), np.flip(t))
+    eq(np.asarray(mr.flip(mr.array(t), axis=1)), np.flip(t, axis=1))
+    for idx in ("xy", "ij"):
+        for got, want in zip(mr.meshgrid(mr.array([1, 2, 3]), mr.array([4, 5]), indexing=idx),
+                             np.meshgrid([1, 2, 3], [4, 5], indexing=idx)):
+            eq(np.asarray(got), want)
+    assert mr.unflatten(mr.array(t), 2, (2, 2)).shape == (2, 3, 2, 2)
+    parts = mr.unstack(mr.array(t), axis=1)
+    assert len(parts) == 3 and all(p.shape == (2, 4) for p in parts)
+    eq(np.asarray(parts[1]), t[:, 1])
+    assert mr.atleast_1d(mr.array(1.0)).shape == (1,) and mr.atleast_2d(mr.array([1, 2])).shape == (1, 2)
+    assert mr.atleast_3d(mr.array(m)).shape == (3, 4, 1)
+    assert [a.shape for a in mr.atleast_2d(mr.array(1.0), mr.array(m))] == [(1, 1), (3, 4)]
+    eq(np.asarray(mr.permute_dims(mr.array(t), (2, 0, 1))), np.transpose(t, (2, 0, 1)))
+    eq(np.asarray(mr.matrix_transpose(mr.array(t))), np.swapaxes(t, -1, -2))
+    assert mr.broadcast_shapes((2, 1), (3,), (1, 1, 3)) == (1, 2, 3)
+    with pytest.raises(ValueError):
+        mr.broadcast_shapes((2,), (3,))
+    np.testing.assert_allclose(np.asarray(mr.diff(mr.array(t), 2, axis=-1)), np.diff(t, 2, axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mr.diff(mr.array(m), 1, axis=0, prepend=0.0, append=mr.array(m[:1]))),
+                               np.diff(m, 1, axis=0, prepend=0.0, append=m[:1]), rtol=1e-6)
+    eq(np.asarray(mr.kron(mr.array(m[:2, :2]), mr.array(t[0]))), np.kron(m[:2, :2], t[0]))
+    np.testing.assert_allclose(np.asarray(mr.vecdot(mr.array(t), mr.array(t))), (t * t).sum(-1), rtol=1e-5)
+    c = rng.standard_normal((3, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(mr.addmm(mr.array(c), mr.array(m), mr.array(m.T), alpha=2.0, beta=0.5)),
+                               0.5 * c + 2 * m @ m.T, rtol=1e-5, atol=1e-5)
+    for w in ("hanning", "hamming", "blackman", "bartlett"):
+        for n in (0, 1, 6):
+            np.testing.assert_allclose(np.asarray(getattr(mr, w)(n)), getattr(np, w)(n), atol=1e-6)
+
+
+def test_compositions_under_vmap_and_grad(rng):
+    t = rng.standard_normal((2, 3, 3))
+    got = mr.vmap(lambda a: mr.tril(a, -1) + mr.diag(mr.diagonal(a)) + mr.roll(a, 1, axis=0))(mr.array(t))
+    want = np.stack([np.tril(a, -1) + np.diag(np.diagonal(a)) + np.roll(a, 1, axis=0) for a in t])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+    g = mr.grad(lambda a: (mr.triu(a) * mr.flip(a)).sum())(mr.array(t[0]))
+    np.testing.assert_allclose(np.asarray(g), np.triu(np.flip(t[0])) + np.flip(np.triu(t[0])), rtol=1e-12)
+
+
+def test_array_methods_of_compositions():
+    x = mr.array([[1.0, 2.0], [4.0, 8.0]])
+    np.testing.assert_array_equal(np.asarray(x.mT), [[1, 4], [2, 8]])
+    np.testing.assert_allclose(np.asarray(x.log2()), [[0, 1], [2, 3]], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(x.log10()), np.log10([[1, 2], [4, 8]]), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(x.diag()), [1, 8])
+    np.testing.assert_array_equal(np.asarray(x.diagonal(1)), [2])
