@@ -79,6 +79,27 @@ def _strided_copies(op, *_):
     strided_copies_to_linalg(op)
 
 
+def distinct_results(op, *_):
+    """A buffer returned twice by one function gets a copy for each later place: upstream
+    `buffer-results-to-out-params` crashes (a segfault) on a function returning the same
+    value twice, which CSE makes of `compile(lambda x: (x + 1, x + 1))`."""
+    from mlir import ir
+    from mlir.dialects import memref
+    from .pass_base import walk_ops
+    with op.context, ir.Location.unknown():
+        for ret in walk_ops(op, lambda n: n == "func.return"):
+            seen = set()
+            for i, v in enumerate(list(ret.operands)):
+                if not str(v.type).startswith("memref<"):
+                    continue
+                if v in seen:
+                    with ir.InsertionPoint(ret):
+                        c = memref.AllocOp(ir.MemRefType(v.type), [], [])
+                        memref.CopyOp(v, c.result)
+                    ret.operands[i] = c.result
+                seen.add(v)
+
+
 def _dynamic_schedule(op, *_):
     """omp.wsloop with schedule(dynamic) in modules with tiled matmuls (their loops
     balance better so; streaming kernels lose with it)."""
@@ -97,6 +118,8 @@ class MiraxCpuPipeline(MiraxPass):
     def add_to(self, pm):
         threads = self.add_tensor_passes(pm)
         for p in BUFFERIZE:
+            if p.startswith("buffer-results-to-out-params"):
+                pm.add(distinct_results, name="mirax-distinct-results")
             pm.add(p)
         pm.add(_strided_copies, name="mirax-strided-copies")
         MiraxOutlineKernels().add_to(pm)

@@ -119,7 +119,10 @@ def _strip_c_interface(op, *_):
 
 def _bufferize(pm):
     pm.add(_strip_c_interface, name="mirax-strip-c-interface")
+    from .cpu_pipeline import distinct_results
     for p in BUFFERIZE:
+        if p.startswith("buffer-results-to-out-params"):
+            pm.add(distinct_results, name="mirax-distinct-results")  # (a value returned twice)
         pm.add(p)
 
 

@@ -216,6 +216,11 @@ def _bf16_round(x):
 
 def run(prog, inputs, m):
     """Replay the steps on `inputs` with module `m` (MIRAX or NUMPY); the last value."""
+    return run_all(prog, inputs, m)[-1]
+
+
+def run_all(prog, inputs, m):
+    """Every value the steps make (after the inputs), in order."""
     steps = prog[1]
     vals = list(inputs)
     for kind, name, ops, extra in steps:
@@ -257,7 +262,7 @@ def run(prog, inputs, m):
             idx = np.array(extra[1], np.int32)
             y = m.take(x, idx if m is NUMPY else mr.array(idx), extra[0])
         vals.append(y)
-    return vals[-1]
+    return vals[len(inputs):] or vals[-1:]
 
 
 def inputs_for(prog, rng, dtype=None):

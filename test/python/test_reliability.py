@@ -162,3 +162,16 @@ def test_wrapping_mirax_ops_imports_nothing():
         sys.meta_path.pop(0)
     assert len(ops) == 51 and ops[0].operation.name == "mirax.exp"
     assert Spy.names == []  # before: one failed `import mlir.dialects.mirax` per op
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_compiled_function_returning_a_value_twice(dev):
+    """CSE makes one value of equal outputs; upstream buffer-results-to-out-params
+    segfaulted on a function returning the same buffer twice (found by MLX's
+    test_compile). mirax-distinct-results copies it for each later place."""
+    x = mr.array([1.0, 2.0])
+    with mr.stream(dev):
+        outs = mr.compile(lambda x: (x + 1, x * 2, x + 1, x, x))(x)
+        want = [[2, 3], [2, 4], [2, 3], [1, 2], [1, 2]]
+        for o, w in zip(outs, want):
+            np.testing.assert_array_equal(np.asarray(o), w)
