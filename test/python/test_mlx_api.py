@@ -184,3 +184,11 @@ def test_array_methods_of_compositions():
     np.testing.assert_allclose(np.asarray(x.log10()), np.log10([[1, 2], [4, 8]]), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(x.diag()), [1, 8])
     np.testing.assert_array_equal(np.asarray(x.diagonal(1)), [2])
+
+
+def test_numpy_reductions_on_mirax_arrays():
+    """numpy calls the array's own method with `out=None` (`np.all(x)` -> `x.all(...)`)."""
+    assert bool(np.all(mr.array([True, True]))) and not bool(np.any(mr.array([False, False])))
+    assert float(np.sum(mr.array([1.0, 2.0]))) == 3.0 and int(np.max(mr.array([3, 1]))) == 3
+    with pytest.raises(TypeError, match="out="):
+        mr.array([1.0]).sum(out=np.zeros(()))

@@ -207,7 +207,11 @@ def cumsum(a, axis=None, *, reverse=False, inclusive=True) -> Array:
 # ---- methods on Array ------------------------------------------------------------------
 
 def _method(fn):
-    def m(self, axis=None, keepdims=False, **kw):
+    def m(self, axis=None, keepdims=False, out=None, **kw):
+        # numpy's functions call these methods on foreign arrays (`np.all(x)` calls
+        # `x.all(axis=None, out=None)`): accept its `out`, as long as it asks for nothing
+        if out is not None:
+            raise TypeError(f"{fn.__name__}(): mirax arrays are immutable, `out=` is not supported")
         return fn(self, axis, keepdims, **kw)
     m.__name__ = fn.__name__
     m.__doc__ = fn.__doc__
