@@ -7,7 +7,7 @@
 from .dialect.dtypes import (bfloat16, bool_, complex64, float16, float32, float64, int8, int16,  # noqa: F401
                               int32, int64, uint8, uint16, uint32, uint64, Dtype)
 from .dialect.core import MiraxError  # noqa: F401
-from .array import Array, TraceError, array, eval  # noqa: F401
+from .array import Array, TraceError, array, asarray, async_eval, eval, from_dlpack  # noqa: F401
 from .device import (Device, DeviceType, Stream, cpu, default_device, default_stream, device_count,  # noqa: F401
                      gpu, is_available, new_stream, set_default_device, stream, synchronize)
 from .ops import *  # noqa: F401,F403

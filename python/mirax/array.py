@@ -243,6 +243,16 @@ class Array:
         v.flags.writeable = False
         return v
 
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (CPU): a copy of the value, so a consumer cannot write into mirax's
+        buffer (the rule `np.asarray` keeps with a read-only view)."""
+        a = np.array(self._numpy(), copy=True)
+        kw = {} if max_version is None else {"max_version": max_version}
+        return a.__dlpack__(stream=stream, **kw)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: the exported copy lives in host memory
+
     def __bool__(self):
         return bool(self.item())
 
@@ -351,6 +361,23 @@ def _flat(x):
             yield from _flat(y)
     else:
         yield x
+
+
+def from_dlpack(x, dtype=None):
+    """An array from any DLPack producer (numpy, torch, jax on the CPU): `mr.from_dlpack(t)`."""
+    return Array(np.from_dlpack(x), dtype)
+
+
+def asarray(a, dtype=None):
+    """`a` itself when it is an array of that dtype already, else `mr.array(a, dtype)`."""
+    if isinstance(a, Array) and (dtype is None or dt.to_dtype(dtype) is a.dtype):
+        return a
+    return Array(a, dtype)
+
+
+def async_eval(*trees) -> None:
+    """MLX's `async_eval`: mirax evaluates now (its devices finish what `eval` queues)."""
+    eval(*trees)
 
 
 # `mr.array` is the class itself, as `mx.array`: a constructor and a type for isinstance

@@ -192,3 +192,27 @@ def test_numpy_reductions_on_mirax_arrays():
     assert float(np.sum(mr.array([1.0, 2.0]))) == 3.0 and int(np.max(mr.array([3, 1]))) == 3
     with pytest.raises(TypeError, match="out="):
         mr.array([1.0]).sum(out=np.zeros(()))
+
+
+def test_dlpack_asarray_async_eval_array_equal_sinh_cosh_tree_merge():
+    x = mr.array([1.0, 2.0])
+    y = np.from_dlpack(x)
+    y[0] = 9.0  # a copy: mirax's value stays
+    np.testing.assert_array_equal(np.asarray(x), [1, 2])
+    assert mr.from_dlpack(np.arange(3, dtype=np.int32)).dtype == mr.int32
+    assert mr.asarray(x) is x and mr.asarray([1, 2], mr.float32).dtype == mr.float32
+    z = x + 1
+    mr.async_eval(z)
+    np.testing.assert_array_equal(np.asarray(z), [2, 3])
+    n = mr.array([1.0, np.nan])
+    assert bool(mr.array_equal(n, n, equal_nan=True)) and not bool(mr.array_equal(n, n))
+    v = np.linspace(-3, 3, 7)
+    np.testing.assert_allclose(np.asarray(mr.sinh(mr.array(v))), np.sinh(v), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mr.cosh(mr.array(v))), np.cosh(v), rtol=1e-12)
+    g = mr.grad(lambda a: mr.sinh(a).sum())(mr.array(v))
+    np.testing.assert_allclose(np.asarray(g), np.cosh(v), rtol=1e-12)
+    from mirax.utils import tree_merge
+    assert tree_merge({"a": 1, "l": [1, None]}, {"b": {"c": 2}, "l": [None, 3]}) == {"a": 1, "l": [1, 3], "b": {"c": 2}}
+    assert tree_merge({"a": 1}, {"a": 2}, merge_fn=lambda p, q: p + q) == {"a": 3}
+    with pytest.raises(ValueError):
+        tree_merge({"a": 1}, {"a": 2})

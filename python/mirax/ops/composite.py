@@ -21,7 +21,7 @@ from .linalg import matmul
 
 __all__ = [
     "log2", "log10", "logaddexp", "trunc", "degrees", "radians", "isfinite", "isposinf", "isneginf",
-    "nan_to_num", "divmod", "logical_xor",
+    "nan_to_num", "divmod", "logical_xor", "sinh", "cosh",
     "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
     "tri", "tril", "triu", "diag", "diagonal", "roll", "flip", "meshgrid", "unflatten", "unstack",
     "atleast_1d", "atleast_2d", "atleast_3d", "permute_dims", "matrix_transpose", "broadcast_shapes", "diff",
@@ -156,6 +156,17 @@ def arctanh(a):
 
 
 asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+
+
+def sinh(a):
+    """(e^x - e^-x) / 2 through expm1 (no cancellation near 0)."""
+    a = _float(a)
+    return (ew.expm1(a) - ew.expm1(-a)) * 0.5
+
+
+def cosh(a):
+    a = _float(a)
+    return (ew.exp(a) + ew.exp(-a)) * 0.5
 
 
 # ---- matrices, shapes ----------------------------------------------------------------------

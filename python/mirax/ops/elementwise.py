@@ -202,12 +202,16 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
     return _all(isclose(a, b, rtol, atol))
 
 
-def array_equal(a, b):
+def array_equal(a, b, equal_nan=False):
+    """Whether `a` and `b` have the same shape and values (NaNs equal with `equal_nan`)."""
     from .reduction import all as _all
     a, b = _arr(a), _arr(b)
     if a.shape != b.shape:
         return array(False)
-    return _all(equal(a, b))
+    same = equal(a, b)
+    if equal_nan and a.dtype.kind in "fc" and b.dtype.kind in "fc":
+        same = logical_or(same, logical_and(isnan(a), isnan(b)))
+    return _all(same)
 
 
 # ---- operators on Array ----------------------------------------------------------------
