@@ -7,6 +7,7 @@ from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .composite import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 
 
 def _with_stream(fn):

@@ -1,0 +1,155 @@
+"""Sorting: `argsort`, `sort`, `partition`, `argpartition`, `topk`, `median`, as MLX has
+them (stable, NaN last as numpy, along `axis`, default -1; `axis=None` flattens).
+
+    mr.sort(x); mr.argsort(x, axis=0); mr.topk(x, 3); mr.partition(x, 2)
+
+Written with other mirax ops, so they run on every device and under every transform
+(sort's gradient flows through `take_along_axis`; indices have none): an element's rank
+is the number of elements ordered before it (smaller, or equal and earlier: stable;
+NaN after everything), and the sorted order puts element i at its rank. That compares
+every pair of a row: O(n^2) work and, run eagerly, an n x n intermediate per row, so a
+row may hold at most `MAX_ROW` elements (a clear error beyond; compiled, the compare and
+the count fuse into one pass). `partition` and `argpartition` return the full sort, a
+valid partition for every `kth`.
+"""
+from __future__ import annotations
+
+from ..array import Array, array, where_text
+from ..dialect import dtypes as dt
+from ..dialect.core import MiraxError
+from . import elementwise as ew
+from . import reduction as red
+from . import shape as sh
+from .creation import arange
+from .indexing import take_along_axis
+
+__all__ = ["argsort", "sort", "partition", "argpartition", "topk", "median"]
+
+MAX_ROW = 16384
+
+
+def _arr(x):
+    return x if isinstance(x, Array) else array(x)
+
+
+def _prepare(a, axis, op):
+    """(a with the sorted axis last, that axis, the original axis) or a flattened array."""
+    a = _arr(a)
+    if axis is None:
+        return sh.reshape(a, (-1,)), None
+    if a.ndim == 0:
+        raise MiraxError(f"{op}: axis {axis} is out of bounds for an array of 0 dimensions{where_text()}")
+    if not -a.ndim <= axis < a.ndim:
+        raise MiraxError(f"{op}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    return a, axis % a.ndim
+
+
+def _argsort_last(x):
+    """Stable argsort along the last axis (int32)."""
+    n = x.shape[-1]
+    if n > MAX_ROW:
+        raise MiraxError(f"argsort: rows of {n} elements are longer than mirax sorts ({MAX_ROW}: sorting "
+                         f"compares every pair of a row){where_text()}")
+    if n <= 1:
+        return ew.astype(sh.broadcast_to(arange(n, dtype=dt.int32), x.shape), dt.int32)
+    xi = sh.expand_dims(x, -1)   # (..., n, 1): element i
+    xj = sh.expand_dims(x, -2)   # (..., 1, n): element j
+    i = sh.reshape(arange(n, dtype=dt.int32), (n, 1))
+    j = sh.reshape(arange(n, dtype=dt.int32), (1, n))
+    if x.dtype.kind == "b":
+        xi, xj = ew.astype(xi, dt.int32), ew.astype(xj, dt.int32)
+    if x.dtype.kind == "f":
+        ni, nj = ew.isnan(xi), ew.isnan(xj)
+        smaller = ew.logical_or(ew.logical_and(ew.logical_not(nj), ni),
+                                ew.logical_and(ew.logical_not(ni), ew.less(xj, xi)))
+        same = ew.logical_or(ew.equal(xj, xi), ew.logical_and(ni, nj))
+    elif x.dtype.kind == "c":
+        raise MiraxError(f"argsort: complex64 arrays have no order in mirax{where_text()}")
+    else:
+        smaller = ew.less(xj, xi)
+        same = ew.equal(xj, xi)
+    before = ew.logical_or(smaller, ew.logical_and(same, ew.less(j, i)))  # j is ordered before i
+    rank = red.sum(ew.astype(before, dt.int32), axis=-1)                   # (..., n)
+    # the element whose rank is p goes to position p (exactly one per p)
+    hit = ew.equal(sh.expand_dims(rank, -2), sh.reshape(arange(n, dtype=dt.int32), (n, 1)))  # (..., p, i)
+    return red.sum(ew.where(hit, sh.broadcast_to(j, hit.shape), ew.astype(array(0), dt.int32)), axis=-1)
+
+
+def argsort(a, axis=-1):
+    """The indices that sort `a` along `axis` (stable; NaN last)."""
+    a, ax = _prepare(a, axis, "argsort")
+    if ax is None:
+        return _argsort_last(a)
+    m = sh.moveaxis(a, ax, -1)
+    return sh.moveaxis(_argsort_last(m), -1, ax)
+
+
+def sort(a, axis=-1):
+    """`a` sorted along `axis` (NaN last)."""
+    a2, ax = _prepare(a, axis, "sort")
+    idx = argsort(a2, -1 if ax is None else ax)
+    return take_along_axis(a2, idx, axis=-1 if ax is None else ax)
+
+
+def argpartition(a, kth, axis=-1):
+    """Indices that partition `a` around its `kth` element (here: the full argsort)."""
+    a2, ax = _prepare(a, axis, "argpartition")
+    n = a2.shape[-1 if ax is None else ax]
+    if not -n <= kth < n:
+        raise MiraxError(f"argpartition: kth {kth} is out of bounds for an axis of size {n}{where_text()}")
+    return argsort(a2, -1 if ax is None else ax)
+
+
+def partition(a, kth, axis=-1):
+    """`a` partitioned around its `kth` element (here: fully sorted)."""
+    a2, ax = _prepare(a, axis, "partition")
+    idx = argpartition(a2, kth, -1 if ax is None else ax)
+    return take_along_axis(a2, idx, axis=-1 if ax is None else ax)
+
+
+def topk(a, k, axis=-1):
+    """The `k` largest elements along `axis` (in ascending order)."""
+    a2, ax = _prepare(a, axis, "topk")
+    ax = -1 if ax is None else ax
+    n = a2.shape[ax]
+    if not 0 < k <= n:
+        raise MiraxError(f"topk: k {k} must be in [1, {n}] for an axis of size {n}{where_text()}")
+    s = sort(a2, ax)
+    key = [slice(None)] * s.ndim
+    key[ax] = slice(n - k, n)
+    return s[tuple(key)]
+
+
+def median(a, axis=None, keepdims=False):
+    """The median along `axis` (all elements when None): the middle element, or the mean
+    of the two middle ones."""
+    a = _arr(a)
+    if axis is None:
+        flat = sort(sh.reshape(a, (-1,)), 0)
+        n = flat.shape[0]
+        mid = (flat[(n - 1) // 2] + flat[n // 2]) / 2 if n % 2 == 0 else ew.astype(flat[n // 2], _mean_dtype(a))
+        return sh.reshape(mid, (1,) * a.ndim) if keepdims else mid
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    axes = [x % a.ndim for x in axes]
+    rest = [d for d in range(a.ndim) if d not in axes]
+    m = sh.transpose(a, rest + axes)
+    m = sh.reshape(m, m.shape[:len(rest)] + (-1,))
+    s = sort(m, -1)
+    n = s.shape[-1]
+    lo, hi = s[..., (n - 1) // 2], s[..., n // 2]
+    mid = (lo + hi) / 2 if n % 2 == 0 else ew.astype(hi, _mean_dtype(a))
+    if keepdims:
+        mid = sh.reshape(mid, tuple(1 if d in axes else a.shape[d] for d in range(a.ndim)))
+    return mid
+
+
+def _mean_dtype(a):
+    return a.dtype if a.dtype.kind in "fc" else dt.float32
+
+
+def _sort_method(self, axis=-1):
+    return sort(self, axis)
+
+
+Array.sort = _sort_method
+Array.argsort = lambda self, axis=-1: argsort(self, axis)

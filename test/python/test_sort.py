@@ -1,0 +1,63 @@
+"""Sorting (python/mirax/ops/sorting.py): argsort, sort, partition, argpartition, topk,
+median against numpy (stable, NaN last), on both devices, compiled, under grad and vmap."""
+import numpy as np
+import pytest
+
+import mirax as mr
+
+CASES = [((7,), -1), ((3, 5), 0), ((3, 5), 1), ((2, 3, 4), 1), ((2, 3, 4), -3), ((0, 3), 1), ((4, 1), 1), ((5,), None)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "float16"])
+@pytest.mark.parametrize("shape,axis", CASES)
+def test_argsort_and_sort_match_numpy(shape, axis, dtype, rng):
+    x = rng.integers(0, 4, shape).astype(dtype)  # many ties: stability matters
+    if dtype.startswith("float") and x.size:
+        x.flat[0] = np.nan
+        x.flat[-1] = -np.inf
+    want_i = np.argsort(x, axis=axis, kind="stable")
+    np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x), axis=axis)), want_i)
+    got = np.asarray(mr.sort(mr.array(x), axis=axis))
+    np.testing.assert_array_equal(got, np.sort(x, axis=axis))
+    assert np.asarray(mr.argsort(mr.array(x), axis=axis)).dtype == np.int32
+
+
+def test_partition_topk_median(rng):
+    x = rng.standard_normal((4, 9)).astype(np.float32)
+    for kth in (0, 4, -1):
+        p = np.asarray(mr.partition(mr.array(x), kth, axis=1))
+        k = kth % 9
+        assert np.all(p[:, :k] <= p[:, k:k + 1]) and np.all(p[:, k + 1:] >= p[:, k:k + 1])
+        np.testing.assert_array_equal(np.sort(x, 1)[:, k], p[:, k])
+        ip = np.asarray(mr.argpartition(mr.array(x), kth, axis=1))
+        np.testing.assert_array_equal(np.take_along_axis(x, ip, 1)[:, k], np.sort(x, 1)[:, k])
+    t = np.asarray(mr.topk(mr.array(x), 3, axis=1))
+    np.testing.assert_array_equal(np.sort(t, 1), np.sort(x, 1)[:, -3:])
+    np.testing.assert_allclose(float(mr.median(mr.array(x))), np.median(x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mr.median(mr.array(x), axis=1)), np.median(x, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mr.median(mr.array(x[:, :8]), axis=1, keepdims=True)),
+                               np.median(x[:, :8], axis=1, keepdims=True), rtol=1e-6)
+    assert float(mr.median(mr.array([1, 2, 3, 4]))) == 2.5
+    with pytest.raises(mr.MiraxError, match="topk"):
+        mr.topk(mr.array(x), 10, axis=1)
+    with pytest.raises(mr.MiraxError, match="axis"):
+        mr.sort(mr.array(x), axis=2)
+
+
+def test_sort_under_transforms_and_devices(rng):
+    x = rng.standard_normal((2, 6))
+    g = mr.grad(lambda v: (mr.sort(v, axis=1) * mr.arange(6.0)).sum())(mr.array(x))
+    np.testing.assert_array_equal(np.asarray(g), np.argsort(np.argsort(x, 1), 1))  # each element's rank
+    np.testing.assert_array_equal(np.asarray(mr.vmap(mr.sort)(mr.array(x))), np.sort(x, 1))
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argsort(v, 0))(mr.array(x))),
+                                  np.argsort(x, 0, kind="stable"))
+    with mr.stream(mr.gpu):
+        f = x.astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(mr.sort(mr.array(f))), np.sort(f))
+    np.testing.assert_array_equal(np.asarray(mr.array(x).sort()), np.sort(x))
+
+
+def test_long_rows_are_refused_clearly():
+    from mirax.ops import sorting as sort_module
+    with pytest.raises(mr.MiraxError, match="longer than mirax sorts"):
+        mr.argsort(mr.zeros((sort_module.MAX_ROW + 1,)))
