@@ -19,7 +19,7 @@ def test_argsort_and_sort_match_numpy(shape, axis, dtype, rng):
     np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x), axis=axis)), want_i)
     got = np.asarray(mr.sort(mr.array(x), axis=axis))
     np.testing.assert_array_equal(got, np.sort(x, axis=axis))
-    assert np.asarray(mr.argsort(mr.array(x), axis=axis)).dtype == np.int32
+    assert mr.argsort(mr.array(x), axis=axis).dtype == mr.uint32  # as MLX
 
 
 def test_partition_topk_median(rng):
@@ -57,7 +57,13 @@ def test_sort_under_transforms_and_devices(rng):
     np.testing.assert_array_equal(np.asarray(mr.array(x).sort()), np.sort(x))
 
 
-def test_long_rows_are_refused_clearly():
+def test_long_rows_are_refused_clearly_and_blocks_bound_memory(monkeypatch):
     from mirax.ops import sorting as sort_module
-    with pytest.raises(mr.MiraxError, match="longer than mirax sorts"):
+    with pytest.raises(mr.MiraxError, match="more than mirax sorts"):
         mr.argsort(mr.zeros((sort_module.MAX_ROW + 1,)))
+    with pytest.raises(mr.MiraxError, match="pairs"):
+        mr.argsort(mr.zeros((sort_module.MAX_PAIRS // 1000**2 + 1, 1000)))
+    monkeypatch.setattr(sort_module, "BLOCK_PAIRS", 64)  # many blocks: the same answer
+    x = np.random.default_rng(3).standard_normal((3, 50)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x))), np.argsort(x, kind="stable"))
+    np.testing.assert_array_equal(np.asarray(mr.compile(mr.sort)(mr.array(x))), np.sort(x))
