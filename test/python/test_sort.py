@@ -67,3 +67,39 @@ def test_long_rows_are_refused_clearly_and_blocks_bound_memory(monkeypatch):
     x = np.random.default_rng(3).standard_normal((3, 50)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x))), np.argsort(x, kind="stable"))
     np.testing.assert_array_equal(np.asarray(mr.compile(mr.sort)(mr.array(x))), np.sort(x))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inclusive", [True, False])
+def test_scans_match_numpy(reverse, inclusive, rng):
+    """cumprod, cummax, cummin, logcumsumexp (python/mirax/ops/composite.py)."""
+    x = rng.uniform(-2, 2, (3, 6)).astype(np.float32)
+
+    def ref(op, v, ident, axis):
+        w = np.flip(v, axis) if reverse else v
+        acc = op.accumulate(w, axis=axis)
+        if not inclusive:
+            pad = np.full_like(np.take(acc, [0], axis=axis), ident)
+            acc = np.concatenate([pad, np.delete(acc, -1, axis=axis)], axis=axis)
+        return np.flip(acc, axis) if reverse else acc
+    kw = dict(reverse=reverse, inclusive=inclusive)
+    for axis in (0, 1):
+        np.testing.assert_allclose(np.asarray(mr.cumprod(mr.array(x), axis, **kw)), ref(np.multiply, x, 1, axis),
+                                   rtol=1e-5)
+        np.testing.assert_array_equal(np.asarray(mr.cummax(mr.array(x), axis, **kw)), ref(np.maximum, x, -np.inf, axis))
+        np.testing.assert_array_equal(np.asarray(mr.cummin(mr.array(x), axis, **kw)), ref(np.minimum, x, np.inf, axis))
+        np.testing.assert_allclose(np.asarray(mr.logcumsumexp(mr.array(x), axis, **kw)),
+                                   ref(np.logaddexp, x, -np.inf, axis), rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(mr.cummax(mr.array([3, 1, 4], mr.int32))), [3, 3, 4])
+    np.testing.assert_array_equal(np.asarray(mr.array(x).cumprod(1)), np.cumprod(x, 1).astype(np.float32))
+
+
+def test_scan_gradients():
+    g = mr.grad(lambda v: mr.cumprod(v).sum())(mr.array([1.0, 2.0, 0.0, 3.0]))
+    np.testing.assert_array_equal(np.asarray(g), [3, 1, 8, 0])  # a zero handled exactly
+    x = np.array([0.5, -1.0, 2.0, 0.3])
+    g = np.asarray(mr.grad(lambda v: mr.logcumsumexp(v).sum())(mr.array(x)))
+    eps = 1e-6
+    f = lambda v: np.logaddexp.accumulate(v).sum()  # noqa: E731
+    fd = [(f(x + eps * np.eye(4)[k]) - f(x - eps * np.eye(4)[k])) / (2 * eps) for k in range(4)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6)

@@ -439,3 +439,81 @@ Array.log2 = lambda self: log2(self)
 Array.log10 = lambda self: log10(self)
 Array.diag = lambda self, k=0: diag(self, k)
 Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset, axis1, axis2)
+
+
+# ---- scans other than cumsum ---------------------------------------------------------------
+# Written as masked reductions: out[i] reduces the x[j] with j <= i (j >= i reversed; strict
+# when exclusive). O(n^2) per row like the sort (and in the same bounded blocks), so every
+# device and transform has them; cumsum is the primitive with a linear loop.
+
+def _scan(name, a, axis, reverse, inclusive, combine, identity):
+    from .sorting import BLOCK_PAIRS, MAX_PAIRS, _done
+    a = _arr(a)
+    if axis is None:
+        a, axis = sh.reshape(a, (-1,)), 0
+    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
+        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    ax = axis % a.ndim
+    x = sh.moveaxis(a, ax, -1)
+    n = x.shape[-1]
+    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+    if rows * n * n > MAX_PAIRS:
+        raise MiraxError(f"{name}: {rows} rows of {n} elements are more than mirax scans this way "
+                         f"(at most {MAX_PAIRS} pairs){where_text()}")
+    if n == 0:
+        return a
+    j = sh.reshape(arange(n, dtype=dt.int32), (1, n))
+    xj = sh.expand_dims(x, -2)
+    ident = ew.astype(array(identity(x.dtype)), x.dtype)
+    block = max(1, BLOCK_PAIRS // max(rows * n, 1))
+    parts = []
+    for i0 in range(0, n, block):
+        i1 = min(n, i0 + block)
+        i = sh.reshape(arange(i0, i1, dtype=dt.int32), (i1 - i0, 1))
+        if reverse:
+            keep = ew.greater_equal(j, i) if inclusive else ew.greater(j, i)
+        else:
+            keep = ew.less_equal(j, i) if inclusive else ew.less(j, i)
+        parts.append(_done(combine(ew.where(keep, xj, ident), -1)))
+    out = sh.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+    return sh.moveaxis(out, -1, ax)
+
+
+def _lowest(d):
+    return -math.inf if d.kind in "fc" else (False if d.kind == "b" else int(np.iinfo(d.storage).min))
+
+
+def _highest(d):
+    return math.inf if d.kind in "fc" else (True if d.kind == "b" else int(np.iinfo(d.storage).max))
+
+
+def cumprod(a, axis=None, *, reverse=False, inclusive=True):
+    """Running product along `axis` (the flattened array when None)."""
+    return _scan("cumprod", a, axis, reverse, inclusive, lambda v, ax: red.prod(v, axis=ax), lambda d: 1)
+
+
+def cummax(a, axis=None, *, reverse=False, inclusive=True):
+    """Running maximum along `axis`."""
+    return _scan("cummax", a, axis, reverse, inclusive, lambda v, ax: red.max(v, axis=ax), _lowest)
+
+
+def cummin(a, axis=None, *, reverse=False, inclusive=True):
+    """Running minimum along `axis`."""
+    return _scan("cummin", a, axis, reverse, inclusive, lambda v, ax: red.min(v, axis=ax), _highest)
+
+
+def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
+    """log of the running sum of exp along `axis`, without overflow."""
+    return _scan("logcumsumexp", _float(a), axis, reverse, inclusive,
+                 lambda v, ax: red.logsumexp(v, axis=ax), lambda d: -math.inf)
+
+
+__all__ += ["cumprod", "cummax", "cummin", "logcumsumexp"]
+Array.cumprod = lambda self, axis=None, *, reverse=False, inclusive=True: cumprod(self, axis, reverse=reverse,
+                                                                                  inclusive=inclusive)
+Array.cummax = lambda self, axis=None, *, reverse=False, inclusive=True: cummax(self, axis, reverse=reverse,
+                                                                                inclusive=inclusive)
+Array.cummin = lambda self, axis=None, *, reverse=False, inclusive=True: cummin(self, axis, reverse=reverse,
+                                                                                inclusive=inclusive)
+Array.logcumsumexp = lambda self, axis=None, *, reverse=False, inclusive=True: logcumsumexp(
+    self, axis, reverse=reverse, inclusive=inclusive)
