@@ -153,22 +153,23 @@ primitive("take_along_axis", ["x", "indices"], _tala_shape, _tala_lower, _tala_r
 
 # ---- scatter_add -------------------------------------------------------------------------
 
-def _scatter_shape(avals, axis):
+def _scatter_shape(avals, axis, op="scatter_add"):
     x, idx, upd = avals
-    _check_indices("scatter_add", x, idx)
-    _check_axis("scatter_add", axis, x, idx, upd)
+    _check_indices(op, x, idx)
+    _check_axis(op, axis, x, idx, upd)
     want = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
     if upd.shape != want or upd.dtype is not x.dtype:
-        raise MiraxError(f"mirax.scatter_add: updates must be {x.dtype.name}{list(want)} for x {x.shape}, "
+        raise MiraxError(f"mirax.{op}: updates must be {x.dtype.name}{list(want)} for x {x.shape}, "
                          f"indices {idx.shape} and axis {axis}; got {upd}")
     if x.shape[axis] == 0 and idx.size:
-        raise MiraxError(f"mirax.scatter_add: cannot scatter into axis {axis} of size 0 "
+        raise MiraxError(f"mirax.{op}: cannot scatter into axis {axis} of size 0 "
                          f"(x {x.shape}, indices {idx.shape})")
     return x
 
 
-def _scatter_lower(e, ins, in_avals, out, axis):
-    """out = copy(x); then one scf.for nest over `updates`, each step out[..] += u[..]."""
+def _scatter_lower(e, ins, in_avals, out, axis, mode="add"):
+    """out = copy(x); then one scf.for nest over `updates`, each step out[..] += u[..]
+    (mode "add") or out[..] = u[..] (mode "set": in index order, so the last one wins)."""
     x, idx, upd = in_avals
     d = x.dtype
     t = d.memory
@@ -197,7 +198,9 @@ def _scatter_lower(e, ins, in_avals, out, axis):
     coords = ivs[:axis] + [i] + ivs[axis + k:]
     u = body.op(f"tensor.extract {ins[2]}[{', '.join(ivs)}] : {ttype(upd)}")
     old = body.op(f"tensor.extract {carried}[{', '.join(coords)}] : {ttype(x)}")
-    if d.kind == "f":
+    if mode == "set":
+        new = u
+    elif d.kind == "f":
         new = body.op(f"arith.addf {old}, {u} : {t}")
     elif d.kind == "c":
         new = body.op(f"complex.add {old}, {u} : {t}")
@@ -215,7 +218,7 @@ def _scatter_lower(e, ins, in_avals, out, axis):
     return loops[0]
 
 
-def _scatter_ref(x, indices, updates, axis):
+def _scatter_ref(x, indices, updates, axis, mode="add"):
     n = x.shape[axis]
     i = np.asarray(indices).astype(np.int64).reshape(-1)
     i = np.where(i < 0, i + n, i)
@@ -223,7 +226,10 @@ def _scatter_ref(x, indices, updates, axis):
     out = np.moveaxis(x.copy(), axis, 0)
     u = np.moveaxis(updates.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 1:]), axis, 0)
     i, u = i[keep], u[keep]
-    if x.dtype == np.bool_:
+    if mode == "set":
+        for j, v in zip(i, u):  # in index order: the last update of a place wins
+            out[j] = v
+    elif x.dtype == np.bool_:
         for j, v in zip(i, u):
             out[j] |= v
     else:
@@ -238,10 +244,11 @@ def _reshape(e, value, src: Aval, dst: Aval):
     return e.op(f"tensor.reshape {value}({shp}) : ({ttype(src)}, tensor<{dst.ndim}xi64>) -> {ttype(dst)}")
 
 
-def _scatter_lower_gpu(e, ins, in_avals, out, axis):
+def _scatter_lower_gpu(e, ins, in_avals, out, axis, mode="add"):
     """On the GPU: each output element adds the updates whose index hits it, a reduction
     over the index positions that runs parallel over the output: no atomics, no host
-    loop, and the same sum order on every run (work: x.size * indices.size)."""
+    loop, and the same sum order on every run (work: x.size * indices.size). Mode "set"
+    keeps the last update that hits (a combiner the mapping leaves sequential)."""
     x, idx, upd = in_avals
     acc = e.op(f"bufferization.alloc_tensor() copy({ins[0]}) : {ttype(x)}", "acc")
     if upd.size == 0 or x.size == 0:
@@ -267,6 +274,8 @@ def _scatter_lower_gpu(e, ins, in_avals, out, axis):
         hit = b.op(f"arith.cmpi eq, {j}, {b.op(f'linalg.index {axis} : index')} : index")
         hit = b.op(f"arith.andi {hit}, {ok} : i1")  # out-of-range updates are dropped
         t = d.signless
+        if mode == "set":
+            return b.op(f"arith.select {hit}, {u}, {o} : {t}")
         v = b.op(f"arith.select {hit}, {u}, {b.const(0, t)} : {t}")
         if in_avals[0].dtype.kind == "b":  # bool add is logical or (numpy)
             return b.op(f"arith.ori {o}, {v} : {t}")
@@ -279,6 +288,18 @@ primitive("scatter_add", ["x", "indices", "updates"], _scatter_shape, _scatter_l
           summary="x with updates added at `indices` along `axis` (out-of-range updates are dropped)",
           dtypes=INDEX_TEST)
 register_lowering("scatter_add", _scatter_lower_gpu, target="gpu")
+
+# ---- scatter (set) -------------------------------------------------------------------------
+
+primitive("scatter", ["x", "indices", "updates"], lambda avals, axis: _scatter_shape(avals, axis, "scatter"),
+          lambda e, ins, in_avals, out, axis: _scatter_lower(e, ins, in_avals, out, axis, mode="set"),
+          lambda x, indices, updates, axis: _scatter_ref(x, indices, updates, axis, mode="set"),
+          attrs={"axis": I64()},
+          summary="x with `updates` written at `indices` along `axis` (the last of repeats wins; "
+                  "out-of-range updates are dropped)",
+          dtypes=INDEX_TEST)
+register_lowering("scatter", lambda e, ins, in_avals, out, axis: _scatter_lower_gpu(
+    e, ins, in_avals, out, axis, mode="set"), target="gpu")
 
 
 # ---- transform rules --------------------------------------------------------------------
@@ -386,13 +407,13 @@ def _rules():
         return mr.where(ok, g, mr.zeros_like(g))
     defvjp("scatter_add", lambda ct, x, idx, u, out, axis: ct, None, scatter_vjp_updates)
 
-    def scatter_batch(args, dims, axis):
+    def scatter_batch(args, dims, axis, name="scatter_add"):
         x, idx, u = args
         dx, di, du = dims
         n = batch_size(args, dims)
         x, u = front(x, dx, n), front(u, du, n)
         if di is None:
-            return _apply("scatter_add", [x, idx, u], axis=axis + 1), 0
+            return _apply(name, [x, idx, u], axis=axis + 1), 0
         # a scatter per example: fold the batch into the scattered axis, offset the indices
         idx = move_to_front(idx, di)
         size, k = x.shape[axis + 1], idx.ndim - 1
@@ -404,9 +425,36 @@ def _rules():
         # updates (n, A.., I.., B..) -> (n, I.., A.., B..)
         perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + list(
             range(1 + axis + k, u.ndim))
-        r = _apply("scatter_add", [xf, i, mr.transpose(u, perm)], axis=0)
+        r = _apply(name, [xf, i, mr.transpose(u, perm)], axis=0)
         return mr.moveaxis(mr.reshape(r, xm.shape), 1, axis + 1), 0
     defbatch("scatter_add", scatter_batch)
+
+    # ---- scatter (set): linear in x and updates together
+    def set_jvp(primals, tangents, out, axis):
+        x, idx, u = primals
+        tx, _, tu = tangents
+        return _apply("scatter", [tx if tx is not None else mr.zeros_like(x), idx,
+                                  tu if tu is not None else mr.zeros_like(u)], axis=axis)
+    PRIMITIVES["scatter"].jvp = set_jvp
+
+    def winners(idx, n):
+        """Where an update is the one its place keeps: in range, and the last with its index."""
+        flat = mr.reshape(idx, (-1,))
+        m = flat.shape[0]
+        pos = mr.arange(m, dtype=mr.int32)
+        ok = in_range(flat, n)
+        i = norm_index(flat, n, n + 1)
+        last = _apply("scatter", [mr.full((n,), -1, mr.int32), mr.where(ok, i, n), pos], axis=0)
+        won = mr.logical_and(ok, mr.equal(_apply("take", [last, i], axis=0), pos))
+        return mr.reshape(won, idx.shape)
+
+    def set_vjp_updates(ct, x, idx, u, out, axis):
+        g = _apply("take", [ct, idx], axis=axis)
+        won = mr.reshape(winners(idx, x.shape[axis]), (1,) * axis + idx.shape + (1,) * (x.ndim - axis - 1))
+        return mr.where(won, g, mr.zeros_like(g))
+    defvjp("scatter", lambda ct, x, idx, u, out, axis: _apply("scatter", [ct, idx, mr.zeros_like(u)], axis=axis),
+           None, set_vjp_updates)
+    defbatch("scatter", lambda args, dims, axis: scatter_batch(args, dims, axis, "scatter"))
 
 
 _rules()

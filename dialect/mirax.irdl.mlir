@@ -430,6 +430,17 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @scatter {
+    // x with `updates` written at `indices` along `axis` (the last of repeats wins; out-of-range updates are dropped)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1, updates: %in2)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @scatter_add {
     // x with updates added at `indices` along `axis` (out-of-range updates are dropped)
     %in0 = irdl.base "!builtin.tensor"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -107,6 +108,34 @@ def located(err, loc):
     return type(err)(f"{err}\n  at {fn}:{ln}" + (f": {src}" if src else ""))
 
 
+def _live_users(users):
+    """The users still waiting to run (evaluated nodes no longer read their inputs)."""
+    out = []
+    for r in users:
+        u = r()
+        if u is not None and u._prim is not None:
+            out.append(r)
+    return out
+
+
+def rebind(target, new) -> None:
+    """`target` takes `new`'s value in place (MLX's `x[idx] = v`): nodes already built on
+    `target` keep its old value, which moves to a fresh object first."""
+    old = Array.__new__(Array)
+    for k in Array.__slots__[:-1]:
+        setattr(old, k, getattr(target, k))
+    for r in target._users or ():
+        u = r()
+        if u is not None and u._prim is not None and any(x is target for x in u._inputs):
+            u._inputs = tuple(old if x is target else x for x in u._inputs)
+    origin = target._origin if target._origin is not None else (
+        old if target._prim is None and target._data is None else None)  # a trace's placeholder
+    for k in Array.__slots__[:-1]:
+        setattr(target, k, getattr(new, k))
+    target._users = new._users
+    target._origin = origin
+
+
 class TraceError(RuntimeError):
     """An array that depends on a traced input was evaluated inside the trace."""
 
@@ -131,7 +160,11 @@ class Array:
     holds a numpy buffer (`_data`) and forgets its inputs.
     """
 
-    __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "_dev", "__weakref__")
+    # _users: weak references to the nodes built on this array (so that `x[i] = v` can
+    # leave them the old value); _origin: the placeholder this array was before an
+    # in-place update inside a trace (the trace's argument)
+    __slots__ = ("aval", "_prim", "_inputs", "_params", "_data", "_tracer", "_loc", "_dev", "_users", "_origin",
+                 "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, val, dtype=None):
@@ -161,6 +194,18 @@ class Array:
         a._tracer = tr
         a._loc = (STATE.loc or user_frame()) if STATE.tracing else None
         a._dev = _device.current_device()  # where it will run (mr.stream, stream=, default)
+        a._users = None
+        a._origin = None
+        if inputs:
+            ref = weakref.ref(a)
+            for x in inputs:
+                users = x._users
+                if users is None:
+                    x._users = [ref]
+                else:
+                    users.append(ref)
+                    if len(users) >= 64 and not len(users) & (len(users) - 1):  # at powers of two
+                        x._users = _live_users(users)
         return a
 
     @staticmethod
@@ -176,6 +221,8 @@ class Array:
         a._data = data
         a._tracer = None
         a._loc = (STATE.loc or user_frame()) if STATE.tracing else None  # a constant of a trace
+        a._users = None
+        a._origin = None
         return a
 
     # ---- properties ------------------------------------------------------------------

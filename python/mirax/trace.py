@@ -76,6 +76,9 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
         if not isinstance(o, Array):
             raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
     from .custom import CALL_OUTPUT
+    # a placeholder updated in place (`x[i] = v`) is its new value now; its argument is the
+    # placeholder it was
+    placeholders = [p._origin if p._origin is not None else p for p in placeholders]
     names = {id(p): f"%arg{i}" for i, p in enumerate(placeholders)}
     current = placeholders[0]._tracer if placeholders else None
 

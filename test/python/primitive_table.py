@@ -49,10 +49,11 @@ CASES.update({
     "random_bits": [([(2,)], {"shape": (3, 4)}, None), ([(5, 2)], {"shape": (3,)}, None),
                     ([(2, 3, 2)], {"shape": ()}, None)],
     "scatter_add": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
+    "scatter": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
 })
 
 # operands that are indices: drawn as int32 in [-2, 2] (negative indices wrap)
-INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1}
+INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1, "scatter": 1}
 
 # primitives whose result type is given rather than inferred have their own tests
 TYPED = {"constant", "arange"}

@@ -216,3 +216,74 @@ def test_dlpack_asarray_async_eval_array_equal_sinh_cosh_tree_merge():
     assert tree_merge({"a": 1}, {"a": 2}, merge_fn=lambda p, q: p + q) == {"a": 3}
     with pytest.raises(ValueError):
         tree_merge({"a": 1}, {"a": 2})
+
+
+# ---- in-place updates (MLX's semantics) ---------------------------------------------------
+
+SETITEM_KEYS = [1, -1, slice(1, 3), slice(None, None, -2), (Ellipsis, 0), (None, 1), (1, slice(None), 2),
+                np.array([0, 2, 2]), (np.array([0, 1]), np.array([3, 1])), np.array([True, False, True])]
+
+
+@pytest.mark.parametrize("key", SETITEM_KEYS, ids=[repr(k)[:30] for k in SETITEM_KEYS])
+def test_setitem_matches_numpy(key, rng):
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    want = a.copy()
+    sel = want[key]
+    v = rng.standard_normal(np.shape(sel)).astype(np.float32)
+    want[key] = v
+    x = mr.array(a)
+    x[key] = mr.array(v)
+    np.testing.assert_array_equal(np.asarray(x), want)
+    x = mr.array(a)  # a scalar broadcasts; += reads then writes
+    x[key] += 1.0
+    want = a.copy()
+    want[key] += 1.0
+    np.testing.assert_array_equal(np.asarray(x), want)
+
+
+def test_setitem_keeps_earlier_results_and_casts():
+    x = mr.arange(6.0)
+    y = x * 2  # lazy, built before the update: keeps the old x
+    x[1] = 10.0
+    z = x * 2  # after: sees it
+    np.testing.assert_array_equal(np.asarray(y), [0, 2, 4, 6, 8, 10])
+    np.testing.assert_array_equal(np.asarray(z), [0, 20, 4, 6, 8, 10])
+    i = mr.array([1, 2, 3], mr.int32)
+    i[0] = 7.9  # cast to the array's dtype, as MLX
+    assert i.dtype == mr.int32 and np.asarray(i).tolist() == [7, 2, 3]
+    r = mr.ones(4)
+    r[mr.array([1, 1, 9])] = mr.array([2.0, 3.0, 4.0])  # repeats: the last wins; out of range: dropped
+    np.testing.assert_array_equal(np.asarray(r), [1, 3, 1, 1])
+    with pytest.raises(ValueError, match="shape"):
+        r[1:3] = mr.array([1.0, 2.0, 3.0])
+    with pytest.raises(IndexError):
+        r[7] = 1.0
+
+
+def test_setitem_under_grad_vmap_compile_and_gpu():
+    def f(x):
+        y = x * 1
+        y[0] = 0.0
+        y[1:] *= 3.0
+        return (y * mr.arange(3.0)).sum()
+    np.testing.assert_array_equal(np.asarray(mr.grad(f)(mr.ones(3))), [0, 3, 6])
+    assert float(mr.compile(f)(mr.ones(3))) == 9.0
+
+    def g(x):
+        x[0] = 5.0  # the argument itself: the function's handle takes the new value
+        return x * 2
+    np.testing.assert_array_equal(np.asarray(mr.vmap(g)(mr.ones((2, 3)))), [[10, 2, 2], [10, 2, 2]])
+    np.testing.assert_array_equal(np.asarray(mr.compile(g)(mr.ones(3))), [10, 2, 2])
+    outer = mr.ones(3)
+    mr.compile(g)(outer)
+    np.testing.assert_array_equal(np.asarray(outer), [1, 1, 1])  # the caller's array is not the trace's
+    with mr.stream(mr.gpu):
+        x = mr.zeros((2, 3))
+        x[:, 1] = mr.array([4.0, 5.0])
+        np.testing.assert_array_equal(np.asarray(x), [[0, 4, 0], [0, 5, 0]])
+
+
+def test_at_set():
+    x = mr.zeros((2, 3))
+    np.testing.assert_array_equal(np.asarray(x.at[1, mr.array([0, 2])].set(7.0)), [[0, 0, 0], [7, 0, 7]])
+    np.testing.assert_array_equal(np.asarray(x), np.zeros((2, 3)))  # .at returns a new array

@@ -286,8 +286,10 @@ def _take_many(x, advanced):
 
 
 def _setitem(self, key, value):
-    raise TypeError("mirax arrays are immutable: use `a = a.at[key].add(value)` or `mr.where(mask, value, a)` "
-                    "instead of item assignment" + where_text())
+    """`x[key] = v`, as MLX: `x` takes the updated value; arrays computed from `x` before
+    keep the old one. Under grad, vmap and compile the update is part of the graph."""
+    from ..array import rebind
+    rebind(self, _AtUpdate(self, key).set(value))
 
 
 class _AtIndexer:
@@ -341,6 +343,22 @@ class _AtUpdate:
         pos = self._positions()
         u = broadcast_to(_arr(value), pos.shape) if _arr(value).shape != pos.shape else _arr(value)
         flat = scatter_add(reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,)), 0)
+        return reshape(flat, a.shape)
+
+    def set(self, value) -> Array:
+        """`a.at[key].set(v)`: a copy of `a` with `v` written at `a[key]` (the last of
+        repeated positions wins; array indices out of range are dropped)."""
+        from .elementwise import astype
+        from .shape import broadcast_to, reshape
+        a = self._a
+        pos = self._positions()
+        v = astype(_arr(value), a.dtype)
+        try:
+            u = broadcast_to(v, pos.shape) if v.shape != pos.shape else v
+        except MiraxError:
+            raise ValueError(f"cannot assign a value of shape {v.shape} to a selection of shape "
+                             f"{pos.shape}{where_text()}") from None
+        flat = apply("scatter", [reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,))], axis=0)
         return reshape(flat, a.shape)
 
     def subtract(self, value) -> Array:
