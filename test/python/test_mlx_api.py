@@ -287,3 +287,28 @@ def test_at_set():
     x = mr.zeros((2, 3))
     np.testing.assert_array_equal(np.asarray(x.at[1, mr.array([0, 2])].set(7.0)), [[0, 0, 0], [7, 0, 7]])
     np.testing.assert_array_equal(np.asarray(x), np.zeros((2, 3)))  # .at returns a new array
+
+
+def test_put_along_axis_and_slice_update(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    i = np.array([[1], [0], [3]])
+    v = rng.standard_normal((3, 1)).astype(np.float32)
+    want = a.copy()
+    np.put_along_axis(want, i, v, axis=1)
+    np.testing.assert_array_equal(np.asarray(mr.put_along_axis(mr.array(a), mr.array(i), mr.array(v), axis=1)), want)
+    want = a.copy()
+    np.put_along_axis(want, np.array([[2, 0, 1, 2]]), 0.0, axis=0)
+    np.testing.assert_array_equal(np.asarray(mr.put_along_axis(mr.array(a), mr.array([[2, 0, 1, 2]]), 0.0, axis=0)),
+                                  want)
+    got = mr.slice_update(mr.array(a), mr.array([[9.0, 8.0]]), mr.array([1, 2]), axes=(0, 1))
+    want = a.copy()
+    want[1:2, 2:4] = [[9, 8]]
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = mr.slice_update(mr.array(a), mr.array([[9.0, 8.0]]), [2, 3])  # clamped so it fits (JAX's rule)
+    want = a.copy()
+    want[2:3, 2:4] = [[9, 8]]
+    np.testing.assert_array_equal(np.asarray(got), want)
+    # differentiable in both operands
+    g = mr.grad(lambda u: (mr.slice_update(mr.array(a), u, mr.array([0, 1]), axes=(0, 1)) ** 2).sum())(
+        mr.array(np.ones((2, 2), np.float32)))
+    np.testing.assert_array_equal(np.asarray(g), 2 * np.ones((2, 2)))

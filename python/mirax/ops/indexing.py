@@ -370,3 +370,97 @@ Array.__getitem__ = _getitem
 Array.__setitem__ = _setitem
 Array.at = property(lambda self: _AtIndexer(self))
 Array.take = lambda self, indices, axis=None: take(self, indices, axis)
+
+
+# ---- put_along_axis, slice_update (writes through the scatter primitive) ---------------------
+
+def _flat_positions(shape, coords):
+    """Flat positions of the points whose per-axis coordinates are `coords` (arrays that
+    broadcast together; a coordinate outside its axis makes the position `size`, which
+    the scatter drops)."""
+    from .elementwise import astype, logical_and, where
+    size = int(np.prod(shape, dtype=np.int64))
+    wide = "int64" if size >= 2**31 - 1 else "int32"
+    pos, ok = None, None
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        c = astype(coords[d], wide)
+        inside = logical_and(c >= 0, c < shape[d])
+        term = c * stride
+        pos = term if pos is None else pos + term
+        ok = inside if ok is None else logical_and(ok, inside)
+        stride *= shape[d]
+    return where(ok, pos, size)
+
+
+def put_along_axis(a, indices, values, axis=None):
+    """numpy's `put_along_axis`: a copy of `a` with `values` written at `indices` along
+    `axis` (indices shaped like `a` but along `axis`; negative ones wrap; the last of
+    repeats wins; out of range: dropped). `axis=None` works on the flattened array."""
+    from .elementwise import astype, where
+    from .shape import broadcast_to, reshape
+    a = _arr(a)
+    idx = _indices(indices)
+    if axis is None:
+        flat = put_along_axis(reshape(a, (-1,)), reshape(idx, (-1,)), reshape(_arr(values), (-1,))
+                              if _arr(values).ndim else values, 0)
+        return reshape(flat, a.shape)
+    ax = _axis(axis, a.ndim, "put_along_axis")
+    if idx.ndim != a.ndim:
+        raise _err(MiraxError(f"put_along_axis: indices must have {a.ndim} dimensions like the array, got "
+                              f"shape {idx.shape}"))
+    try:
+        shape = broadcast_shapes(idx.shape, _arr(values).shape, tuple(
+            1 if d == ax else a.shape[d] for d in range(a.ndim)), op="put_along_axis")
+    except MiraxError as err:
+        raise _err(err) from None
+    idx = broadcast_to(idx, shape)
+    n = a.shape[ax]
+    wrapped = where(idx < 0, idx + n, idx) if idx.dtype.kind == "i" else idx
+    coords = [wrapped if d == ax else reshape(
+        _arange_i32(shape[d]), tuple(shape[d] if k == d else 1 for k in range(len(shape))))
+        for d in range(len(shape))]
+    pos = _flat_positions(a.shape, coords)
+    v = broadcast_to(astype(_arr(values), a.dtype), shape)
+    flat = apply("scatter", [reshape(a, (-1,)), reshape(pos, (-1,)), reshape(v, (-1,))], axis=0)
+    return reshape(flat, a.shape)
+
+
+def _arange_i32(n):
+    return array(np.arange(n, dtype=np.int32))
+
+
+def slice_update(a, update, start_indices, axes=None):
+    """A copy of `a` with `update` written at `start_indices` along `axes` (all axes when
+    None), as MLX's `slice_update`; the start may be an array (a value known at run time).
+    Starts are clamped so the update fits (as JAX's dynamic_update_slice)."""
+    from .elementwise import astype, clip
+    from .shape import broadcast_to, reshape
+    a, u = _arr(a), _arr(update)
+    axes = list(range(a.ndim)) if axes is None else [_axis(x, a.ndim, "slice_update") for x in axes]
+    start = _arr(start_indices) if not isinstance(start_indices, (list, tuple)) else array(
+        np.asarray(start_indices, np.int64).astype(np.int32))
+    if start.ndim == 0:
+        start = reshape(start, (1,))
+    if start.shape != (len(axes),):
+        raise _err(MiraxError(f"slice_update: {start.shape[0] if start.ndim else 1} start indices for "
+                              f"{len(axes)} axes"))
+    if u.ndim != a.ndim:
+        u = reshape(u, (1,) * (a.ndim - u.ndim) + u.shape) if u.ndim < a.ndim else u
+    if u.ndim != a.ndim or any(u.shape[d] > a.shape[d] for d in range(a.ndim)):
+        raise _err(MiraxError(f"slice_update: update of shape {u.shape} does not fit in {a.shape}"))
+    shape = tuple(u.shape[d] if d in axes else a.shape[d] for d in range(a.ndim))
+    u = broadcast_to(astype(u, a.dtype), shape)
+    coords = []
+    for d in range(a.ndim):
+        r = reshape(_arange_i32(shape[d]), tuple(shape[d] if k == d else 1 for k in range(a.ndim)))
+        if d in axes:
+            s0 = clip(astype(start[axes.index(d)], "int32"), 0, a.shape[d] - shape[d])
+            r = r + s0
+        coords.append(r)
+    pos = _flat_positions(a.shape, coords)
+    flat = apply("scatter", [reshape(a, (-1,)), reshape(broadcast_to(pos, shape), (-1,)), reshape(u, (-1,))], axis=0)
+    return reshape(flat, a.shape)
+
+
+__all__ += ["put_along_axis", "slice_update"]
