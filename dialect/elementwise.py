@@ -556,6 +556,50 @@ binary("logical_and", _arith(bop="andi"), np.logical_and, summary="x and y (bool
 binary("logical_or", _arith(bop="ori"), np.logical_or, summary="x or y (bool)", dtypes=[dt.bool_])
 
 
+# ---- bitwise (integers and bool) ------------------------------------------------------------
+
+def _bits(op):
+    return {k: (lambda b, x, y, d, op=op: b.op(f"arith.{op} {x}, {y} : {d.signless}")) for k in "biu"}
+
+
+def _shift(left):
+    """x << y or x >> y (arithmetic for signed x) with numpy's results for shift counts
+    outside [0, bits): 0, or -1 for a negative x shifted right (LLVM calls them poison)."""
+    def body(b, x, y, d):
+        t = d.signless
+        op = "shli" if left else ("shrsi" if d.kind == "i" else "shrui")
+        r = b.op(f"arith.{op} {x}, {y} : {t}")
+        big = b.op(f"arith.cmpi uge, {y}, {b.const(d.bits, t)} : {t}")  # negative counts are huge unsigned
+        fill = b.const(0, t)
+        if not left and d.kind == "i":
+            neg = b.op(f"arith.cmpi slt, {x}, {b.const(0, t)} : {t}")
+            fill = b.op(f"arith.select {neg}, {b.const(-1, t)}, {fill} : {t}")
+        return b.op(f"arith.select {big}, {fill}, {r} : {t}")
+    return {"i": body, "u": body}
+
+
+def _np_shift(fn):
+    def ref(x, y):
+        bits = x.dtype.itemsize * 8
+        with np.errstate(all="ignore"):
+            r = fn(x, np.clip(y, 0, bits - 1).astype(y.dtype))
+        big = (y.astype(np.int64) < 0) | (y.astype(np.int64) >= bits)
+        fill = np.where(x < 0, -1, 0).astype(x.dtype) if fn is np.right_shift else np.zeros_like(x)
+        return np.where(big, fill, r).astype(x.dtype)
+    return ref
+
+
+BIT_TEST = [dt.int32, dt.uint8, dt.bool_]
+binary("bitwise_and", _bits("andi"), np.bitwise_and, summary="x & y, bit by bit", dtypes=BIT_TEST)
+binary("bitwise_or", _bits("ori"), np.bitwise_or, summary="x | y, bit by bit", dtypes=BIT_TEST)
+binary("bitwise_xor", _bits("xori"), np.bitwise_xor, summary="x ^ y, bit by bit", dtypes=BIT_TEST)
+binary("left_shift", _shift(True), _np_shift(np.left_shift),
+       summary="x << y (0 for counts outside [0, bits))", dtypes=[dt.int32, dt.uint8, dt.int64])
+binary("right_shift", _shift(False), _np_shift(np.right_shift),
+       summary="x >> y, arithmetic for signed x (0 or -1 for counts outside [0, bits))",
+       dtypes=[dt.int32, dt.uint8, dt.int64])
+
+
 # ---- where --------------------------------------------------------------------------
 
 def _where_shape(avals):
@@ -711,7 +755,7 @@ def _rules():
     defvjp("arctan2", lambda ct, x, y, out: ct * y / (x * x + y * y),
            lambda ct, x, y, out: -ct * x / (x * x + y * y))
     for name in ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-                 "logical_or"]:
+                 "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]:
         defjvp(name, None, None)
         defvjp(name, None, None)
 

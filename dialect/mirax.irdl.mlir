@@ -61,6 +61,30 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"dtype" = %attr_dtype}
   }
+  irdl.operation @bitwise_and {
+    // x & y, bit by bit
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @bitwise_or {
+    // x | y, bit by bit
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
+  irdl.operation @bitwise_xor {
+    // x ^ y, bit by bit
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
+  }
   irdl.operation @broadcast_to {
     // numpy broadcasting to `shape`
     %in0 = irdl.base "!builtin.tensor"
@@ -225,6 +249,14 @@ irdl.dialect @mirax {
     %in0 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
+  irdl.operation @left_shift {
+    // x << y (0 for counts outside [0, bits))
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
   irdl.operation @less {
@@ -415,6 +447,14 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"shape" = %attr_shape}
+  }
+  irdl.operation @right_shift {
+    // x >> y, arithmetic for signed x (0 or -1 for counts outside [0, bits))
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(result: %out)
   }
   irdl.operation @round {
     // round half to even

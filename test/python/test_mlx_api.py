@@ -312,3 +312,27 @@ def test_put_along_axis_and_slice_update(rng):
     g = mr.grad(lambda u: (mr.slice_update(mr.array(a), u, mr.array([0, 1]), axes=(0, 1)) ** 2).sum())(
         mr.array(np.ones((2, 2), np.float32)))
     np.testing.assert_array_equal(np.asarray(g), 2 * np.ones((2, 2)))
+
+
+def test_bitwise_ops_and_operators(rng):
+    a = rng.integers(-50, 50, 8).astype(np.int32)
+    b = rng.integers(-50, 50, 8).astype(np.int32)
+    s = np.array([0, 1, 5, 31, 32, 40, -1, 3], np.int32)  # counts outside [0, 32) included
+    eq = np.testing.assert_array_equal
+    eq(np.asarray(mr.bitwise_and(mr.array(a), mr.array(b))), a & b)
+    eq(np.asarray(mr.array(a) | mr.array(b)), a | b)
+    eq(np.asarray(mr.array(a) ^ mr.array(b)), a ^ b)
+    eq(np.asarray(~mr.array(a)), ~a)
+    eq(np.asarray(~mr.array(np.array([0, 5, 255], np.uint8))), ~np.array([0, 5, 255], np.uint8))
+    eq(np.asarray(~mr.array([True, False])), [False, True])
+    eq(np.asarray(mr.array([True, False]) & mr.array([True, True])), [True, False])
+    big = (s < 0) | (s >= 32)
+    with np.errstate(all="ignore"):
+        eq(np.asarray(mr.left_shift(mr.array(a), mr.array(s))), np.where(big, 0, a << np.clip(s, 0, 31)))
+        eq(np.asarray(mr.array(a) >> mr.array(s)), np.where(big, np.where(a < 0, -1, 0), a >> np.clip(s, 0, 31)))
+    eq(np.asarray(1 << mr.array([1, 2, 3])), [2, 4, 8])
+    eq(np.asarray(mr.array(a) & 6), a & 6)
+    with mr.stream(mr.gpu):
+        eq(np.asarray(mr.array(a) ^ mr.array(b)), a ^ b)
+    with pytest.raises(mr.MiraxError, match="integer or bool"):
+        mr.bitwise_and(mr.array([1.0]), mr.array([2.0]))

@@ -7,6 +7,8 @@ broadcast with explicit `broadcast_to` ops, so each primitive sees equal avals.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
 from ..array import Array, apply, array, where_text
@@ -20,7 +22,8 @@ __all__ = _UNARY + ["negative", "round", "logical_not", "astype", "stop_gradient
                     "multiply", "divide", "power", "maximum", "minimum", "remainder", "equal", "not_equal",
                     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
                     "arctan2", "where", "floor_divide", "isnan", "isinf", "clip", "array_equal", "allclose",
-                    "isclose", "conj"]
+                    "isclose", "conj", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_invert", "left_shift",
+                    "right_shift"]
 
 
 def _arr(x) -> Array:
@@ -202,6 +205,39 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
     return _all(isclose(a, b, rtol, atol))
 
 
+def _integer_binary(name):
+    """A bitwise op: integers and bool (MLX promotes first; floats are refused)."""
+    def op(a, b):
+        d = result_dtype(a, b)
+        if d.kind not in "biu":
+            raise MiraxError(f"mirax.{name}: needs integer or bool operands, got {d.name}{where_text()}")
+        if name.endswith("shift") and d.kind == "b":
+            d = dt.uint8  # numpy shifts bools as small integers
+        x, y = _prepare(name, a, b, d)
+        return apply(name, [x, y])
+    op.__name__ = name
+    op.__doc__ = f"Elementwise `{name}` with broadcasting, as `mx.{name}`."
+    return op
+
+
+bitwise_and = _integer_binary("bitwise_and")
+bitwise_or = _integer_binary("bitwise_or")
+bitwise_xor = _integer_binary("bitwise_xor")
+left_shift = _integer_binary("left_shift")
+right_shift = _integer_binary("right_shift")
+
+
+def bitwise_invert(a):
+    """~a: every bit flipped (logical not for bool)."""
+    a = _arr(a)
+    if a.dtype.kind == "b":
+        return logical_not(a)
+    if a.dtype.kind not in "iu":
+        raise MiraxError(f"mirax.bitwise_invert: needs integer or bool operands, got {a.dtype.name}{where_text()}")
+    return bitwise_xor(a, astype(array(-1 if a.dtype.kind == "i" else int(np.iinfo(a.dtype.storage).max)),
+                                 a.dtype))
+
+
 def array_equal(a, b, equal_nan=False):
     """Whether `a` and `b` have the same shape and values (NaNs equal with `equal_nan`)."""
     from .reduction import all as _all
@@ -242,9 +278,17 @@ Array.__lt__ = less
 Array.__le__ = less_equal
 Array.__gt__ = greater
 Array.__ge__ = greater_equal
-Array.__invert__ = lambda self: logical_not(self) if self.dtype is dt.bool_ else _bitwise_unsupported()
-Array.__and__ = logical_and
-Array.__or__ = logical_or
+Array.__invert__ = lambda self: bitwise_invert(self)
+Array.__and__ = bitwise_and
+Array.__rand__ = _rev(bitwise_and)
+Array.__or__ = bitwise_or
+Array.__ror__ = _rev(bitwise_or)
+Array.__xor__ = bitwise_xor
+Array.__rxor__ = _rev(bitwise_xor)
+Array.__lshift__ = left_shift
+Array.__rlshift__ = _rev(left_shift)
+Array.__rshift__ = right_shift
+Array.__rrshift__ = _rev(right_shift)
 Array.__hash__ = object.__hash__
 Array.astype = astype
 Array.real = property(lambda self: real(self))
@@ -255,5 +299,4 @@ for _n in ["abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "square"
     setattr(Array, _n, globals()[_n])
 
 
-def _bitwise_unsupported():
-    raise TypeError("~ is only supported on bool arrays")
+
