@@ -336,3 +336,27 @@ def test_bitwise_ops_and_operators(rng):
         eq(np.asarray(mr.array(a) ^ mr.array(b)), a ^ b)
     with pytest.raises(mr.MiraxError, match="integer or bool"):
         mr.bitwise_and(mr.array([1.0]), mr.array([2.0]))
+
+
+def test_gather_mm_and_block_masked_mm(rng):
+    a = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    b = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    li, ri = np.array([[0, 3, 1]]), np.array([1, 0, 1])
+    got = np.asarray(mr.gather_mm(mr.array(a), mr.array(b), mr.array(li), mr.array(ri)))
+    np.testing.assert_allclose(got, a[li] @ b[ri], rtol=1e-5, atol=1e-5)
+    assert got.shape == (1, 3, 3, 6)
+    np.testing.assert_allclose(np.asarray(mr.gather_mm(mr.array(a[:2]), mr.array(b))), a[:2] @ b, rtol=1e-5, atol=1e-5)
+    g = mr.grad(lambda x: mr.gather_mm(x, mr.array(b), rhs_indices=mr.array([1, 1, 0, 0])).sum())(mr.array(a))
+    np.testing.assert_allclose(np.asarray(g), np.broadcast_to(b[[1, 1, 0, 0]].sum(-1)[:, None, :], a.shape),
+                               rtol=1e-5)
+    A = rng.standard_normal((10, 7)).astype(np.float32)
+    B = rng.standard_normal((7, 9)).astype(np.float32)
+    ml, mb, mo = rng.random((3, 2)) < 0.5, rng.random((2, 3)) < 0.5, rng.uniform(0, 2, (3, 3)).astype(np.float32)
+
+    def ex(m, r, c):
+        return np.repeat(np.repeat(m, 4, 0), 4, 1)[:r, :c].astype(np.float32)
+    want = ((A * ex(ml, 10, 7)) @ (B * ex(mb, 7, 9))) * ex(mo, 10, 9)
+    got = mr.block_masked_mm(mr.array(A), mr.array(B), 4, mr.array(mo), mr.array(ml), mr.array(mb))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(mr.MiraxError, match="does not cover"):
+        mr.block_masked_mm(mr.array(A), mr.array(B), 2, mask_lhs=mr.array(ml))

@@ -517,3 +517,55 @@ Array.cummin = lambda self, axis=None, *, reverse=False, inclusive=True: cummin(
                                                                                 inclusive=inclusive)
 Array.logcumsumexp = lambda self, axis=None, *, reverse=False, inclusive=True: logcumsumexp(
     self, axis, reverse=reverse, inclusive=inclusive)
+
+
+# ---- structured matmuls ----------------------------------------------------------------------
+
+def gather_mm(a, b, lhs_indices=None, rhs_indices=None, *, sorted_indices=False):
+    """Matmuls of gathered matrices: out[i] = A[lhs_indices[i]] @ B[rhs_indices[i]], where A
+    and B are `a` and `b` with their batch dims flattened; the indices (default: every
+    batch element, shaped like the batch) broadcast together and give the result's batch
+    shape. `sorted_indices` is a hint MLX uses; the result does not depend on it."""
+    a, b = _arr(a), _arr(b)
+    if a.ndim < 2 or b.ndim < 2:
+        raise MiraxError(f"gather_mm: a and b must have at least 2 dimensions, got {a.shape} and {b.shape}"
+                         f"{where_text()}")
+    fa = sh.reshape(a, (-1,) + a.shape[-2:])
+    fb = sh.reshape(b, (-1,) + b.shape[-2:])
+    li = sh.reshape(arange(fa.shape[0], dtype=dt.int32), a.shape[:-2]) if lhs_indices is None else _arr(lhs_indices)
+    ri = sh.reshape(arange(fb.shape[0], dtype=dt.int32), b.shape[:-2]) if rhs_indices is None else _arr(rhs_indices)
+    batch = broadcast_shapes(li.shape, ri.shape)
+    li = sh.reshape(sh.broadcast_to(li, batch), (-1,))
+    ri = sh.reshape(sh.broadcast_to(ri, batch), (-1,))
+    out = matmul(take(fa, li, axis=0), take(fb, ri, axis=0))
+    return sh.reshape(out, tuple(batch) + out.shape[-2:])
+
+
+def block_masked_mm(a, b, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None):
+    """a @ b with block masks: each mask element covers a block_size x block_size tile of
+    its operand (lhs: M x K, rhs: K x N) or of the result (M x N); bool masks keep or zero
+    tiles, numeric ones scale them."""
+    a, b = _arr(a), _arr(b)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+
+    def tiles(mask, rows, cols):
+        mask = _arr(mask)
+        mr_, mc = mask.shape[-2:]
+        if mr_ * block_size < rows or mc * block_size < cols:
+            raise MiraxError(f"block_masked_mm: a mask of shape {mask.shape} does not cover {rows} x {cols} "
+                             f"in blocks of {block_size}{where_text()}")
+        e = sh.expand_dims(sh.expand_dims(mask, -1), -3)  # (..., mr, 1, mc, 1)
+        e = sh.broadcast_to(e, mask.shape[:-2] + (mr_, block_size, mc, block_size))
+        e = sh.reshape(e, mask.shape[:-2] + (mr_ * block_size, mc * block_size))
+        return ew.astype(e[..., :rows, :cols], a.dtype)
+    if mask_lhs is not None:
+        a = a * tiles(mask_lhs, m, k)
+    if mask_rhs is not None:
+        b = b * tiles(mask_rhs, k, n)
+    out = matmul(a, b)
+    if mask_out is not None:
+        out = out * tiles(mask_out, m, n)
+    return out
+
+
+__all__ += ["gather_mm", "block_masked_mm"]
