@@ -86,14 +86,10 @@ def lower_signatures(module: ir.Operation):
         op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs, context=op.context))
 
 
-def _function_body(block, name):
-    """(func op, its only block) of `@name` in `block`, or False if it has several blocks."""
-    for f in block.operations:
-        f = f.operation
-        if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
-            blocks = list(f.regions[0].blocks)
-            return (f, blocks[0]) if len(blocks) == 1 else False
-    raise KeyError(name)
+def _function_body(f):
+    """(func op, its only block) of a lowering function, or False if it has several blocks."""
+    blocks = list(f.regions[0].blocks)
+    return (f, blocks[0]) if len(blocks) == 1 else False
 
 
 def _clone_body(callee, args, loc):
@@ -160,11 +156,11 @@ class ConvertMiraxToLinalg(MiraxPass):
                         snippet = ir.Module.parse(text)
                     except ir.MLIRError as err:
                         raise PassError(op, f"internal error lowering '{op.name}': {err}\n{text}") from None
-                    block.append(snippet.body.operations[0])
+                    f = snippet.body.operations[0].operation
+                    block.append(f)
                 made[key] = fname
-            callee = bodies.get(fname)
-            if callee is None:
-                callee = bodies[fname] = _function_body(block, fname)
+                bodies[fname] = _function_body(f)
+            callee = bodies[fname]
             with ctx, op.location, ir.InsertionPoint(op):
                 if callee is False:  # not a single-block body: call it (the inliner finishes)
                     res = func.CallOp([lowered_type(op.results[0].type)], ir.FlatSymbolRefAttr.get(fname),

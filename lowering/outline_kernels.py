@@ -22,50 +22,34 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, defining_op, user_op
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 4000
 CHUNK_OPS = 500
 
 
+def _nested(ops):
+    """`ops` and every op nested in them, in program order."""
+    for op in ops:
+        yield op
+        for region in op.regions:
+            for block in region.blocks:
+                yield from _nested(child.operation for child in block.operations)
+
+
 def _count(op) -> int:
-    n = 1
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                n += _count(child.operation)
-    return n
+    return sum(1 for _ in _nested([op]))
 
 
 def _defined_inside(ops):
     """Values defined by `ops` or anything nested in them (results and block arguments)."""
     out = set()
-
-    def visit(op):
+    for op in _nested(ops):
         out.update(op.results)
         for region in op.regions:
             for block in region.blocks:
                 out.update(block.arguments)
-                for child in block.operations:
-                    visit(child.operation)
-    for op in ops:
-        visit(op)
-    return out
-
-
-def _operands(ops):
-    """Every operand of `ops` and of the ops nested in them, in order."""
-    out = []
-
-    def visit(op):
-        out.extend(op.operands)
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    visit(child.operation)
-    for op in ops:
-        visit(op)
     return out
 
 
@@ -81,22 +65,20 @@ def _outline(fn, chunk, name, after):
     inside = _defined_inside(chunk)
     captured, consts = [], []
     seen = set()
-    for v in _operands(chunk):
+    for v in (v for op in _nested(chunk) for v in op.operands):
         if v in inside or v in seen:
             continue
         seen.add(v)
-        owner = v.owner
-        if isinstance(owner, ir.Operation) or hasattr(owner, "operation"):
-            o = owner.operation if hasattr(owner, "operation") else owner
-            if o.name == "arith.constant":
-                consts.append((v, o))
-                continue
-        captured.append(v)
+        o = defining_op(v)
+        if o is not None and o.name == "arith.constant":
+            consts.append((v, o))
+        else:
+            captured.append(v)
     chunk_set = set(chunk)
     escaping = []
     for op in chunk:
         for r in op.results:
-            if any(_top(u.owner, fn) not in chunk_set for u in r.uses):
+            if any(_top(user_op(u), fn) not in chunk_set for u in r.uses):
                 escaping.append(r)
     module_block = fn.parent.regions[0].blocks[0]
     ftype = ir.FunctionType.get([v.type for v in captured], [v.type for v in escaping])
@@ -115,22 +97,20 @@ def _outline(fn, chunk, name, after):
         call = func.CallOp([v.type for v in escaping], ir.FlatSymbolRefAttr.get(name), captured)
     for op in chunk:
         op.move_before(ret)
+    # uses inside the part read its arguments; uses outside read the call's results
     for v, new_v in mapping.items():
         for use in list(v.uses):
-            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-            if _enclosing_func(owner) == new.operation:
-                owner.operands[use.operand_number] = new_v
-    for i, r in enumerate(escaping):
+            if _enclosing_func(user_op(use)) == new.operation:
+                user_op(use).operands[use.operand_number] = new_v
+    for r, new_r in zip(escaping, call.results):
         for use in list(r.uses):
-            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-            if _enclosing_func(owner) != new.operation:
-                owner.operands[use.operand_number] = call.results[i]
+            if _enclosing_func(user_op(use)) != new.operation:
+                user_op(use).operands[use.operand_number] = new_r
     return new.operation
 
 
 def _top(op, fn):
     """The top-level op of `fn` that contains `op`."""
-    op = op.operation if hasattr(op, "operation") else op
     while op.parent is not None and op.parent != fn:
         op = op.parent
     return op

@@ -432,14 +432,6 @@ def store_elf(elf: bytes, key: str, name: str, shared_libs=()) -> bool:
         _remove(Path(tmp))
 
 
-def store(engine, key: str, name: str, shared_libs=()) -> bool:
-    """Link the engine's object code and write it as `<key>.so` (see `store_elf`)."""
-    if cache_dir() is None:
-        return False
-    linked = link_and_load(engine, name, shared_libs)
-    return linked is not None and store_elf(linked[2], key, name, shared_libs)
-
-
 def _write_atomic(d: Path, key: str, tmp: str, elf: bytes, meta: dict) -> int:
     """Write ELF + trailer to `tmp`, fsync, rename to `<key>.so`; returns the size."""
     meta = json.dumps({"format": FORMAT_VERSION, "key": key, **meta, "elf_size": len(elf),

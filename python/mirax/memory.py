@@ -9,6 +9,8 @@ needed again is reloaded from the disk cache (or compiled again).
 """
 from __future__ import annotations
 
+import sys
+
 
 def clear_cache(disk: bool = False) -> None:
     """Free the buffer pool and the one-op kernels held in memory (CPU and GPU);
@@ -24,8 +26,9 @@ def clear_cache(disk: bool = False) -> None:
     gpu.kernels.clear()
     if gpu._backend is not None and getattr(gpu._backend, "_programs", None) is not None:
         gpu._backend._programs.clear()
-    from .runtime import vulkan
-    vulkan._programs.clear()
+    vulkan = sys.modules.get(__package__ + ".runtime.vulkan")  # only if the GPU was used: not
+    if vulkan is not None:                                      # loading Vulkan to clear nothing
+        vulkan._programs.clear()
     gc.collect()  # kernels unload when their last reference goes
     if disk:
         disk_cache.flush()

@@ -12,6 +12,7 @@ import pytest
 import mirax as mr
 from mirax.runtime import cpu, disk_cache
 from mirax.runtime.kernel_cache import LRU
+from test_disk_cache import exp_module, run_exp  # the eager exp kernel those tests compile
 
 
 def rss_mb():
@@ -19,22 +20,6 @@ def rss_mb():
         for line in f:
             if line.startswith("VmRSS"):
                 return int(line.split()[1]) / 1024
-
-
-def exp_module(n):
-    t = f"tensor<{n}xf32>"
-    return (f"func.func @kernel(%arg0: {t} {{bufferization.writable = false}}) -> {t} "
-            f"attributes {{llvm.emit_c_interface}} {{\n"
-            f"  %0 = \"mirax.exp\"(%arg0) : ({t}) -> {t}\n  return %0 : {t}\n}}\n")
-
-
-def run_exp(n):
-    k = cpu.compile_module(exp_module(n), "kernel")
-    a = np.linspace(-2, 2, n, dtype=np.float32)
-    out = np.empty(n, np.float32)
-    k([a], [out])
-    np.testing.assert_allclose(out, np.exp(a), rtol=1e-5)
-    return k
 
 
 @pytest.fixture

@@ -108,13 +108,18 @@ def _prepare(name, a, b, dtype=None):
     return broadcast_to(a, shape), broadcast_to(b, shape)
 
 
-def _binary(name, float_only=False, bool_only=False):
+def _binary(name, float_only=False, bool_only=False, integer_only=False):
     def op(a, b):
         d = result_dtype(a, b)
         if float_only and d.kind not in "fc":
             d = dt.float32
         if bool_only:
             d = dt.bool_
+        if integer_only:  # bitwise ops: integers and bool (MLX promotes first; floats are refused)
+            if d.kind not in "biu":
+                raise MiraxError(f"mirax.{name}: needs integer or bool operands, got {d.name}{where_text()}")
+            if name.endswith("shift") and d.kind == "b":
+                d = dt.uint8  # numpy shifts bools as small integers
         x, y = _prepare(name, a, b, d)
         return apply(name, [x, y])
     op.__name__ = name
@@ -205,26 +210,11 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
     return _all(isclose(a, b, rtol, atol))
 
 
-def _integer_binary(name):
-    """A bitwise op: integers and bool (MLX promotes first; floats are refused)."""
-    def op(a, b):
-        d = result_dtype(a, b)
-        if d.kind not in "biu":
-            raise MiraxError(f"mirax.{name}: needs integer or bool operands, got {d.name}{where_text()}")
-        if name.endswith("shift") and d.kind == "b":
-            d = dt.uint8  # numpy shifts bools as small integers
-        x, y = _prepare(name, a, b, d)
-        return apply(name, [x, y])
-    op.__name__ = name
-    op.__doc__ = f"Elementwise `{name}` with broadcasting, as `mx.{name}`."
-    return op
-
-
-bitwise_and = _integer_binary("bitwise_and")
-bitwise_or = _integer_binary("bitwise_or")
-bitwise_xor = _integer_binary("bitwise_xor")
-left_shift = _integer_binary("left_shift")
-right_shift = _integer_binary("right_shift")
+bitwise_and = _binary("bitwise_and", integer_only=True)
+bitwise_or = _binary("bitwise_or", integer_only=True)
+bitwise_xor = _binary("bitwise_xor", integer_only=True)
+left_shift = _binary("left_shift", integer_only=True)
+right_shift = _binary("right_shift", integer_only=True)
 
 
 def bitwise_invert(a):
