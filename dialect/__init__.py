@@ -8,6 +8,7 @@ from pathlib import Path
 from . import dtypes
 from .core import PRIMITIVES, Aval, MiraxError, Primitive
 from . import creation, elementwise, reduction, shape, indexing, linalg, random, conv  # noqa: F401  (declare ops)
+from . import decomp  # noqa: F401  (host primitives: the matrix decompositions)
 from .irdl import irdl_text
 
 IRDL_PATH = Path(__file__).with_name("mirax.irdl.mlir")

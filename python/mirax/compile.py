@@ -128,6 +128,7 @@ class Executable:
         self._kernel = None   # CPU: built on first use
         self._program = None  # GPU
         self._lifted_gpu = None
+        self._host = None  # HostSplitProgram, False when the function has no host ops
 
     @property
     def kernel(self):
@@ -137,7 +138,18 @@ class Executable:
             self._kernel = compile_module(self.text, "main", prepare=("mirax-simplify", _prepare_for_cpu))
         return self._kernel
 
+    @property
+    def host_program(self):
+        """The function split at its host ops (LAPACK decompositions), or None without any."""
+        if self._host is None:
+            from .runtime import host
+            self._host = host.HostSplitProgram(self.text) if host.has_host_ops(self.text) else False
+        return self._host or None
+
     def program(self, backend):
+        if self.host_program is not None:
+            from .runtime import host
+            raise host.gpu_error(next(n for n in host.host_names() if f'"mirax.{n}"' in self.text))
         if self._program is None:
             self._program = backend.program(self.text, "main", prepare=("mirax-simplify", _prepare_for_gpu))
         return self._program
@@ -149,6 +161,9 @@ class Executable:
         if dev.type is DeviceType.gpu:
             return self._run_gpu(arrays, dev)
         ins = [_on(dev, a._data, a.aval) for a in arrays] + self.lifted
+        if self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
+            outs = self.host_program(ins)
+            return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
         outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.out_avals]
         self.kernel(ins, outs)
         return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
@@ -193,7 +208,7 @@ _KWARGS = "__mirax_kwargs__"  # marks the argument tree of a call with keyword a
 def _call_fun(fun, tree):
     """Call `fun` on an unflattened argument tree: a positional list, or [positional list,
     keyword dict, marker] when the call had keywords."""
-    if len(tree) == 3 and tree[2] == _KWARGS and isinstance(tree[1], dict) and isinstance(tree[0], list):
+    if len(tree) == 3 and isinstance(tree[2], str) and tree[2] == _KWARGS and isinstance(tree[1], dict) and isinstance(tree[0], list):
         return fun(*tree[0], **tree[1])
     return fun(*tree)
 
