@@ -16,7 +16,7 @@ from ..array import Array, apply, array, where_text
 from . import elementwise as ew
 
 __all__ = ["conv_general", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-           "conv_transpose3d"]
+           "conv_transpose3d", "convolve"]
 
 
 def _arr(x) -> Array:
@@ -133,3 +133,26 @@ def conv_transpose2d(input, weight, stride=1, padding=0, dilation=1, output_padd
 def conv_transpose3d(input, weight, stride=1, padding=0, dilation=1, output_padding=0, groups=1) -> Array:
     """3-D transposed convolution: input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups)."""
     return _conv_transpose(3, "conv_transpose3d", input, weight, stride, padding, dilation, output_padding, groups)
+
+
+def convolve(a, v, /, mode="full") -> Array:
+    """Discrete linear convolution of two 1-D arrays, as `mx.convolve` (and numpy):
+    mode "full" (length n + m - 1), "same" (max(n, m), centred as numpy) or "valid".
+
+    >>> mr.convolve(mr.array([1.0, 2.0, 3.0]), mr.array([0.0, 1.0, 0.5])).tolist()
+    [0.0, 1.0, 2.5, 4.0, 1.5]"""
+    a, v = _arr(a), _arr(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise _err(f"convolve: inputs must be 1-D, got shapes {a.shape} and {v.shape}")
+    if a.size == 0 or v.size == 0:
+        raise _err(f"convolve: inputs cannot be empty, got shapes {a.shape} and {v.shape}")
+    if mode not in ("full", "same", "valid"):
+        raise _err(f"convolve: invalid mode {mode!r}, expected 'full', 'same' or 'valid'")
+    # the longer one is the signal, so "valid" is never empty; convolution is symmetric
+    x, w = (v, a) if a.size < v.size else (a, v)
+    m = w.size
+    lo = {"full": m - 1, "same": m // 2, "valid": 0}[mode]
+    hi = {"full": m - 1, "same": (m - 1) // 2, "valid": 0}[mode]
+    x, w = _operands(x.reshape(1, -1, 1), w.reshape(1, -1, 1), "convolve")
+    out = _conv(x, w, (1,), (lo,), (hi,), (1,), (1,), 1, True, "convolve")
+    return out.reshape(-1)

@@ -12,9 +12,10 @@ from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes, normalize_axis
 from ..array import Array, apply, array, where_text
 from . import elementwise as ew
+from .creation import arange
 from .shape import broadcast_to, reshape, transpose
 
-__all__ = ["matmul", "inner", "outer", "tensordot"]
+__all__ = ["matmul", "inner", "outer", "tensordot", "segmented_mm"]
 
 
 def _arr(x) -> Array:
@@ -101,6 +102,38 @@ def tensordot(a, b, axes=2) -> Array:
     bt = reshape(transpose(b, ax_b + free_b), (k, -1) if k else (0, _size(b, free_b)))
     r = matmul(at, bt)
     return reshape(r, tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
+
+
+def segmented_mm(a, b, /, segments) -> Array:
+    """a @ b restricted to segments of the inner dim, as `mx.segmented_mm`: for `segments`
+    of shape (..., 2) holding [start, end) offsets into K, the result (..., M, N) holds
+    a[:, start:end] @ b[start:end, :] for each segment (zeros where end <= start).
+
+    >>> mr.segmented_mm(mr.ones((2, 4)), mr.ones((4, 3)), mr.array([[0, 1], [1, 4]]))[:, 0, 0].tolist()
+    [1.0, 3.0]"""
+    a, b, seg = _arr(a), _arr(b), _arr(segments)
+    if a.ndim != 2 or b.ndim != 2:
+        raise _err(f"segmented_mm: a and b must be matrices (batched matmul is not supported), got shapes "
+                   f"{a.shape} and {b.shape}")
+    if seg.ndim < 1 or seg.shape[-1] != 2:
+        raise _err(f"segmented_mm: segments must have shape (..., 2), got {seg.shape}")
+    d = dt.promote(a.dtype, b.dtype)
+    if d.kind != "f":
+        raise _err(f"segmented_mm: only real floating point operands are supported, got {a.dtype.name} and "
+                   f"{b.dtype.name} (promoted to {d.name})")
+    if seg.dtype.kind not in "iu":
+        raise _err(f"segmented_mm: segments must be integers, got {seg.dtype.name}")
+    if a.shape[1] != b.shape[0]:
+        raise _err(f"segmented_mm: inner dims differ: shapes {a.shape} and {b.shape}")
+    k = arange(a.shape[1], dtype=dt.int32)
+    seg = ew.astype(seg, dt.int32)
+    # a 0/1 mask over K per segment, applied to whichever operand is smaller
+    inside = ew.logical_and(ew.greater_equal(k, seg[..., 0:1]), ew.less(k, seg[..., 1:2]))
+    mask = ew.astype(inside, d)
+    a, b = ew.astype(a, d), ew.astype(b, d)
+    if a.shape[0] <= b.shape[1]:
+        return matmul(ew.multiply(a, reshape(mask, mask.shape[:-1] + (1, a.shape[1]))), b)
+    return matmul(a, ew.multiply(b, reshape(mask, mask.shape[:-1] + (b.shape[0], 1))))
 
 
 def _size(a, dims):
