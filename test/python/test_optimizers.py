@@ -352,6 +352,59 @@ def test_clip_grad_norm():
     np.testing.assert_array_equal(np.asarray(same["b"][0]), g_np["b"][0])
 
 
+def test_clip_grad_norm_integer_gradients_and_bad_max_norm():
+    # as MLX: the factor is float32, so integer gradients come back scaled as float32
+    clipped, norm = optim.clip_grad_norm({"a": mr.array([30, 40])}, max_norm=1.0)
+    assert float(norm) == pytest.approx(50.0) and clipped["a"].dtype == mr.float32
+    np.testing.assert_allclose(np.asarray(clipped["a"]), [0.6, 0.8], rtol=1e-5)
+    with pytest.raises(ValueError, match="max_norm"):
+        optim.clip_grad_norm({"a": mr.array([1.0])}, max_norm=-1.0)
+
+
+@pytest.mark.parametrize("make", [optim.RMSprop, optim.Adagrad, optim.AdaDelta])
+def test_zero_epsilon_is_rejected(make):
+    with pytest.raises(ValueError, match=">0"):
+        make(learning_rate=0.1, eps=0.0)
+
+
+def _newton_schulz5(x, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    tall = x.shape[0] > x.shape[1]
+    x = x.T if tall else x
+    x = x / (np.linalg.norm(x) + 1e-7)
+    for _ in range(steps):
+        A = x @ x.T
+        x = a * x + (b * A + c * A @ A) @ x
+    return x.T if tall else x
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(nesterov=False, weight_decay=0.0, ns_steps=3)])
+def test_muon(kw):
+    lr, mu, wd = 0.02, kw.get("momentum", 0.95), kw.get("weight_decay", 0.01)
+    nesterov, steps = kw.get("nesterov", True), kw.get("ns_steps", 5)
+
+    def ref(g, p, s, t):
+        g = g + wd * p
+        s["v"] = mu * s["v"] + (1 - mu) * g
+        u = (1 - mu) * g + mu * s["v"] if nesterov else s["v"]
+        if u.ndim < 2:  # vectors take the plain momentum step
+            return p - lr * u
+        return p - lr * max(1, u.shape[0] / u.shape[1]) ** 0.5 * _newton_schulz5(u, steps)
+
+    _run(optim.Muon(lr, **kw), ref, _zeros("v"), rtol=1e-4, atol=1e-5)
+
+
+def test_muon_orthogonalizes_and_flattens_higher_rank():
+    # NS5 maps a matrix to roughly U V^T of its SVD: singular values pushed to about 1
+    g = np.random.default_rng(3).standard_normal((3, 2, 2)).astype(np.float32)
+    opt = optim.Muon(learning_rate=1.0, momentum=0.0, weight_decay=0.0, nesterov=False)
+    p = opt.apply_gradients({"w": mr.array(g)}, {"w": mr.zeros((3, 2, 2))})["w"]
+    assert p.shape == (3, 2, 2)
+    sv = np.linalg.svd(-np.asarray(p).reshape(3, 4), compute_uv=False)
+    assert np.all((sv > 0.6) & (sv < 1.25)), sv
+    np.testing.assert_allclose(np.asarray(p).reshape(3, 4), -_newton_schulz5(g.reshape(3, 4), 5), rtol=1e-4, atol=1e-5)
+
+
 # ---- the state tree -------------------------------------------------------------------------
 
 def test_state_tree_structure():
@@ -442,6 +495,19 @@ def test_multi_optimizer():
     np.testing.assert_allclose(np.asarray(params["w"]), [0.5] * 3)
     np.testing.assert_allclose(np.asarray(params["b"]), [0.9] * 3)
     assert len(opt.state["states"]) == 2 and "w" in opt.state["states"][0] and "b" in opt.state["states"][1]
+
+
+def test_multi_optimizer_muon_for_matrices_with_parameterless_layers():
+    import mirax.nn as nn
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3))
+    opt = optim.MultiOptimizer([optim.Muon(learning_rate=0.01), optim.AdamW(learning_rate=0.01)],
+                               [lambda path, g: g.ndim >= 2])
+    _, grads = nn.value_and_grad(model, lambda m, x: m(x).sum())(model, mr.ones((1, 3)))
+    w, b = model.layers[0].weight, model.layers[0].bias
+    opt.update(model, grads)
+    assert not np.array_equal(np.asarray(w), np.asarray(model.layers[0].weight))
+    assert not np.array_equal(np.asarray(b), np.asarray(model.layers[0].bias))
+    assert "weight" in opt.state["states"][0]["layers"][0] and "bias" in opt.state["states"][1]["layers"][0]
 
 
 # ---- training ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from .. import random as mrandom
 from ..dialect import dtypes as dt
 
 __all__ = ["constant", "normal", "uniform", "identity", "glorot_normal", "glorot_uniform",
-           "he_normal", "he_uniform"]
+           "he_normal", "he_uniform", "sparse", "orthogonal"]
 
 
 def constant(value: float, dtype=dt.float32) -> Callable:
@@ -98,4 +98,43 @@ def he_uniform(dtype=dt.float32) -> Callable:
     def initializer(a, mode: Literal["fan_in", "fan_out"] = "fan_in", gain: float = 1.0):
         limit = gain * math.sqrt(3.0 / _fan(a, mode))
         return mrandom.uniform(-limit, limit, a.shape, dtype=dtype)
+    return initializer
+
+
+def sparse(sparsity: float, mean: float = 0.0, std: float = 1.0, dtype=dt.float32) -> Callable:
+    """N(mean, std**2) with ceil(sparsity * columns) entries of every row set to zero
+    (Martens, 2010): with `x @ w.T` each output sees at most a 1 - sparsity fraction
+    of the inputs. 2-D arrays only.
+
+        w = nn.init.sparse(sparsity=0.5)(mr.zeros((4, 6)))   # 3 zeros per row
+    """
+    def initializer(a):
+        if a.ndim != 2:
+            raise ValueError(f"[sparse] Only arrays with 2 dimensions are supported but got shape {a.shape}.")
+        rows, cols = a.shape
+        num_zeros = int(math.ceil(sparsity * cols))
+        # a random permutation per row picks the zeroed columns
+        order = mr.argsort(mrandom.uniform(shape=a.shape), axis=1)
+        out = mrandom.normal(shape=a.shape, scale=std, loc=mean, dtype=dtype)
+        out[mr.arange(rows).reshape(rows, 1), order[:, :num_zeros]] = 0
+        return out
+    return initializer
+
+
+def orthogonal(gain: float = 1.0, dtype=dt.float32) -> Callable:
+    """`gain` times a random orthogonal matrix (the Q of the QR decomposition of a
+    Gaussian n x n matrix, n = max(rows, cols), signs fixed by diag(R)), cut to the
+    array's shape: orthonormal rows or columns, whichever are fewer. 2-D arrays only.
+
+        w = nn.init.orthogonal()(mr.zeros((3, 5)))   # w @ w.T == eye(3)
+    """
+    def initializer(a):
+        if a.ndim != 2:
+            raise ValueError(f"[orthogonal] Orthogonal initialization requires a 2D array but got a {a.ndim}D array.")
+        from .. import linalg  # noqa: PLC0415 (mirax.linalg imports the ops this module is part of)
+        rows, cols = a.shape
+        n = max(rows, cols)
+        q, r = linalg.qr(mrandom.normal(shape=(n, n)))
+        q = q * mr.sign(mr.diag(r))
+        return (q[:rows, :cols] * gain).astype(dtype)
     return initializer

@@ -9,9 +9,9 @@
     mr.eval(params, opt.state)
 """
 from .optimizers import (AdaDelta, Adafactor, Adagrad, Adam, Adamax, AdamW, Lion, MultiOptimizer,  # noqa: F401
-                         Optimizer, RMSprop, SGD, clip_grad_norm)
+                         Muon, Optimizer, RMSprop, SGD, clip_grad_norm)
 from .schedulers import cosine_decay, exponential_decay, join_schedules, linear_schedule, step_decay  # noqa: F401
 
 __all__ = ["Optimizer", "MultiOptimizer", "SGD", "RMSprop", "Adagrad", "AdaDelta", "Adam", "AdamW", "Adamax",
-           "Lion", "Adafactor", "clip_grad_norm", "exponential_decay", "step_decay", "cosine_decay",
+           "Lion", "Adafactor", "Muon", "clip_grad_norm", "exponential_decay", "step_decay", "cosine_decay",
            "join_schedules", "linear_schedule"]

@@ -20,10 +20,10 @@ from typing import Callable, List, Optional, Tuple, Union
 from ..array import Array, array
 from ..dialect import dtypes as dt
 from .. import ops
-from ..utils import tree_flatten, tree_unflatten
+from ..utils import tree_flatten, tree_merge, tree_unflatten
 
 __all__ = ["Optimizer", "MultiOptimizer", "SGD", "RMSprop", "Adagrad", "AdaDelta", "Adam", "AdamW",
-           "Adamax", "Lion", "Adafactor", "clip_grad_norm"]
+           "Adamax", "Lion", "Adafactor", "Muon", "clip_grad_norm"]
 
 _Scalar = Union[float, Array, Callable[[Array], Array]]
 
@@ -99,25 +99,6 @@ def _replace_tuple(old, new):
     items = list(old)
     _update_in_place(items, list(new))
     return type(old)(*items) if hasattr(type(old), "_fields") else type(old)(items)
-
-
-def tree_merge(tree_a, tree_b):
-    """Merge two trees with disjoint leaves (as `mlx.utils.tree_merge`)."""
-    if tree_a is None or (isinstance(tree_a, (dict, list, tuple)) and len(tree_a) == 0):
-        return tree_b
-    if tree_b is None or (isinstance(tree_b, (dict, list, tuple)) and len(tree_b) == 0):
-        return tree_a
-    if isinstance(tree_a, dict) and isinstance(tree_b, dict):
-        out = dict(tree_a)
-        for k, v in tree_b.items():
-            out[k] = tree_merge(out[k], v) if k in out else v
-        return out
-    if _is_seq(tree_a) and _is_seq(tree_b):
-        n = max(len(tree_a), len(tree_b))
-        out = [tree_merge(tree_a[i] if i < len(tree_a) else None, tree_b[i] if i < len(tree_b) else None)
-               for i in range(n)]
-        return tuple(out) if isinstance(tree_a, tuple) else out
-    raise ValueError("Trees contain elements at the same locations.")
 
 
 def _as_array(x):
@@ -342,7 +323,7 @@ class RMSprop(Optimizer):
         self.eps = eps
         if self.alpha < 0.0:
             raise ValueError(f"RMSprop alpha should be >=0, {self.alpha} was provided instead")
-        if self.eps < 0.0:
+        if self.eps <= 0.0:  # the accumulators start at 0: eps = 0 makes 0 / 0 for a zero gradient
             raise ValueError(f"RMSprop epsilon should be >0, {self.eps} was provided instead")
 
     def init_single(self, parameter, state):
@@ -366,7 +347,7 @@ class Adagrad(Optimizer):
         super().__init__()
         self._maybe_schedule("learning_rate", learning_rate)
         self.eps = eps
-        if self.eps < 0.0:
+        if self.eps <= 0.0:  # the accumulators start at 0: eps = 0 makes 0 / 0 for a zero gradient
             raise ValueError(f"Adagrad epsilon should be >0, {self.eps} was provided instead")
 
     def init_single(self, parameter, state):
@@ -395,7 +376,7 @@ class AdaDelta(Optimizer):
         self.eps = eps
         if self.rho < 0.0:
             raise ValueError(f"AdaDelta rho should be >=0, {self.rho} was provided instead")
-        if self.eps < 0.0:
+        if self.eps <= 0.0:  # the accumulators start at 0: eps = 0 makes 0 / 0 for a zero gradient
             raise ValueError(f"AdaDelta epsilon should be >0, {self.eps} was provided instead")
 
     def init_single(self, parameter, state):
@@ -616,25 +597,94 @@ class Adafactor(Optimizer):
         return parameter - update
 
 
+class Muon(Optimizer):
+    r"""Muon: momentum orthogonalized by Newton-Schulz (Keller Jordan, 2024).
+
+        g_t = g_t + weight_decay w_t
+        v_{t+1} = mu v_t + (1 - mu) g_t
+        u = (1 - mu) g_t + mu v_{t+1}   (nesterov; else u = v_{t+1})
+        w_{t+1} = w_t - lr sqrt(max(1, rows / cols)) NS5(u)
+
+    NS5 runs `ns_steps` quintic Newton-Schulz iterations (coefficients 3.4445,
+    -4.7750, 2.0315) that drive the singular values of u, scaled to Frobenius norm 1,
+    towards 1; arrays of more than 2 dimensions are flattened to (shape[0], -1) for
+    it; 0-d and 1-d parameters take the plain momentum step `w - lr u`. Meant for the
+    hidden layers' matrices (use e.g. AdamW for embeddings, the output layer, biases).
+
+        opt = optim.Muon(learning_rate=0.02)
+
+    Args:
+        learning_rate (float or callable): the learning rate `lr`.
+        momentum (float): the momentum strength `mu`. Default 0.95.
+        weight_decay (float): the L2 penalty. Default 0.01.
+        nesterov (bool): Nesterov momentum. Default True.
+        ns_steps (int): Newton-Schulz iterations. Default 5.
+    """
+
+    def __init__(self, learning_rate: _Scalar, momentum: float = 0.95, weight_decay: float = 0.01,
+                 nesterov: bool = True, ns_steps: int = 5):
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.nesterov = nesterov
+        self.ns_steps = ns_steps
+
+    def init_single(self, parameter, state):
+        state["v"] = ops.zeros_like(parameter)
+
+    @staticmethod
+    def _zeropower_via_newtonschulz5(X, steps: int):
+        if X.ndim != 2:
+            raise ValueError(f"[Muon] Newton-Schulz needs a 2-D array, got shape {X.shape}")
+        a, b, c = 3.4445, -4.7750, 2.0315
+        # iterate on the wide orientation: X X^T is then the smaller Gram matrix
+        transpose = X.shape[-2] > X.shape[-1]
+        if transpose:
+            X = X.T
+        X = X / (ops.sqrt(ops.sum(ops.square(X), keepdims=True)) + 1e-7)
+        for _ in range(steps):
+            A = X @ X.T
+            B = ops.addmm(b * A, A, A, beta=1.0, alpha=c)
+            X = ops.addmm(a * X, B, X, beta=1.0, alpha=1.0)
+        return X.T if transpose else X
+
+    def apply_single(self, gradient, parameter, state):
+        if self.weight_decay != 0:
+            gradient = gradient + self.weight_decay * parameter
+        v = self.momentum * state["v"] + (1 - self.momentum) * gradient
+        state["v"] = v
+        update = gradient * (1 - self.momentum) + v * self.momentum if self.nesterov else v
+        lr = self.learning_rate.astype(gradient.dtype)
+        if update.ndim >= 2:
+            shape = update.shape
+            update = self._zeropower_via_newtonschulz5(update.reshape(shape[0], -1), steps=self.ns_steps)
+            update = update.reshape(shape)
+            lr = lr * max(1, update.shape[-2] / update.shape[-1]) ** 0.5
+        return parameter - lr * update
+
+
 def clip_grad_norm(grads, max_norm: float):
     """Scale `grads` so that their global L2 norm is at most `max_norm`.
 
         >>> clipped, total_norm = clip_grad_norm({"w1": w1, "w2": w2}, max_norm=2.0)
 
     Returns (the possibly rescaled gradients, the original global norm as a 0-d array).
-    Gradients keep their dtypes.
+    The gradients are multiplied by a float32 factor (as MLX), which promotes integer
+    and lower-precision gradients to float32.
     """
+    if max_norm < 0:
+        raise ValueError(f"[clip_grad_norm] max_norm must be non-negative, got {max_norm}")
     leaves = [g for _, g in tree_flatten(grads) if g is not None]
     norm_squared = array(0.0)
     for g in leaves:
         norm_squared = norm_squared + ops.sum(ops.square(g.astype(dt.float32)))
     total_norm = ops.sqrt(norm_squared)
-    normalizer = max_norm / (total_norm + 1e-6)
+    # as MLX: multiply by a float32 factor (<= 1), so integer gradients become float32
+    normalizer = ops.minimum(max_norm / (total_norm + 1e-6), 1.0)
 
     def clipper(g):
-        if g is None:
-            return None
-        return ops.where(total_norm < max_norm, g, g * normalizer.astype(g.dtype))
+        return None if g is None else g * normalizer
 
     return _map_leaves(clipper, grads), total_norm
 

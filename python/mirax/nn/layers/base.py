@@ -13,8 +13,9 @@ Module-valued entries (directly or inside lists and dicts) are submodules.
     model.freeze(keys="bias")     # trainable_parameters() drops the biases
     model.update(new_params)      # in place; nested dicts/lists, partial is fine
 
-Module is registered as a tree node (its items, rebuilt as a plain dict), so the tree
-utilities and the transforms see a module as the dict of its contents.
+Module is registered as a tree node (its items, rebuilt as a module of the same class),
+so the transforms see a module as the dict of its contents and call functions with a
+module; `mirax.utils` sees it as a dict.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import textwrap
 from typing import Any, Callable, List, Optional, Union
 
 from ...array import Array
+from ...dtypes import floating, issubdtype
 from ...tree import register_tree_node
 
 __all__ = ["Module"]
@@ -184,7 +186,7 @@ class Module(dict):
                 for k in params:
                     if k in dst:
                         cur, new = dst[k], params[k]
-                        if new is None:  # an empty slot (mirax.utils.tree_unflatten fills lists with None)
+                        if new is None:  # an empty slot
                             continue
                         if isinstance(cur, Array):
                             if strict and not isinstance(new, Array):
@@ -196,6 +198,10 @@ class Module(dict):
                         raise ValueError(f'Module does not have parameter named "{k}".')
             elif isinstance(params, list):
                 for i in range(len(params)):
+                    if i >= len(dst):  # e.g. weights of layers the model does not have
+                        if strict:
+                            raise ValueError(f"List index {i} is out of bounds for destination of length {len(dst)}.")
+                        continue
                     cur, new = dst[i], params[i]
                     if new is None:
                         continue
@@ -219,32 +225,9 @@ class Module(dict):
         return self
 
     def update_modules(self, modules: dict, strict: bool = True) -> "Module":
-        """Replace submodules, in place, with those of a (possibly partial) nested dict/list."""
-        def apply(dst, mods):
-            if isinstance(mods, dict):
-                for k in mods:
-                    if k in dst:
-                        cur, new = dst[k], mods[k]
-                        if self.is_module(cur) and self.is_module(new):
-                            dst[k] = new
-                        elif isinstance(cur, (dict, list)):
-                            apply(cur, new)
-                        elif strict:
-                            raise ValueError(f"Received invalid type: {type(new).__name__}.")
-                    elif strict:
-                        raise ValueError(f'Module does not have sub-module named "{k}".')
-            elif isinstance(mods, list):
-                for i in range(len(mods)):
-                    cur, new = dst[i], mods[i]
-                    if self.is_module(cur) and self.is_module(new):
-                        dst[i] = new
-                    elif isinstance(cur, (dict, list)):
-                        apply(cur, new)
-                    elif strict:
-                        raise ValueError(f"Received invalid type: {type(new).__name__}.")
-            elif strict:
-                raise ValueError(f"Received invalid type: {type(mods).__name__}.")
-        apply(self, modules)
+        """Replace submodules, in place, with those of a (possibly partial) nested dict/list
+        (`{}` leaves a submodule as it is)."""
+        _update_modules(self, modules, strict)
         return self
 
     def apply_to_modules(self, apply_fn: Callable[[str, "Module"], Any]) -> "Module":
@@ -277,6 +260,14 @@ class Module(dict):
                     raise KeyError(f"Module doesn't contain member {k}.")
         return keys
 
+    def _validate_keys_recursive(self, keys):
+        # a key such as "bias" must exist somewhere in the model, not in every submodule
+        keys = keys if isinstance(keys, list) else [keys]
+        modules = self.modules()
+        for k in keys:
+            if not any(k in m for m in modules):
+                raise KeyError(f"Module doesn't contain member {k}.")
+
     def freeze(self, *, recurse: bool = True, keys: Optional[Union[str, List[str]]] = None,
                strict: bool = False) -> "Module":
         """Freeze (exclude from `trainable_parameters` and `nn.value_and_grad`) all the
@@ -288,6 +279,9 @@ class Module(dict):
                     lambda mm, k, v: not isinstance(v, Module) and mm.valid_parameter_filter(mm, k, v)))]
             m._no_grad.update(m._validate_keys(local, strict))
         if recurse:
+            if strict and keys is not None:
+                self._validate_keys_recursive(keys)
+                strict = False
             self.apply_to_modules(impl)
         else:
             impl("", self)
@@ -302,24 +296,34 @@ class Module(dict):
             else:
                 m._no_grad.difference_update(m._validate_keys(keys, strict))
         if recurse:
+            if strict and keys is not None:
+                self._validate_keys_recursive(keys)
+                strict = False
             self.apply_to_modules(impl)
         else:
             impl("", self)
         return self
 
+    def _set_training_mode(self, mode: bool) -> None:
+        """Set this module's own mode; `train` calls it on every module (a layer may
+        override it to react to the switch)."""
+        object.__setattr__(self, "_training", mode)
+
     def train(self, mode: bool = True) -> "Module":
         """Set training mode (Dropout drops, BatchNorm uses batch statistics) on all modules."""
-        def set_train(_, m):
-            object.__setattr__(m, "_training", mode)
-        self.apply_to_modules(set_train)
+        self.apply_to_modules(lambda _, m: m._set_training_mode(mode))
         return self
 
     def eval(self) -> "Module":
         """Set evaluation mode: `train(False)`."""
         return self.train(False)
 
-    def set_dtype(self, dtype, predicate: Optional[Callable] = lambda d: d.kind == "f"):
-        """Cast the parameters (by default the floating-point ones) to `dtype`."""
+    def set_dtype(self, dtype, predicate: Optional[Callable] = lambda d: issubdtype(d, floating)):
+        """Cast the parameters that `predicate(param.dtype)` selects (by default the
+        floating-point ones; None selects all) to `dtype`, in place.
+
+            model.set_dtype(mr.bfloat16)     # integer parameters keep their dtype
+        """
         if predicate is None:
             predicate = lambda _: True  # noqa: E731
         self.apply(lambda x: x.astype(dtype) if predicate(x.dtype) else x)
@@ -369,6 +373,38 @@ class Module(dict):
         return self
 
 
+def _update_modules(dst, modules, strict):
+    # a module-level function, not a closure over the module: a recursive closure is a
+    # reference cycle that would keep the module's arrays alive until the next gc pass
+    if isinstance(modules, dict):
+        for k in modules:
+            if k in dst:
+                cur, new = dst[k], modules[k]
+                if Module.is_module(cur) and Module.is_module(new):
+                    dst[k] = new
+                elif isinstance(cur, (dict, list)):
+                    _update_modules(cur, new, strict)
+                elif strict and new != {}:  # {} marks a slot left as it is
+                    raise ValueError(f"Received invalid type: {type(new).__name__}.")
+            elif strict:
+                raise ValueError(f'Module does not have sub-module named "{k}".')
+    elif isinstance(modules, list):
+        for i in range(len(modules)):
+            if i >= len(dst):
+                if strict:
+                    raise ValueError(f"List index {i} is out of bounds for destination of length {len(dst)}.")
+                continue
+            cur, new = dst[i], modules[i]
+            if Module.is_module(cur) and Module.is_module(new):
+                dst[i] = new
+            elif isinstance(cur, (dict, list)):
+                _update_modules(cur, new, strict)
+            elif strict and new != {}:
+                raise ValueError(f"Received invalid type: {type(new).__name__}.")
+    elif strict:
+        raise ValueError(f"Received invalid type: {type(modules).__name__}.")
+
+
 def _unwrap(model, key, value, filter_fn, map_fn, is_leaf_fn):
     if is_leaf_fn(model, key, value):
         return map_fn(value)
@@ -390,7 +426,25 @@ def _unwrap(model, key, value, filter_fn, map_fn, is_leaf_fn):
     raise RuntimeError("Unexpected leaf found while traversing the module")
 
 
-# A module is a tree node: its items, rebuilt as a plain dict (MLX: a module is a dict,
-# and tree utilities rebuild dicts). `_node` in mirax.tree also covers subclasses.
-register_tree_node(Module, lambda m: (list(m.values()), list(m.keys())),
-                   lambda keys, children: dict(zip(keys, children)))
+def _flatten_module(m):
+    # aux: the class and the plain attributes (never arrays: those are items), not the
+    # module itself, so cached tree structures do not keep its arrays alive
+    attrs = dict(m.__dict__)
+    attrs["_no_grad"] = set(m._no_grad)
+    return list(m.values()), (type(m), attrs, list(m.keys()))
+
+
+def _unflatten_module(aux, children):
+    cls, attrs, keys = aux
+    m = cls.__new__(cls)
+    m.__dict__.update(attrs)
+    m.__dict__["_no_grad"] = set(attrs["_no_grad"])
+    dict.update(m, zip(keys, children))
+    return m
+
+
+# A module is a tree node: its items. It is rebuilt as a module of the same class with
+# the same attributes, so a transformed function called with a module gets a module
+# (`mr.grad(lambda m: m.layer(x).sum())(model)`, as MLX); `_node` in mirax.tree also
+# covers subclasses.
+register_tree_node(Module, _flatten_module, _unflatten_module)

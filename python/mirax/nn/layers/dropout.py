@@ -41,7 +41,7 @@ class Dropout2d(_DropoutBase):
         mask_shape = list(x.shape)
         mask_shape[-2] = mask_shape[-3] = 1
         mask = mrandom.bernoulli(p=self._p_1, shape=mask_shape)
-        return (1 / self._p_1) * mask * x
+        return (mask * x) * (1 / self._p_1)  # mask first: x keeps its dtype (bf16 stays bf16)
 
 
 class Dropout3d(_DropoutBase):
@@ -55,4 +55,4 @@ class Dropout3d(_DropoutBase):
         mask_shape = list(x.shape)
         mask_shape[-2] = mask_shape[-3] = mask_shape[-4] = 1
         mask = mrandom.bernoulli(p=self._p_1, shape=mask_shape)
-        return (1 / self._p_1) * mask * x
+        return (mask * x) * (1 / self._p_1)  # mask first: x keeps its dtype (bf16 stays bf16)

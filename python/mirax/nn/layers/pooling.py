@@ -1,5 +1,5 @@
 """Max and average pooling over the spatial axes of channels-last inputs, as `mlx.nn`
-(MaxPool1d/2d, AvgPool1d/2d). mirax has no `as_strided`: a window reduction is the
+(MaxPool1d/2d/3d, AvgPool1d/2d/3d). mirax has no `as_strided`: a window reduction is the
 elementwise max/sum of one strided slice per kernel offset."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional, Tuple, Union
 from ... import ops as mr
 from .base import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d"]
 
 
 def _value_or_list(x, n, msg):
@@ -103,4 +103,30 @@ class AvgPool2d(_Pool):
 
     def __init__(self, kernel_size: Union[int, Tuple[int, int]],
                  stride: Optional[Union[int, Tuple[int, int]]] = None, padding: Union[int, Tuple[int, int]] = 0):
+        super().__init__(kernel_size, stride, padding)
+
+
+class MaxPool3d(_Pool):
+    """Max over windows of (N, D, H, W, C) inputs.
+
+        nn.MaxPool3d(kernel_size=2)(mr.zeros((1, 4, 4, 4, 3))).shape   # (1, 2, 2, 2, 3)
+    """
+    _kind, _n = "max", 3
+
+    def __init__(self, kernel_size: Union[int, Tuple[int, int, int]],
+                 stride: Optional[Union[int, Tuple[int, int, int]]] = None,
+                 padding: Union[int, Tuple[int, int, int]] = 0):
+        super().__init__(kernel_size, stride, padding)
+
+
+class AvgPool3d(_Pool):
+    """Mean over windows of (N, D, H, W, C) inputs (zero padding counts in the mean).
+
+        nn.AvgPool3d(kernel_size=2, stride=1)(mr.zeros((1, 3, 3, 3, 1))).shape   # (1, 2, 2, 2, 1)
+    """
+    _kind, _n = "avg", 3
+
+    def __init__(self, kernel_size: Union[int, Tuple[int, int, int]],
+                 stride: Optional[Union[int, Tuple[int, int, int]]] = None,
+                 padding: Union[int, Tuple[int, int, int]] = 0):
         super().__init__(kernel_size, stride, padding)

@@ -1,5 +1,5 @@
-"""RoPE and sinusoidal positional encodings, as `mlx.nn` (RoPE in ordinary ops: mirax
-has no `fast.rope`)."""
+"""RoPE, sinusoidal and ALiBi positional encodings, as `mlx.nn` (RoPE in ordinary ops:
+mirax has no `fast.rope`)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from ...array import array
 from ...dialect import dtypes as dt
 from .base import Module
 
-__all__ = ["RoPE", "SinusoidalPositionalEncoding", "rope"]
+__all__ = ["RoPE", "SinusoidalPositionalEncoding", "ALiBi", "rope"]
 
 
 def rope(x, dims: int, traditional: bool = False, base: float = 10000, scale: float = 1.0, offset: int = 0):
@@ -80,3 +80,47 @@ class SinusoidalPositionalEncoding(Module):
         if self.scale != 1:
             y = y * self.scale
         return y
+
+
+class ALiBi(Module):
+    """Attention with linear biases (Press et al., 2021): adds -slope_h * |i - j| to the
+    attention scores (N, heads, L_q, L_k) of query i and key j, with one geometric
+    slope per head. `__call__(attention_scores, offset=0, mask=None)`; queries sit at
+    positions offset + arange(L_q) and `mask` is added to the bias.
+
+        scores = nn.ALiBi()(mr.zeros((1, 8, 4, 4)))   # scores[0, h, i, j] = -slope_h |i - j|
+    """
+
+    @staticmethod
+    def create_alibi_matrix(q_sequence_length: int, k_sequence_length: int, num_heads: int, offset: int,
+                            dtype=dt.float32):
+        """The bias (1, num_heads, q_sequence_length - offset, k_sequence_length)."""
+        x1 = mr.arange(offset, q_sequence_length)
+        x2 = mr.arange(0, k_sequence_length)
+        distance = -mr.abs(mr.expand_dims(x1[:, None] - x2[None, :], axis=(0, 1)))
+        slope = ALiBi.create_alibi_slope(num_heads=num_heads, dtype=dtype)
+        return (distance * slope).astype(dtype)
+
+    @staticmethod
+    def create_alibi_slope(num_heads: int, dtype=dt.float32):
+        """The slopes (num_heads, 1, 1): 2**(-8 h / n) for h = 1..n when n is a power of
+        two; otherwise those of the power of two below, then every other one of twice it."""
+        def slopes(n):
+            if math.log2(n).is_integer():
+                start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+                return [start * start ** i for i in range(n)]
+            p = 2 ** math.floor(math.log2(n))
+            return slopes(p) + slopes(2 * p)[0::2][: n - p]
+        return mr.expand_dims(array(slopes(num_heads), dtype=dtype), axis=(-1, -2))
+
+    def __call__(self, attention_scores, offset: int = 0, mask=None):
+        if attention_scores.ndim != 4:
+            raise ValueError("[ALiBi] expects attention scores of shape (N, heads, L_q, L_k) but got "
+                             f"shape {attention_scores.shape}")
+        bias = ALiBi.create_alibi_matrix(q_sequence_length=attention_scores.shape[-2] + offset,
+                                         k_sequence_length=attention_scores.shape[-1],
+                                         num_heads=attention_scores.shape[1], offset=offset,
+                                         dtype=attention_scores.dtype)
+        if mask is not None:
+            bias = bias + mask
+        return attention_scores + bias
