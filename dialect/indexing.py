@@ -167,9 +167,38 @@ def _scatter_shape(avals, axis, op="scatter_add"):
     return x
 
 
+# how each scatter combines an update with what is there: {mode: {dtype kind: op}}; bool
+# add/max is logical or, prod/min logical and (numpy); "c" complex, "u" unsigned
+_COMBINERS = {
+    "add": {"f": "arith.addf", "c": "complex.add", "b": "arith.ori", "i": "arith.addi", "u": "arith.addi"},
+    "prod": {"f": "arith.mulf", "c": "complex.mul", "b": "arith.andi", "i": "arith.muli", "u": "arith.muli"},
+    "max": {"f": "arith.maximumf", "b": "arith.ori", "i": "arith.maxsi", "u": "arith.maxui"},
+    "min": {"f": "arith.minimumf", "b": "arith.andi", "i": "arith.minsi", "u": "arith.minui"},
+}
+
+
+def _combine(b, mode, d, old, u):
+    return b.op(f"{_COMBINERS[mode][d.kind]} {old}, {u} : {d.memory}")
+
+
+def _identity(mode, d):
+    """The update that leaves a place unchanged under `mode` (GPU masked reduction)."""
+    if mode == "add":
+        return 0
+    if mode == "prod":
+        return 1
+    if d.kind == "f":
+        return float("-inf") if mode == "max" else float("inf")
+    lo, hi = (0, 2 ** d.bits - 1) if d.kind == "u" else (-2 ** (d.bits - 1), 2 ** (d.bits - 1) - 1)
+    if d.kind == "u" and hi >= 2 ** (d.bits - 1):  # signless constants: the bit pattern of hi
+        hi -= 2 ** d.bits
+    return lo if mode == "max" else hi
+
+
 def _scatter_lower(e, ins, in_avals, out, axis, mode="add"):
-    """out = copy(x); then one scf.for nest over `updates`, each step out[..] += u[..]
-    (mode "add") or out[..] = u[..] (mode "set": in index order, so the last one wins)."""
+    """out = copy(x); then one scf.for nest over `updates`, each step combines u[..] into
+    out[..] (modes add, prod, max, min) or writes it (mode "set": in index order, so the
+    last one wins)."""
     x, idx, upd = in_avals
     d = x.dtype
     t = d.memory
@@ -198,16 +227,7 @@ def _scatter_lower(e, ins, in_avals, out, axis, mode="add"):
     coords = ivs[:axis] + [i] + ivs[axis + k:]
     u = body.op(f"tensor.extract {ins[2]}[{', '.join(ivs)}] : {ttype(upd)}")
     old = body.op(f"tensor.extract {carried}[{', '.join(coords)}] : {ttype(x)}")
-    if mode == "set":
-        new = u
-    elif d.kind == "f":
-        new = body.op(f"arith.addf {old}, {u} : {t}")
-    elif d.kind == "c":
-        new = body.op(f"complex.add {old}, {u} : {t}")
-    elif d.kind == "b":
-        new = body.op(f"arith.ori {old}, {u} : {t}")  # bool add is logical or (numpy)
-    else:
-        new = body.op(f"arith.addi {old}, {u} : {t}")
+    new = u if mode == "set" else _combine(body, mode, d, old, u)
     new = body.op(f"arith.select {ok}, {new}, {old} : {t}")
     yielded = body.op(f"tensor.insert {new} into {carried}[{', '.join(coords)}] : {ttype(x)}")
     for lvl in range(len(loops) - 1, -1, -1):
@@ -230,10 +250,10 @@ def _scatter_ref(x, indices, updates, axis, mode="add"):
         for j, v in zip(i, u):  # in index order: the last update of a place wins
             out[j] = v
     elif x.dtype == np.bool_:
-        for j, v in zip(i, u):
-            out[j] |= v
+        ufunc = np.logical_or if mode in ("add", "max") else np.logical_and
+        ufunc.at(out, i, u)
     else:
-        np.add.at(out, i, u)
+        {"add": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[mode].at(out, i, u)
     return np.moveaxis(out, 0, axis)
 
 
@@ -276,10 +296,10 @@ def _scatter_lower_gpu(e, ins, in_avals, out, axis, mode="add"):
         t = d.signless
         if mode == "set":
             return b.op(f"arith.select {hit}, {u}, {o} : {t}")
-        v = b.op(f"arith.select {hit}, {u}, {b.const(0, t)} : {t}")
-        if in_avals[0].dtype.kind == "b":  # bool add is logical or (numpy)
-            return b.op(f"arith.ori {o}, {v} : {t}")
-        return b.op(f"arith.add{'f' if d.kind == 'f' else 'i'} {o}, {v} : {t}")
+        v = b.op(f"arith.select {hit}, {u}, {b.const(_identity(mode, d), t)} : {t}")
+        if in_avals[0].dtype.kind == "b":  # bool add/max is logical or, prod/min and (numpy)
+            return b.op(f"arith.{'ori' if mode in ('add', 'max') else 'andi'} {o}, {v} : {t}")
+        return b.op(f"{_COMBINERS[mode][d.kind]} {o}, {v} : {t}")
     return e.generic([ins[1], ins[2]], [idx, upd], x, body, maps, ["parallel"] * n + ["reduction"] * k, init=acc)
 
 
@@ -300,6 +320,22 @@ primitive("scatter", ["x", "indices", "updates"], lambda avals, axis: _scatter_s
           dtypes=INDEX_TEST)
 register_lowering("scatter", lambda e, ins, in_avals, out, axis: _scatter_lower_gpu(
     e, ins, in_avals, out, axis, mode="set"), target="gpu")
+
+
+# ---- scatter_prod, scatter_max, scatter_min ------------------------------------------------
+
+for _mode, _what in (("prod", "multiplied by"), ("max", "the maximum with"), ("min", "the minimum with")):
+    _name = f"scatter_{_mode}"
+    primitive(_name, ["x", "indices", "updates"],
+              lambda avals, axis, _name=_name: _scatter_shape(avals, axis, _name),
+              lambda e, ins, in_avals, out, axis, _mode=_mode: _scatter_lower(e, ins, in_avals, out, axis, _mode),
+              lambda x, indices, updates, axis, _mode=_mode: _scatter_ref(x, indices, updates, axis, _mode),
+              attrs={"axis": I64()},
+              summary=f"x {_what} the updates at `indices` along `axis` (repeats combine; "
+                      "out-of-range updates are dropped)",
+              dtypes=INDEX_TEST)
+    register_lowering(_name, lambda e, ins, in_avals, out, axis, _mode=_mode: _scatter_lower_gpu(
+        e, ins, in_avals, out, axis, _mode), target="gpu")
 
 
 # ---- transform rules --------------------------------------------------------------------
@@ -455,6 +491,46 @@ def _rules():
     defvjp("scatter", lambda ct, x, idx, u, out, axis: _apply("scatter", [ct, idx, mr.zeros_like(u)], axis=axis),
            None, set_vjp_updates)
     defbatch("scatter", lambda args, dims, axis: scatter_batch(args, dims, axis, "scatter"))
+
+    # ---- scatter_prod: out = x * prod(updates hitting); ∂/∂u_j = ct * out / u_j (as MLX)
+    def expand_idx(t, x, idx, axis):
+        """t shaped like x's indexed positions (x.shape[:axis] + idx.shape + rest)."""
+        return _apply("take", [t, idx], axis=axis)
+
+    def prod_jvp(primals, tangents, out, axis):
+        x, idx, u = primals
+        tx, _, tu = tangents
+        terms = []
+        if tx is not None:
+            terms.append(_apply("scatter_prod", [tx, idx, u], axis=axis))
+        if tu is not None:
+            terms.append(_apply("scatter_add", [mr.zeros_like(x), idx, tu * expand_idx(out, x, idx, axis) / u],
+                                axis=axis))
+        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    PRIMITIVES["scatter_prod"].jvp = prod_jvp
+    defvjp("scatter_prod",
+           lambda ct, x, idx, u, out, axis: _apply("scatter_prod", [ct, idx, u], axis=axis),
+           None,
+           lambda ct, x, idx, u, out, axis: expand_idx(ct * out, x, idx, axis) / u)
+    defbatch("scatter_prod", lambda args, dims, axis: scatter_batch(args, dims, axis, "scatter_prod"))
+
+    # ---- scatter_max / scatter_min: the derivative goes to whichever value won (ties: each)
+    for name in ("scatter_max", "scatter_min"):
+        def ext_jvp(primals, tangents, out, axis):
+            x, idx, u = primals
+            tx, _, tu = tangents
+            r = mr.zeros_like(x) if tx is None else mr.where(mr.equal(out, x), tx, mr.zeros_like(tx))
+            if tu is not None:
+                won = mr.equal(expand_idx(out, x, idx, axis), u)
+                r = _apply("scatter_add", [r, idx, mr.where(won, tu, mr.zeros_like(tu))], axis=axis)
+            return r
+        PRIMITIVES[name].jvp = ext_jvp
+        defvjp(name,
+               lambda ct, x, idx, u, out, axis: mr.where(mr.equal(out, x), ct, mr.zeros_like(ct)),
+               None,
+               lambda ct, x, idx, u, out, axis: mr.where(mr.equal(expand_idx(out, x, idx, axis), u),
+                                                         expand_idx(ct, x, idx, axis), mr.zeros_like(u)))
+        defbatch(name, lambda args, dims, axis, name=name: scatter_batch(args, dims, axis, name))
 
 
 _rules()

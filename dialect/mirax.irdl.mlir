@@ -101,6 +101,15 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @cholesky {
+    // Cholesky factor of the symmetric matrix of one triangle
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_upper = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"upper" = %attr_upper}
+  }
   irdl.operation @concatenate {
     // join two arrays along `axis` (N arrays are a chain)
     %in0 = irdl.base "!builtin.tensor"
@@ -166,6 +175,27 @@ irdl.dialect @mirax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
+  }
+  irdl.operation @eig {
+    // eigendecomposition of square matrices: complex w (output 0), V (output 1)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_output = irdl.base "#builtin.integer"
+    %attr_vectors = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"output" = %attr_output, "vectors" = %attr_vectors}
+  }
+  irdl.operation @eigh {
+    // symmetric/Hermitian eigendecomposition of one triangle: w (output 0, ascending), V (output 1)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_output = irdl.base "#builtin.integer"
+    %attr_upper = irdl.base "#builtin.integer"
+    %attr_vectors = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"output" = %attr_output, "upper" = %attr_upper, "vectors" = %attr_vectors}
   }
   irdl.operation @equal {
     // x equal y
@@ -251,6 +281,16 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @inv {
+    // inverse of square matrices (tri: of the upper/lower triangle)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_tri = irdl.base "#builtin.integer"
+    %attr_upper = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"tri" = %attr_tri, "upper" = %attr_upper}
+  }
   irdl.operation @left_shift {
     // x << y (0 for counts outside [0, bits))
     %in0 = irdl.base "!builtin.tensor"
@@ -312,6 +352,15 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @lu {
+    // LU factorization with partial pivoting: packed LU (0), pivots (1), row permutation (2)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_output = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"output" = %attr_output}
+  }
   irdl.operation @matmul {
     // batched matrix product (..., M, K) x (..., K, N) -> (..., M, N)
     %in0 = irdl.base "!builtin.tensor"
@@ -321,7 +370,7 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
   }
   irdl.operation @max {
-    // maximum over `axes` (NaN propagates)
+    // maximum over `axes` (NaN propagates; complex: by real part, then imaginary part)
     %in0 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     %attr_axes = irdl.base "#builtin.dense_array"
@@ -339,7 +388,7 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
   }
   irdl.operation @min {
-    // minimum over `axes` (NaN propagates)
+    // minimum over `axes` (NaN propagates; complex: by real part, then imaginary part)
     %in0 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     %attr_axes = irdl.base "#builtin.dense_array"
@@ -407,6 +456,15 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @qr {
+    // reduced QR factorization: Q (output 0), R (output 1)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_output = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"output" = %attr_output}
   }
   irdl.operation @random_bits {
     // uint32 Threefry-2x32 bits of `shape` per key (key: uint32[..., 2])
@@ -492,6 +550,39 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis}
   }
+  irdl.operation @scatter_max {
+    // x the maximum with the updates at `indices` along `axis` (repeats combine; out-of-range updates are dropped)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1, updates: %in2)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+  irdl.operation @scatter_min {
+    // x the minimum with the updates at `indices` along `axis` (repeats combine; out-of-range updates are dropped)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1, updates: %in2)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+  irdl.operation @scatter_prod {
+    // x multiplied by the updates at `indices` along `axis` (repeats combine; out-of-range updates are dropped)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0, indices: %in1, updates: %in2)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @sigmoid {
     // 1/(1+exp(-x))
     %in0 = irdl.base "!builtin.tensor"
@@ -523,6 +614,14 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"start" = %attr_start, "stop" = %attr_stop, "strides" = %attr_strides}
+  }
+  irdl.operation @solve {
+    // solution X of A X = B for square A (..., N, N) and B (..., N, K)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(a: %in0, b: %in1)
+    irdl.results(result: %out)
   }
   irdl.operation @sqrt {
     // sqrt(x)
@@ -562,6 +661,17 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @svd {
+    // singular value decomposition: U (output 0), S (output 1), Vt (output 2)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_output = irdl.base "#builtin.integer"
+    %attr_full = irdl.base "#builtin.integer"
+    %attr_compute_uv = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"output" = %attr_output, "full" = %attr_full, "compute_uv" = %attr_compute_uv}
   }
   irdl.operation @take {
     // numpy take along `axis` (negative indices wrap, out-of-range ones clamp)

@@ -126,6 +126,15 @@ def _identity_value(kind, d: dt.Dtype):
 
 def _combine(kind, b, x, acc, d: dt.Dtype):
     t = d.signless
+    if d.kind == "c" and kind in ("max", "min"):  # numpy's order: real part, then imaginary
+        f = d.mlir[len("complex<"):-1]
+        xr, xi = b.op(f"complex.re {x} : {d.mlir}"), b.op(f"complex.im {x} : {d.mlir}")
+        ar, ai = b.op(f"complex.re {acc} : {d.mlir}"), b.op(f"complex.im {acc} : {d.mlir}")
+        cmp = "ogt" if kind == "max" else "olt"
+        wins = b.op(f"arith.cmpf {cmp}, {xr}, {ar} : {f}")
+        tie = b.op(f"arith.andi {b.op(f'arith.cmpf oeq, {xr}, {ar} : {f}')}, "
+                   f"{b.op(f'arith.cmpf {cmp}, {xi}, {ai} : {f}')} : i1")
+        return b.op(f"arith.select {b.op(f'arith.ori {wins}, {tie} : i1')}, {x}, {acc} : {d.mlir}")
     if d.kind == "c":
         op = {"sum": "add", "prod": "mul"}[kind]
         return b.op(f"complex.{op} {x}, {acc} : {d.mlir}")
@@ -216,8 +225,10 @@ def _np_reduce(fn):
 for _k, _fn, _kinds, _empty_ok, _summary in [
         ("sum", np.sum, "iufc", True, "sum over `axes`"),
         ("prod", np.prod, "iufc", True, "product over `axes`"),
-        ("max", np.max, "biuf", False, "maximum over `axes` (NaN propagates)"),
-        ("min", np.min, "biuf", False, "minimum over `axes` (NaN propagates)")]:
+        ("max", np.max, "biufc", False, "maximum over `axes` (NaN propagates; complex: by real part, "
+                                        "then imaginary part)"),
+        ("min", np.min, "biufc", False, "minimum over `axes` (NaN propagates; complex: by real part, "
+                                        "then imaginary part)")]:
     primitive(_k, ["x"], _reduce_rule(_k, _kinds, _empty_ok), _reduce_lower(_k), _np_reduce(_fn),
               attrs={"axes": I64Array(), "keepdims": Bool()}, summary=_summary,
               dtypes=RED_TEST)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -31,10 +32,54 @@ def _free_refcount():
 _FREE = _free_refcount()  # references a pooled array has when nothing else holds it
 
 
+# bytes of the arrays handed out and still alive, and the most there were (MLX's
+# get_active_memory / get_peak_memory); a finalizer on each array gives its bytes back
+_active = [0, 0]  # [active, peak]
+
+
+def _released(nbytes):
+    _active[0] -= nbytes
+
+
+def _counted(a: np.ndarray, nbytes: int) -> np.ndarray:
+    if nbytes:
+        with _lock:
+            _active[0] += nbytes
+            if _active[0] > _active[1]:
+                _active[1] = _active[0]
+        weakref.finalize(a, _released, nbytes)
+    return a
+
+
+def active_bytes() -> int:
+    return _active[0]
+
+
+def peak_bytes() -> int:
+    return _active[1]
+
+
+def reset_peak() -> None:
+    _active[1] = _active[0]
+
+
+def set_limit(nbytes: int) -> int:
+    """Bound the pool to `nbytes` (0 disables it); returns the previous bound."""
+    global _LIMIT
+    old, _LIMIT = _LIMIT, int(nbytes)
+    if _LIMIT <= 0:
+        clear()
+    return old
+
+
 def empty(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, recycled from the pool when possible."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return _counted(_empty(shape, dtype, nbytes), nbytes)
+
+
+def _empty(shape, dtype, nbytes) -> np.ndarray:
     if nbytes < MIN_BYTES or _LIMIT <= 0:
         return np.empty(shape, dtype)
     with _lock:

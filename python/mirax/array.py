@@ -258,6 +258,8 @@ class Array:
     # ---- evaluation ------------------------------------------------------------------
     def _numpy(self) -> np.ndarray:
         """The evaluated buffer (bfloat16 widened to float32, since numpy lacks it)."""
+        if self._tracer is not None:  # a value of grad/vjp/jvp's trace: its concrete twin's
+            return _concrete([self])[0]._numpy()
         eval(self)
         d = _host(self._data, self.aval)
         if self.dtype is dt.bfloat16:
@@ -315,7 +317,7 @@ class Array:
         return int(self.item())
 
     def __repr__(self):
-        if self._tracer is not None:
+        if self._tracer is not None and _concrete([self], check=True) is None:
             raise TraceError(f"cannot print an array inside a traced function (transform or compile): "
                              f"it is a placeholder {self.aval} with no value yet; use "
                              f"mr.disable_compile() to debug with prints{where_text()}")
@@ -468,12 +470,61 @@ def _topo(outputs):
     return order
 
 
+def _concrete(nodes, check=False):
+    """Concrete twins of traced arrays. grad, vjp and jvp trace the function on
+    placeholders that stand for the call's arguments (`tracer.concrete`); MLX computes on
+    values there, so a traced array's value can be had (`.item()`, `mr.eval`, printing)
+    by replaying its ops on those arguments. The traced arrays themselves stay symbolic
+    (the transform still differentiates them). Raises TraceError where a placeholder has
+    no value (compile, vmap, custom functions); with `check`, returns None instead."""
+    from .dialect.core import Primitive
+    memo = {}
+    for node in _topo(nodes):
+        if node._tracer is None:
+            continue
+        if node._prim is None:
+            vals = node._tracer.concrete
+            if vals is None:
+                if check:
+                    return None
+                raise TraceError(
+                    "cannot evaluate an array inside a traced function (compile, vmap or a custom "
+                    "function): its value is not known while tracing; evaluate the results instead"
+                    + where_text())
+            memo[id(node)] = vals[node._params["index"]]
+        elif not isinstance(node._prim, Primitive):  # the output of a traced call
+            if check:
+                return None
+            raise TraceError("cannot evaluate the output of a custom function or checkpoint inside a "
+                             "transform; evaluate the results instead" + where_text())
+        else:
+            memo[id(node)] = Array._node(node._prim, tuple(memo.get(id(x), x) for x in node._inputs),
+                                         node._params, node.aval)
+    twins = [memo.get(id(n), n) for n in nodes]
+    if any(t._tracer is not None for t in twins):  # placeholders bound to an outer trace's values
+        return _concrete(twins, check)
+    return twins
+
+
 def eval(*trees) -> None:
-    """Evaluate every array in `trees` (arrays, lists, tuples, dicts)."""
+    """Evaluate every array in `trees` (arrays, lists, tuples, dicts). Inside grad, vjp
+    and jvp, evaluating a traced value is allowed (as MLX) and changes nothing; a traced
+    value that outlived its transform (kept in a closure) gets its value here."""
     from .tree import tree_leaves
     outs = [x for x in tree_leaves(trees) if isinstance(x, Array) and x._data is None]
     if not outs:
         return
+    traced = [o for o in outs if o._tracer is not None]
+    if traced:
+        twins = _concrete(traced)
+        outs = [o for o in outs if o._tracer is None]
+        leaked = [(o, t) for o, t in zip(traced, twins) if o._tracer.done]
+        if leaked:
+            eval([t for _, t in leaked])
+            for o, t in leaked:  # the trace is over: the array is that value from now on
+                o._data, o._dev, o._prim, o._inputs, o._params, o._tracer = t._data, t._dev, None, (), None, None
+        if not outs:
+            return
     for o in outs:
         if o._tracer is not None:
             raise TraceError(

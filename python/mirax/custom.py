@@ -63,7 +63,8 @@ class CustomFunction:
         _REGISTRY[self.key] = self
 
     def vjp(self, fn):
-        """`fn(primals, cotangents, outputs) -> cotangents of primals` (MLX signature)."""
+        """`fn(primals, cotangents, outputs) -> cotangents of primals` (MLX signature:
+        `primals` is the argument itself when the function has one, else their list)."""
         self._vjp = fn
         return fn
 

@@ -107,6 +107,12 @@ class CpuDevice(_Runner, Device):
     def _here(x, backend):
         return to_host(x)
 
+    def run(self, prim, params, in_avals, out_aval, inputs):
+        from .runtime import host
+        if host.is_host(prim.name):  # a numpy/LAPACK function, not a JIT kernel
+            return host.run(prim, params, inputs, out_aval)
+        return super().run(prim, params, in_avals, out_aval, inputs)
+
     def _build(self, key, prim, params, in_avals, out_aval):
         return self.backend.program(kernel_module_text(prim, params, in_avals, out_aval, c_interface=True),
                                     "kernel", key=key)
@@ -144,6 +150,12 @@ class GpuDevice(_Runner, Device):
     @staticmethod
     def _here(x, backend):
         return to_device(x, backend)
+
+    def run(self, prim, params, in_avals, out_aval, inputs):
+        from .runtime import host
+        if host.is_host(prim.name):  # MLX runs its decompositions on the CPU only
+            raise host.gpu_error(prim.name)
+        return super().run(prim, params, in_avals, out_aval, inputs)
 
     def _build(self, key, prim, params, in_avals, out_aval):
         text = kernel_module_text(prim, params, in_avals, out_aval, c_interface=False)
@@ -255,6 +267,30 @@ def device_count(device_type) -> int:
     return 1 if is_available(gpu) else 0
 
 
+def device_info(device=None) -> dict:
+    """MLX's `mx.device_info()`: what the device is and how much memory it may use.
+
+        mr.device_info(mr.cpu)["device_name"]   # e.g. 'AMD EPYC'
+    """
+    import os
+    import platform
+    d = Device(device.type if isinstance(device, Device) else device) if device is not None else current_device()
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    info = {"architecture": platform.machine(), "memory_size": ram,
+            "max_recommended_working_set_size": ram, "max_buffer_length": ram}
+    if d.type == DeviceType.cpu:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        info["device_name"] = name
+    else:
+        info["device_name"] = getattr(d, "name", None) or str(d)
+    return info
+
+
 def synchronize(stream=None) -> None:
     """Wait until everything queued on the device (default: all devices) has run."""
     if stream is None:
@@ -288,6 +324,11 @@ def default_stream(device) -> Stream:
 def new_stream(device) -> Stream:
     """A stream on `device`; its work runs in order with the device's other work."""
     return Stream(device, 0)
+
+
+def set_default_stream(stream) -> None:
+    """Make `stream`'s device the default (mirax runs one stream per device)."""
+    set_default_device(stream.device if isinstance(stream, Stream) else stream)
 
 
 def _as_device(s) -> Device:

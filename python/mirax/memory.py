@@ -3,6 +3,7 @@
     mr.clear_cache()            # recycled buffers and compiled kernels held in memory
     mr.clear_cache(disk=True)   # ...and every entry of the on-disk kernel cache
     mr.get_cache_memory()       # bytes of buffers kept for reuse
+    mr.get_active_memory(), mr.get_peak_memory(), mr.reset_peak_memory()
 
 As in MLX, `clear_cache` only drops what can be rebuilt: arrays stay valid, and a kernel
 needed again is reloaded from the disk cache (or compiled again).
@@ -40,6 +41,64 @@ def get_cache_memory() -> int:
     """Bytes held by the buffer pool for reuse (MLX's `get_cache_memory`)."""
     from .runtime import buffers
     return buffers.pooled_bytes()
+
+
+def get_active_memory() -> int:
+    """Bytes of the CPU buffers mirax allocated that arrays still hold (results of
+    eager ops and compiled calls; MLX's `get_active_memory`). GPU buffers live in the
+    device's memory pool and are not counted here."""
+    from .runtime import buffers
+    return buffers.active_bytes()
+
+
+def get_peak_memory() -> int:
+    """The most `get_active_memory()` has been since the start or the last
+    `reset_peak_memory()`."""
+    from .runtime import buffers
+    return buffers.peak_bytes()
+
+
+def reset_peak_memory() -> None:
+    from .runtime import buffers
+    buffers.reset_peak()
+
+
+_limits = {"memory": None, "wired": 0}
+
+
+def set_cache_limit(limit: int) -> int:
+    """Bound the bytes of freed buffers kept for reuse (0: keep none); returns the
+    previous bound (MLX's `set_cache_limit`)."""
+    from .runtime import buffers
+    if limit < 0:
+        raise ValueError(f"set_cache_limit: the limit must be >= 0, got {limit}")
+    return buffers.set_limit(limit)
+
+
+def set_memory_limit(limit: int) -> int:
+    """Set the memory limit; returns the previous one (default: the machine's RAM, as
+    MLX's default is its recommended working set). Above it, mirax stops keeping freed
+    buffers for reuse, which is what it has to give back."""
+    import os
+    from .runtime import buffers
+    if limit < 0:
+        raise ValueError(f"set_memory_limit: the limit must be >= 0, got {limit}")
+    old = _limits["memory"]
+    if old is None:
+        old = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    _limits["memory"] = int(limit)
+    if buffers.active_bytes() + buffers.pooled_bytes() > limit:
+        buffers.clear()
+    return old
+
+
+def set_wired_limit(limit: int) -> int:
+    """Metal's wired-memory limit (no effect on the CPU and Vulkan devices); returns the
+    previous value."""
+    if limit < 0:
+        raise ValueError(f"set_wired_limit: the limit must be >= 0, got {limit}")
+    old, _limits["wired"] = _limits["wired"], int(limit)
+    return old
 
 
 def _trim() -> None:

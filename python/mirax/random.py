@@ -22,10 +22,11 @@ import numpy as np
 from .array import Array, apply, array, where_text
 from .dialect import dtypes as dt
 from .dialect.core import MiraxError, broadcast_shapes
+from . import device as _device
 from . import ops as _ops
 
 __all__ = ["key", "split", "seed", "state", "bits", "uniform", "normal", "bernoulli", "randint",
-           "categorical", "truncated_normal", "gumbel", "permutation"]
+           "categorical", "truncated_normal", "gumbel", "permutation", "laplace", "multivariate_normal"]
 
 
 def _shape(shape):
@@ -129,9 +130,18 @@ def uniform(low=0.0, high=1.0, shape=(), dtype=dt.float32, key=None) -> Array:
 
 
 def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
-    """Normal samples: sqrt(2) * erfinv(u), u uniform in (-1, 1) (as JAX and MLX)."""
-    d = _float_dtype(dtype, "normal")
+    """Normal samples: sqrt(2) * erfinv(u), u uniform in (-1, 1) (as JAX and MLX).
+    complex64: real and imaginary parts each erfinv(u) (variance 1/2 each, 1 in all)."""
     lo = float(np.nextafter(np.float32(-1), np.float32(0)))
+    if dt.to_dtype(dtype) is dt.complex64:
+        parts = _ops.erfinv(uniform(lo, 1.0, _shape(shape) + (2,), dt.float32, key))
+        z = _ops.take(parts, 0, axis=-1) + _ops.take(parts, 1, axis=-1) * 1j
+        if not (isinstance(scale, (int, float)) and scale == 1):
+            z = _as(scale, dt.complex64) * z if not isinstance(scale, Array) else scale * z
+        if not (isinstance(loc, (int, float)) and loc == 0):
+            z = z + (loc if isinstance(loc, Array) else _as(loc, dt.complex64))
+        return z
+    d = _float_dtype(dtype, "normal")
     u = uniform(lo, 1.0, shape, dt.float32 if d.bits < 32 else d, key)
     z = (_ops.erfinv(u) * math.sqrt(2)).astype(d)
     if not (isinstance(scale, (int, float)) and scale == 1):
@@ -139,6 +149,56 @@ def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
     if not (isinstance(loc, (int, float)) and loc == 0):
         z = z + _as(loc, d)
     return z
+
+
+def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
+    """Laplace samples by the inverse CDF: sign(u) * log1p(-|u|), u uniform in (-1, 1)
+    (as MLX), times `scale`, plus `loc`.
+
+        mr.random.laplace((1000,), scale=2.0)
+    """
+    d = dt.to_dtype(dtype)
+    if d.kind != "f":
+        raise ValueError(f"[laplace] Only real floating point types are supported, got {d.name}{where_text()}")
+    lo = float(np.nextafter(np.float32(-1), np.float32(0)))
+    u = uniform(lo, 1.0, shape, dt.float32, key)
+    z = (_ops.sign(u) * _ops.log1p(-_ops.abs(u))).astype(d)
+    if scale != 1.0:
+        z = array(scale, d) * z
+    if loc != 0.0:
+        z = array(loc, d) + z
+    return z
+
+
+def multivariate_normal(mean, cov, shape=(), dtype=dt.float32, key=None) -> Array:
+    """Samples of N(mean, cov): standard normals times the covariance's square root
+    U * sqrt(S) @ Vt from its SVD (as MLX; the SVD runs on the CPU). The result's shape is
+    broadcast(cov.shape[:-2], mean.shape[:-1], shape) + (n,)."""
+    from . import linalg
+    d = dt.to_dtype(dtype)
+    if d is not dt.float32:
+        raise ValueError(f"[multivariate_normal] dtype must be float32, got {d.name}{where_text()}")
+    mean, cov = _as(mean, d), _as(cov, d)
+    if mean.ndim < 1:
+        raise ValueError(f"[multivariate_normal] mean must have at least one dimension{where_text()}")
+    if cov.ndim < 2:
+        raise ValueError(f"[multivariate_normal] cov must have at least two dimensions{where_text()}")
+    n = mean.shape[-1]
+    if cov.shape[-1] != cov.shape[-2]:
+        raise ValueError(f"[multivariate_normal] last two dimensions of cov must be equal, got "
+                         f"{cov.shape}{where_text()}")
+    if cov.shape[-1] != n:
+        raise ValueError(f"[multivariate_normal] mean {mean.shape} and cov {cov.shape} must have "
+                         f"compatible shapes{where_text()}")
+    try:
+        out = broadcast_shapes(cov.shape[:-2], mean.shape[:-1], _shape(shape), op="random.multivariate_normal")
+    except MiraxError as err:
+        raise ValueError(f"[multivariate_normal] {err}{where_text()}") from None
+    with _device.stream(_device.cpu):  # the SVD is a CPU op (as MLX)
+        u, sv, vt = linalg.svd(cov)
+    std = (u * _ops.expand_dims(_ops.sqrt(sv), -2)) @ vt
+    z = normal(out + (n,), d, key=key)
+    return _ops.squeeze(_ops.expand_dims(z, -2) @ std, -2) + mean
 
 
 def bernoulli(p=0.5, shape=None, key=None) -> Array:

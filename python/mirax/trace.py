@@ -26,6 +26,8 @@ class Tracer:
     def __init__(self, name):
         self.name = name
         self.level = next(Tracer._levels)
+        self.concrete = None  # the values the placeholders stand for, where known (grad, vjp, jvp)
+        self.done = False  # the trace has finished
 
 
 def placeholder(aval, tracer, index) -> Array:

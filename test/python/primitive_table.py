@@ -50,10 +50,13 @@ CASES.update({
                     ([(2, 3, 2)], {"shape": ()}, None)],
     "scatter_add": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
     "scatter": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)],
+    **{f"scatter_{m}": [([(4, 3), (5,), (5, 3)], {"axis": 0}, None), ([(2, 4), (3,), (2, 3)], {"axis": 1}, None)]
+       for m in ("prod", "max", "min")},
 })
 
 # operands that are indices: drawn as int32 in [-2, 2] (negative indices wrap)
-INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1, "scatter": 1}
+INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1, "scatter": 1, "scatter_prod": 1,
+                  "scatter_max": 1, "scatter_min": 1}
 
 # primitives whose result type is given rather than inferred have their own tests
 TYPED = {"constant", "arange"}
@@ -98,6 +101,9 @@ def make_inputs(name, shapes, dtype, rng):
         xs = [rng.random(shapes[0]) < 0.5] + [random_input(rng, s, dtype, domain) for s in shapes[1:]]
         return xs, [mr.array(xs[0])] + [mr.array(x, dtype) for x in xs[1:]]
     xs = [random_input(rng, s, dtype, domain) for s in shapes]
+    prepare = PRIMITIVES[name].test.get("prepare")  # operands with structure (positive definite, ...)
+    if prepare is not None:
+        xs = [np.asarray(x).astype(dtype.storage) for x in prepare(xs)]
     ins = [mr.array(x, dtype) for x in xs]
     if name in INDEX_OPERANDS:
         i = INDEX_OPERANDS[name]
@@ -119,3 +125,19 @@ CASES["conv"] = [
     ([(1, 6, 5, 3), (4, 3, 2, 3)], CV((2, 1), (1, 0), (1, 1), (1, 1), (1, 1), 1, False), None),
     ([(1, 5, 4, 4), (2, 2, 2, 2)], CV((1, 2), (0, 1), (1, 0), (2, 1), (2, 1), 2, True), None),
 ]
+
+# the matrix decompositions (dialect/decomp.py): host primitives, one op per result
+SVD = lambda o, full=True, uv=True: {"output": o, "full": full, "compute_uv": uv}  # noqa: E731
+CASES.update({
+    "inv": [([(3, 3)], {"tri": False, "upper": False}, None), ([(2, 3, 3)], {"tri": True, "upper": True}, None),
+            ([(3, 3)], {"tri": True, "upper": False}, None)],
+    "cholesky": [([(3, 3)], {"upper": False}, None), ([(2, 3, 3)], {"upper": True}, None)],
+    "qr": [([(4, 3)], {"output": 0}, None), ([(4, 3)], {"output": 1}, None), ([(2, 3, 4)], {"output": 0}, None)],
+    "svd": [([(3, 3)], SVD(0), None), ([(4, 3)], SVD(1), None), ([(3, 4)], SVD(2, full=False), None),
+            ([(2, 3, 3)], SVD(1, uv=False), None), ([(4, 3)], SVD(0, full=False), None)],
+    "eigh": [([(3, 3)], {"output": 1, "upper": False, "vectors": True}, None),
+             ([(2, 3, 3)], {"output": 0, "upper": True, "vectors": False}, None)],
+    "eig": [([(3, 3)], {"output": 0, "vectors": True}, None), ([(2, 3, 3)], {"output": 1, "vectors": True}, None)],
+    "lu": [([(3, 3)], {"output": 0}, None), ([(3, 4)], {"output": 1}, None), ([(2, 4, 3)], {"output": 2}, None)],
+    "solve": [([(3, 3), (3, 2)], {}, None), ([(2, 3, 3), (2, 3, 1)], {}, None)],
+})

@@ -360,3 +360,208 @@ def test_gather_mm_and_block_masked_mm(rng):
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(mr.MiraxError, match="does not cover"):
         mr.block_masked_mm(mr.array(A), mr.array(B), 2, mask_lhs=mr.array(ml))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_at_combiners_match_numpy_ufunc_at(device):
+    """`x.at[idx].multiply/divide/maximum/minimum` combine repeated positions like numpy's
+    `ufunc.at`; updates with extra leading 1s broadcast as MLX."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(6).astype(np.float32)
+    idx = np.array([1, 1, 4, -1, 9])  # a repeat, a negative index, one out of range (dropped)
+    u = rng.standard_normal(5).astype(np.float32)
+    keep = idx < 6
+    with mr.stream(getattr(mr, device)):
+        for method, ufunc in (("multiply", np.multiply), ("maximum", np.maximum), ("minimum", np.minimum)):
+            want = x.copy()
+            ufunc.at(want, idx[keep], u[keep])
+            got = getattr(mr.array(x).at[mr.array(idx)], method)(mr.array(u))
+            np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
+        want = x.copy()
+        np.multiply.at(want, idx[keep], 1 / u[keep])
+        np.testing.assert_allclose(np.array(mr.array(x).at[mr.array(idx)].divide(mr.array(u))), want, rtol=1e-5)
+        b = mr.array([True, False, True])
+        assert np.array(b.at[mr.array([0, 1])].maximum(mr.array([False, True]))).tolist() == [True, True, True]
+        assert np.array(b.at[mr.array([0, 2])].minimum(mr.array([True, False]))).tolist() == [True, False, False]
+        u8 = mr.array([1, 200, 3], dtype=mr.uint8)  # unsigned comparison
+        assert np.array(u8.at[mr.array([0, 1])].maximum(mr.array([250, 100], dtype=mr.uint8))).tolist() == [250, 200, 3]
+        s = mr.array([1.0, 2.0, 3.0, 4.0]).at[1:3].multiply(mr.array([[2.0, 3.0]]))  # (1, 2) into (2,)
+        assert np.array(s).tolist() == [1.0, 4.0, 9.0, 4.0]
+
+
+def test_at_combiner_gradients():
+    x0, idx = mr.array([1.0, 2.0, 3.0, 4.0]), mr.array([1, 3])
+    ct = mr.array([4.0, 5.0, 6.0, 7.0])
+    _, (gx, gu) = mr.vjp(lambda x, u: x.at[idx].maximum(u), [x0, mr.array([5.0, 1.0])], [ct])
+    assert np.array(gx).tolist() == [4.0, 0.0, 6.0, 7.0] and np.array(gu).tolist() == [5.0, 0.0]
+    _, (gx, gu) = mr.vjp(lambda x, u: x.at[idx].minimum(u), [x0, mr.array([5.0, 1.0])], [ct])
+    assert np.array(gx).tolist() == [4.0, 5.0, 6.0, 0.0] and np.array(gu).tolist() == [0.0, 7.0]
+    _, (gx, gu) = mr.vjp(lambda x, u: x.at[1:3].multiply(u), [x0, mr.array([2.0, 3.0])], [ct])
+    assert np.array(gx).tolist() == [4.0, 10.0, 18.0, 7.0] and np.array(gu).tolist() == [10.0, 18.0]
+    # repeated positions: d/du_j of x * u_0 * u_1 is x * the other update
+    g = mr.grad(lambda u: x0.at[mr.array([2, 2])].multiply(u).sum())(mr.array([2.0, 5.0]))
+    np.testing.assert_allclose(np.array(g), [15.0, 6.0])
+    f = mr.compile(lambda x, u: x.at[idx].maximum(u))
+    assert np.array(f(x0, mr.array([5.0, 1.0]))).tolist() == [1.0, 5.0, 3.0, 4.0]
+    v = mr.vmap(lambda x, u: x.at[idx].multiply(u))(mr.stack([x0, x0 * 2]), mr.array([[2.0, 3.0], [1.0, 0.5]]))
+    assert np.array(v).tolist() == [[1.0, 4.0, 3.0, 12.0], [2.0, 4.0, 6.0, 4.0]]
+
+
+def test_values_inside_grad_as_mlx():
+    """grad/vjp trace on placeholders standing for the call's arguments: as in MLX, a
+    traced value can be read (`.item()`, `.tolist()`, printing), `mr.eval` of it is
+    harmless, and a value kept past the transform (in a closure) evaluates later."""
+    y = mr.array([2.0, 2.0])
+    seen = []
+
+    def f(x):
+        x = x + y
+        seen.append((x < 1).tolist())
+        mr.eval(x)  # still differentiated
+        return (x ** 2).sum()
+    g = mr.grad(f)(mr.array([1.0]))
+    assert seen == [[False, False]] and g.item() == 12.0
+    state = [mr.zeros((2,))]
+
+    def g2(w, x):
+        x = w * x
+        state[0] = state[0] + x  # leaks a traced value
+        return x.sum()
+    mr.grad(g2)(mr.array([1.0]), mr.ones((2,)))
+    mr.eval(state[0])
+    assert np.array(state[0]).tolist() == [1.0, 1.0]
+    with pytest.raises(mr.TraceError):  # compile has no values while tracing (as MLX)
+        mr.compile(lambda x: x * float(x.sum()))(mr.ones((2,)))
+    with pytest.raises(mr.TraceError):
+        mr.vmap(lambda x: x * x.item())(mr.ones((2,)))
+
+
+def test_value_and_grad_passes_non_array_aux_through():
+    def f(x):
+        return (x * x).sum(), {"n": 3, "tag": "hi", "sq": x * x}
+    (loss, aux), g = mr.value_and_grad(f)(mr.array([1.0, 2.0]))
+    assert loss.item() == 5.0 and aux["n"] == 3 and aux["tag"] == "hi"
+    assert np.array(aux["sq"]).tolist() == [1.0, 4.0] and np.array(g).tolist() == [2.0, 4.0]
+    with pytest.raises(ValueError, match="scalar"):  # grad wants one scalar output (MLX)
+        mr.grad(f)(mr.array([1.0, 2.0]))
+
+
+def test_random_complex_normal_and_laplace():
+    z = np.array(mr.random.normal((20000,), mr.complex64, key=mr.random.key(0)))
+    assert z.dtype == np.complex64
+    assert abs(z.real.var() - 0.5) < 0.03 and abs(z.imag.var() - 0.5) < 0.03 and abs(z.mean()) < 0.03
+    s = np.array(mr.random.normal((4,), mr.complex64, loc=1 + 1j, scale=0.0, key=mr.random.key(0)))
+    assert np.allclose(s, 1 + 1j)
+    lp = np.array(mr.random.laplace((20000,), loc=1.0, scale=2.0, key=mr.random.key(1)))
+    assert abs(np.median(lp) - 1.0) < 0.1 and abs(np.abs(lp - 1.0).mean() - 2.0) < 0.1
+    with pytest.raises(ValueError):
+        mr.random.laplace((2,), dtype=mr.int32)
+
+
+def test_masked_setitem_fills_true_positions_in_order():
+    x = mr.zeros((4,))
+    x[mr.array([True, False, True, False])] = mr.array([5.0, 6.0])  # k-th True takes row k
+    assert np.array(x).tolist() == [5.0, 0.0, 6.0, 0.0]
+    y = mr.arange(6).reshape(2, 3)
+    y[y > 2] = 0  # one value for every True position
+    assert np.array(y).tolist() == [[0, 1, 2], [0, 0, 0]]
+    z = mr.zeros((3, 2))
+    z[np.array([True, False, True])] = mr.array([[1.0, 2.0], [3.0, 4.0]])  # mask over leading dims
+    assert np.array(z).tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]
+    mask = mr.array([True, False, True, False])
+
+    def masked_set(src):
+        dst = mr.zeros(4)
+        dst[mask] = src
+        return dst
+    _, (t,) = mr.jvp(masked_set, [mr.ones(2)], [mr.array([1.0, 2.0])])
+    assert np.array(t).tolist() == [1.0, 0.0, 2.0, 0.0]
+    with pytest.raises(ValueError, match="mask"):
+        w = mr.zeros((2, 2))
+        w[mr.array([True, False, True])] = 1.0
+
+
+def test_cummax_cummin_gradient_goes_to_latest_tie():
+    a = mr.array([3.0, 3.0, 1.0, 5.0, 5.0])
+    assert np.array(mr.grad(lambda y: mr.cummax(y).sum())(a)).tolist() == [1.0, 2.0, 0.0, 1.0, 1.0]
+    assert np.array(mr.grad(lambda y: mr.cummin(y).sum())(mr.array([1.0, 1.0, 3.0, 0.0, 0.0]))).tolist() == \
+        [1.0, 2.0, 0.0, 1.0, 1.0]
+    assert np.array(mr.grad(lambda y: mr.cummax(y, reverse=True).sum())(a)).tolist() == [0.0, 0.0, 0.0, 4.0, 1.0]
+    got = np.array(mr.cummax(mr.array([[1.0, np.nan, 2.0], [3.0, 1.0, 4.0]]), axis=1))
+    np.testing.assert_array_equal(got, [[1.0, np.nan, np.nan], [3.0, 3.0, 4.0]])
+
+
+def test_custom_vjp_gets_the_argument_itself_when_there_is_one():
+    @mr.custom_function
+    def f(x):
+        return mr.exp(x)
+
+    @f.vjp
+    def f_vjp(x, ct, out):
+        assert isinstance(x, mr.array) and isinstance(ct, mr.array)
+        return mr.ones_like(x) * 42
+    assert mr.grad(f)(mr.array(1.0)).item() == 42.0
+
+
+def test_memory_figures_follow_buffers():
+    import gc
+    gc.collect()
+    base = mr.get_active_memory()
+    x = mr.ones((512, 512)) * 2
+    mr.eval(x)
+    assert mr.get_active_memory() >= base + 512 * 512 * 4
+    assert mr.get_peak_memory() >= mr.get_active_memory()
+    del x
+    gc.collect()
+    assert mr.get_active_memory() <= base + 512 * 512 * 4  # its buffer was given back
+    mr.reset_peak_memory()
+    assert mr.get_peak_memory() == mr.get_active_memory()
+    old = mr.set_cache_limit(0)
+    assert mr.set_cache_limit(old) == 0 and mr.get_cache_memory() == 0
+    prev = mr.set_memory_limit(1 << 40)
+    assert prev > 0 and mr.set_memory_limit(prev) == 1 << 40
+    assert mr.set_wired_limit(mr.set_wired_limit(0)) == 0
+    info = mr.device_info(mr.cpu)
+    assert info["memory_size"] > 0 and info["device_name"]
+    assert mr.metal.get_active_memory() == mr.get_active_memory()
+
+
+def test_pad_modes_topk_zero_and_small_names():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for mode in ("edge", "reflect", "symmetric"):
+        np.testing.assert_array_equal(np.array(mr.pad(mr.array(a), ((1, 2), (2, 1)), mode=mode)),
+                                      np.pad(a, ((1, 2), (2, 1)), mode=mode))
+    g = mr.grad(lambda x: mr.pad(x, 1, mode="edge").sum())(mr.array(a))
+    assert np.array(g).tolist() == [[4.0, 2.0, 4.0], [4.0, 2.0, 4.0]]
+    with pytest.raises(ValueError):
+        mr.pad(mr.array(a), 1, mode="wrapx")
+    assert mr.topk(mr.array([3, 1, 2]), 0).shape == (0,)
+    assert [np.array(p).tolist() for p in mr.arange(4).split(2)] == [[0, 1], [2, 3]]
+    assert np.array(mr.concat([mr.ones(1), mr.zeros(1)])).tolist() == [1.0, 0.0]
+    assert np.array(mr.positive(mr.array([-1, 2]))).tolist() == [-1, 2]
+    assert mr.contiguous(mr.ones((2, 2))).shape == (2, 2)
+
+
+def test_grad_argument_rules_as_mlx():
+    f = lambda x, tag: (x * x).sum() if tag == "sq" else x.sum()  # noqa: E731
+    assert mr.grad(f)(mr.array([3.0]), "sq").item() == 6.0  # non-differentiated args: any value
+    with pytest.raises(ValueError):
+        mr.grad(lambda p: p["x"] * p["y"])({"x": 0.5, "y": mr.array(2.0)})
+    with pytest.raises(TypeError):
+        mr.value_and_grad(f, (None, None))
+    with pytest.raises(ValueError):
+        mr.value_and_grad(f, ())
+    with pytest.raises(ValueError):
+        mr.grad(f, argnums=(0, 0))
+    with pytest.raises(ValueError):
+        mr.grad(lambda x, y: x * y, argnums=[0], argnames=["y"])(x=mr.array(1.0), y=mr.array(2.0))
+
+
+def test_complex_max_min_order_by_real_then_imaginary():
+    rng = np.random.default_rng(1)
+    z = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    z[0, 1] = z[0, 2].real + 5j  # a tie on the real part
+    for ax in (None, 0, 1):
+        np.testing.assert_array_equal(np.array(mr.max(mr.array(z), axis=ax)), np.max(z, axis=ax))
+        np.testing.assert_array_equal(np.array(mr.min(mr.array(z), axis=ax)), np.min(z, axis=ax))
+    np.testing.assert_array_equal(np.array(mr.compile(lambda a: a.max(axis=1))(mr.array(z))), z.max(axis=1))

@@ -85,6 +85,9 @@ def _int_operands(name):
 
 
 RULE_OPS = [n for n in _irdl_ops() if _rule_row(n) is not None]
+# ops whose jvp/vjp rules raise a clear error instead (MLX does not differentiate them
+# either; test_linalg.py checks the error)
+NO_DERIVATIVES = {"eig"}
 
 
 @pytest.mark.parametrize("name", RULE_OPS)
@@ -117,7 +120,7 @@ def test_every_rule_does_something(name, rng):
     diff = [k for k in range(len(ins)) if ins[k].dtype.kind == "f" and k not in _int_operands(name)
             and not (name == "where" and k == 0)]
     out = f(*ins)
-    if not diff or out.dtype.kind not in "fc":
+    if not diff or out.dtype.kind not in "fc" or name in NO_DERIVATIVES:
         return
     for k in diff:
         t = rng.uniform(-1, 1, shapes[k]).astype(ins[k].dtype.storage)

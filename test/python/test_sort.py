@@ -103,3 +103,9 @@ def test_scan_gradients():
     f = lambda v: np.logaddexp.accumulate(v).sum()  # noqa: E731
     fd = [(f(x + eps * np.eye(4)[k]) - f(x - eps * np.eye(4)[k])) / (2 * eps) for k in range(4)]
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_complex_sorts_by_real_then_imaginary_part():
+    z = np.array([1 + 2j, 1 - 1j, 0 + 5j, 1 + 2j, -1 + 0j], np.complex64)
+    np.testing.assert_array_equal(np.array(mr.sort(mr.array(z))), np.sort(z))
+    np.testing.assert_array_equal(np.array(mr.argsort(mr.array(z))), np.argsort(z, kind="stable"))

@@ -8,6 +8,9 @@ from .linalg import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .composite import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .quantized import *  # noqa: F401,F403
+from .einsum import *  # noqa: F401,F403
+from .searching import *  # noqa: F401,F403
 
 
 def _with_stream(fn):

@@ -16,7 +16,7 @@ from . import elementwise as ew
 from . import reduction as red
 from . import shape as sh
 from .creation import arange, full, ones, zeros, zeros_like
-from .indexing import take
+from .indexing import take, take_along_axis
 from .linalg import matmul
 
 __all__ = [
@@ -492,14 +492,39 @@ def cumprod(a, axis=None, *, reverse=False, inclusive=True):
     return _scan("cumprod", a, axis, reverse, inclusive, lambda v, ax: red.prod(v, axis=ax), lambda d: 1)
 
 
+def _running_extreme(name, a, axis, reverse, inclusive, combine, identity):
+    """cummax/cummin whose gradient goes to the latest element attaining each running
+    extreme (MLX's rule for ties): the values are gathered from the positions
+    cummax(where(x == extreme, j, -1)) (the last record position so far holds the
+    current extreme), so grad flows through one take per element."""
+    out = _scan(name, a, axis, reverse, inclusive, combine, identity)
+    a = _arr(a)
+    if not inclusive or a.dtype.kind not in "fc":
+        return out
+    if axis is None:
+        a, axis = sh.reshape(a, (-1,)), 0
+    ax = axis % a.ndim
+    n = a.shape[ax]
+    ext = ew.stop_gradient(sh.reshape(out, a.shape))
+    j = sh.reshape(arange(n, dtype=dt.int32), (n,) + (1,) * (a.ndim - ax - 1))
+    if reverse:  # the latest in the scan's order is the smallest index
+        pos = _scan("cummin", ew.where(ew.equal(ew.stop_gradient(a), ext), j, n), ax, True, True,
+                    lambda v, k: red.min(v, axis=k), _highest)
+    else:
+        pos = _scan("cummax", ew.where(ew.equal(ew.stop_gradient(a), ext), j, -1), ax, False, True,
+                    lambda v, k: red.max(v, axis=k), _lowest)
+    picked = take_along_axis(a, ew.clip(pos, 0, n - 1), ax)
+    return ew.where(ew.isnan(ext), ext, picked).reshape(out.shape)  # NaN: no element equals it
+
+
 def cummax(a, axis=None, *, reverse=False, inclusive=True):
-    """Running maximum along `axis`."""
-    return _scan("cummax", a, axis, reverse, inclusive, lambda v, ax: red.max(v, axis=ax), _lowest)
+    """Running maximum along `axis` (ties: the gradient goes to the latest maximum)."""
+    return _running_extreme("cummax", a, axis, reverse, inclusive, lambda v, ax: red.max(v, axis=ax), _lowest)
 
 
 def cummin(a, axis=None, *, reverse=False, inclusive=True):
-    """Running minimum along `axis`."""
-    return _scan("cummin", a, axis, reverse, inclusive, lambda v, ax: red.min(v, axis=ax), _highest)
+    """Running minimum along `axis` (ties: the gradient goes to the latest minimum)."""
+    return _running_extreme("cummin", a, axis, reverse, inclusive, lambda v, ax: red.min(v, axis=ax), _highest)
 
 
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):

@@ -290,3 +290,11 @@ for _n in ["abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "square"
 
 
 
+
+
+def positive(a):
+    """`+a` (numpy's and MLX's `positive`): the array itself."""
+    return _arr(a) if isinstance(a, Array) else array(a)
+
+
+__all__ += ["positive"]

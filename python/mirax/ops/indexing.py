@@ -289,7 +289,51 @@ def _setitem(self, key, value):
     """`x[key] = v`, as MLX: `x` takes the updated value; arrays computed from `x` before
     keep the old one. Under grad, vmap and compile the update is part of the graph."""
     from ..array import rebind
-    rebind(self, _AtUpdate(self, key).set(value))
+    mask = _bool_mask(key)
+    rebind(self, _masked_scatter(self, mask, value) if mask is not None else _AtUpdate(self, key).set(value))
+
+
+def _bool_mask(key):
+    """The boolean mask `key` is (an array, numpy array or list of bools), else None."""
+    if isinstance(key, Array):
+        return key if key.dtype.kind == "b" else None
+    if isinstance(key, (list, np.ndarray)):
+        n = np.asarray(key)
+        return array(n) if n.dtype == np.bool_ and n.ndim >= 1 else None
+    return None
+
+
+def _masked_scatter(a, mask, value):
+    """`a[mask] = value` (MLX's masked_scatter): `mask` covers the leading dims of `a`; the
+    k-th True position takes row k of `value` (shape (K, *rest)), or `value` broadcast to
+    every True position when it has no such leading dim. A static-shape composition: the
+    row each position reads is the running count of Trues (cumsum) before it."""
+    from .elementwise import astype, where
+    from .reduction import cumsum
+    from .shape import broadcast_to, reshape
+    a = _arr(a)
+    if mask.ndim > a.ndim or mask.shape != a.shape[:mask.ndim]:
+        raise _err(ValueError(f"[masked_scatter] The boolean mask should have the same shape as the beginning "
+                              f"of the indexed array but the mask has shape {mask.shape} and the array has "
+                              f"shape {a.shape}"))
+    rest = a.shape[mask.ndim:]
+    v = astype(_arr(value), a.dtype)
+    if v.ndim > len(rest) + 1:
+        raise _err(ValueError(f"[masked_scatter] Value array shape must be broadcastable with the last "
+                              f"{len(rest)} dimensions of the input, got {v.shape}"))
+    m = reshape(mask, (-1,))
+    if v.ndim < len(rest) + 1:  # one value for every True position
+        rows = broadcast_to(reshape(v, (1,) * (len(rest) + 1 - v.ndim) + v.shape), (1,) + rest)
+    else:
+        rows = broadcast_to(v, (v.shape[0],) + rest)
+    if rows.shape[0] == 0:
+        return a
+    src = cumsum(astype(m, "int32")) - 1
+    src = where(src < 0, 0, where(src >= rows.shape[0], rows.shape[0] - 1, src))
+    picked = take(rows, src, axis=0)
+    keep = reshape(m, (m.shape[0],) + (1,) * len(rest))
+    out = where(keep, picked, reshape(a, (m.shape[0],) + rest))
+    return reshape(out, a.shape)
 
 
 class _AtIndexer:
@@ -335,35 +379,59 @@ class _AtUpdate:
             pos = np.pad(pos, [(0, 1) if i in pad else (0, 0) for i in range(a.ndim)], constant_values=a.size)
         return _getitem(array(pos), tuple(key))
 
+    def _updates(self, value, pos):
+        """`value` cast to the array's dtype and broadcast to the selection's shape; as MLX,
+        leading size-1 dimensions beyond the selection's rank are dropped first."""
+        from .elementwise import astype
+        from .shape import broadcast_to, reshape
+        v = astype(_arr(value), self._a.dtype)
+        if v.ndim > pos.ndim and all(n == 1 for n in v.shape[:v.ndim - pos.ndim]):
+            v = reshape(v, v.shape[v.ndim - pos.ndim:])
+        try:
+            return broadcast_to(v, pos.shape) if v.shape != pos.shape else v
+        except MiraxError:
+            raise ValueError(f"cannot update a selection of shape {pos.shape} with a value of shape "
+                             f"{_arr(value).shape}{where_text()}") from None
+
+    def _scatter(self, name, value) -> Array:
+        from .shape import reshape
+        a = self._a
+        pos = self._positions()
+        u = self._updates(value, pos)
+        flat = apply(name, [reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,))], axis=0)
+        return reshape(flat, a.shape)
+
     def add(self, value) -> Array:
         """`a.at[key].add(v)`: a copy of `a` with `v` added at `a[key]` (repeats accumulate;
         updates at array indices out of range are dropped)."""
-        from .shape import broadcast_to, reshape
-        a = self._a
-        pos = self._positions()
-        u = broadcast_to(_arr(value), pos.shape) if _arr(value).shape != pos.shape else _arr(value)
-        flat = scatter_add(reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,)), 0)
-        return reshape(flat, a.shape)
+        return self._scatter("scatter_add", value)
 
     def set(self, value) -> Array:
         """`a.at[key].set(v)`: a copy of `a` with `v` written at `a[key]` (the last of
         repeated positions wins; array indices out of range are dropped)."""
-        from .elementwise import astype
-        from .shape import broadcast_to, reshape
-        a = self._a
-        pos = self._positions()
-        v = astype(_arr(value), a.dtype)
-        try:
-            u = broadcast_to(v, pos.shape) if v.shape != pos.shape else v
-        except MiraxError:
-            raise ValueError(f"cannot assign a value of shape {v.shape} to a selection of shape "
-                             f"{pos.shape}{where_text()}") from None
-        flat = apply("scatter", [reshape(a, (-1,)), reshape(pos, (-1,)), reshape(u, (-1,))], axis=0)
-        return reshape(flat, a.shape)
+        return self._scatter("scatter", value)
 
     def subtract(self, value) -> Array:
         from .elementwise import negative
         return self.add(negative(_arr(value)))
+
+    def multiply(self, value) -> Array:
+        """`a.at[key].multiply(v)`: `a[key] *= v`, repeated positions multiplying by each
+        of their updates (`x.at[[0, 0]].multiply(2)` quadruples x[0])."""
+        return self._scatter("scatter_prod", value)
+
+    def divide(self, value) -> Array:
+        """`a.at[key].divide(v)`: `a[key] /= v`, repeated positions dividing by each."""
+        from .elementwise import reciprocal
+        return self.multiply(reciprocal(_arr(value)))
+
+    def maximum(self, value) -> Array:
+        """`a.at[key].maximum(v)`: the largest of `a[key]` and every update hitting it."""
+        return self._scatter("scatter_max", value)
+
+    def minimum(self, value) -> Array:
+        """`a.at[key].minimum(v)`: the smallest of `a[key]` and every update hitting it."""
+        return self._scatter("scatter_min", value)
 
 
 Array.__getitem__ = _getitem

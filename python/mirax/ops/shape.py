@@ -260,8 +260,8 @@ def pad(a, pad_width, mode="constant", constant_values=0) -> Array:
     """MLX/numpy pad: `pad_width` is an int, a (before, after) pair, or one pair per axis."""
     from .elementwise import astype
     a = _arr(a)
-    if mode != "constant":
-        raise _err(MiraxError(f"pad: only mode='constant' is supported, got {mode!r}"))
+    if mode not in ("constant", "edge", "reflect", "symmetric"):
+        raise _err(ValueError(f"pad: mode must be 'constant', 'edge', 'reflect' or 'symmetric', got {mode!r}"))
     import numpy as _np
     try:
         pw = _np.asarray(pad_width, _np.int64)
@@ -276,6 +276,18 @@ def pad(a, pad_width, mode="constant", constant_values=0) -> Array:
     if (pw < 0).any():
         raise _err(MiraxError(f"pad: pad_width must be non-negative, got {pad_width!r}"))
     if not pw.any():
+        return a
+    if mode != "constant":  # numpy's other modes: gathers with constant indices per axis
+        from .indexing import take
+        for ax in range(a.ndim):
+            lo, hi = int(pw[ax, 0]), int(pw[ax, 1])
+            n = a.shape[ax]
+            if not lo and not hi:
+                continue
+            if n == 0:
+                raise _err(ValueError(f"pad: cannot pad an empty axis {ax} with mode {mode!r}"))
+            src = _np.pad(_np.arange(n), (lo, hi), mode=mode)  # numpy says which element goes where
+            a = take(a, array(src.astype(_np.int32)), ax)
         return a
     v = constant_values
     v = astype(v if isinstance(v, Array) else array(v, a.dtype), a.dtype)
@@ -307,3 +319,17 @@ def tile(a, reps) -> Array:
     x = reshape(a, [v for d in shape for v in (1, d)])
     x = broadcast_to(x, [v for r, d in zip(reps, shape) for v in (r, d)])
     return reshape(x, [r * d for r, d in zip(reps, shape)])
+
+
+def concat(arrays, axis=0) -> Array:
+    """`concatenate` under MLX's (and the array API's) other name."""
+    return concatenate(arrays, axis)
+
+
+def contiguous(a, allow_col_major=False) -> Array:
+    """MLX's `contiguous`: mirax arrays are always row-contiguous, so `a` itself."""
+    return _arr(a)
+
+
+Array.split = lambda self, indices_or_sections, axis=0: split(self, indices_or_sections, axis)
+__all__ += ["concat", "contiguous"]

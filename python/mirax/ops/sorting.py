@@ -58,8 +58,6 @@ def _argsort_last(x):
                          f"pair of a row: at most {MAX_ROW} elements a row and {MAX_PAIRS} pairs){where_text()}")
     if n <= 1:
         return ew.astype(sh.broadcast_to(arange(n, dtype=dt.int32), x.shape), dt.int32)
-    if x.dtype.kind == "c":
-        raise MiraxError(f"argsort: complex64 arrays have no order in mirax{where_text()}")
     if x.dtype.kind == "b":
         x = ew.astype(x, dt.int32)
     # blocks of rows of the n x n comparison: each intermediate holds at most BLOCK_PAIRS
@@ -77,6 +75,11 @@ def _argsort_last(x):
             smaller = ew.logical_or(ew.logical_and(ew.logical_not(nj), ni),
                                     ew.logical_and(ew.logical_not(ni), ew.less(xj, xi)))
             same = ew.logical_or(ew.equal(xj, xi), ew.logical_and(ni, nj))
+        elif x.dtype.kind == "c":  # numpy's and MLX's order: by real part, then imaginary part
+            rj, ri, ij, ii = ew.real(xj), ew.real(xi), ew.imag(xj), ew.imag(xi)
+            req = ew.equal(rj, ri)
+            smaller = ew.logical_or(ew.less(rj, ri), ew.logical_and(req, ew.less(ij, ii)))
+            same = ew.logical_and(req, ew.equal(ij, ii))
         else:
             smaller, same = ew.less(xj, xi), ew.equal(xj, xi)
         before = ew.logical_or(smaller, ew.logical_and(same, ew.less(j, i)))  # j is ordered before i
@@ -139,8 +142,12 @@ def topk(a, k, axis=-1):
     a2, ax = _prepare(a, axis, "topk")
     ax = -1 if ax is None else ax
     n = a2.shape[ax]
-    if not 0 < k <= n:
-        raise MiraxError(f"topk: k {k} must be in [1, {n}] for an axis of size {n}{where_text()}")
+    if not 0 <= k <= n:
+        raise MiraxError(f"topk: k {k} must be in [0, {n}] for an axis of size {n}{where_text()}")
+    if k == 0:
+        key = [slice(None)] * a2.ndim
+        key[ax] = slice(0, 0)
+        return a2[tuple(key)]
     s = sort(a2, ax)
     key = [slice(None)] * s.ndim
     key[ax] = slice(n - k, n)

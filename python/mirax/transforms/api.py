@@ -35,28 +35,42 @@ def _as_array(x):
 class Traced:
     """A function traced to a module: `@main(leaves..., captured...) -> (out leaves...)`."""
 
-    def __init__(self, fun, args):
+    def __init__(self, fun, args, constants_out=False):
         from ..trace import Tracer, placeholder, to_mlir_text
         from ..runtime.context import context
         leaves, self.in_tree = tree_flatten(list(args))
         self.leaves = [_as_array(x) for x in leaves]
         tracer = Tracer("transform")
+        tracer.concrete = self.leaves  # (vmap's leaves are placeholders of its example trace)
         ph = [placeholder(a.aval, tracer, i) for i, a in enumerate(self.leaves)]
         STATE.tracing += 1
         try:
             out = fun(*tree_unflatten(self.in_tree, ph))
         finally:
             STATE.tracing -= 1
+            tracer.done = True
         out_leaves, self.out_tree = tree_flatten(out)
-        for o in out_leaves:
+        # value_and_grad passes non-array leaves of the auxiliary outputs through (as MLX)
+        self.out_constants = {}
+        for i, o in enumerate(out_leaves):
             if not isinstance(o, Array):
-                raise TypeError(f"a transformed function must return arrays (or trees of arrays), "
-                                f"got {type(o).__name__}{where_text()}")
+                if not constants_out:
+                    raise TypeError(f"a transformed function must return arrays (or trees of arrays), "
+                                    f"got {type(o).__name__}{where_text()}")
+                self.out_constants[i] = o
+        out_leaves = [o for o in out_leaves if isinstance(o, Array)]
         self.out_avals = [o.aval for o in out_leaves]
         self.raw_out = out
         text, self.lifted = to_mlir_text(ph, out_leaves, "main")
         with context(), ir.Location.unknown():
             self.module = ir.Module.parse("module {\n" + text + "\n}\n")
+
+    def outputs(self, arrays):
+        """The function's output tree from the arrays of its array leaves."""
+        it = iter(arrays)
+        n = len(arrays) + len(self.out_constants)
+        return tree_unflatten(self.out_tree, [self.out_constants[i] if i in self.out_constants else next(it)
+                                              for i in range(n)])
 
     def run_pass(self, pass_obj):
         pm = PassManager("builtin.module", context=self.module.context)
@@ -89,34 +103,52 @@ def _captured_last(pass_cls, name, **opts):
     return pass_cls(function="main", result=name, **opts)
 
 
-def _value_and_grad(fun, argnums, args):
+def _value_and_grad(fun, argnums, args, scalar_only=False):
+    """The arguments in `argnums` are traced (each a tree of arrays); the others pass to
+    `fun` as they are (any Python value, as MLX)."""
     from .mirax_vjp import MiraxGrad
-    t = Traced(fun, args)
     nums, single = _argnums(argnums, len(args))
-    flat = [i for a in nums for i in t.leaf_range(a)]
     for a in nums:
-        for i in t.leaf_range(a):
+        for leaf in tree_flatten(args[a])[0]:
+            if not isinstance(leaf, Array):
+                raise ValueError(f"[value_and_grad] argument {a} to differentiate must be an array or a tree "
+                                 f"of arrays, got a {type(leaf).__name__} leaf{where_text()}")
+
+    def diff_only(*d):
+        full = list(args)
+        for a, v in zip(nums, d):
+            full[a] = v
+        return fun(*full)
+    t = Traced(diff_only, [args[a] for a in nums], constants_out=True)
+    if scalar_only and (t.out_constants or len(t.out_avals) != 1):
+        raise ValueError(f"[grad] The return value of the function whose gradient we want to compute "
+                         f"should be a scalar array; use value_and_grad for auxiliary outputs{where_text()}")
+    flat = list(range(len(t.leaves)))
+    for j, a in enumerate(nums):
+        for i in t.leaf_range(j):
             if not t.leaves[i].dtype.is_inexact:
                 raise TypeError(f"grad: argument {a} has dtype {t.leaves[i].dtype.name}; only floating-point "
                                 f"(and complex) arrays can be differentiated{where_text()}")
-    if not t.out_avals or t.out_avals[0].shape != () or not t.out_avals[0].dtype.is_inexact:
-        got = t.out_avals[0] if t.out_avals else "nothing"
+    if 0 in t.out_constants or not t.out_avals or t.out_avals[0].shape != () \
+            or not t.out_avals[0].dtype.is_inexact:
+        got = (type(t.out_constants[0]).__name__ if 0 in t.out_constants
+               else t.out_avals[0] if t.out_avals else "nothing")
         raise MiraxError(f"grad: the function must return a scalar floating-point loss (first), got {got}"
                          f"{where_text()}")
     t.run_pass(MiraxGrad(function="main", argnums=",".join(map(str, flat)), value=True, result="main_grad"))
     res = t.call("main_grad")
     nout = len(t.out_avals)
-    value = tree_unflatten(t.out_tree, res[:nout])
+    value = t.outputs(res[:nout])
     grads_flat = res[nout:]
     grads, k = [], 0
-    for a in nums:
-        n = len(t.leaf_range(a))
-        grads.append(tree_unflatten(t.in_tree.children[a], grads_flat[k:k + n]))
+    for j in range(len(nums)):
+        n = len(t.leaf_range(j))
+        grads.append(tree_unflatten(t.in_tree.children[j], grads_flat[k:k + n]))
         k += n
     return value, grads[0] if single else tuple(grads)
 
 
-def _with_kwargs(fun, argnums, argnames, args, kwargs):
+def _with_kwargs(fun, argnums, argnames, args, kwargs, scalar_only=False):
     """`(value, grads)` with keyword arguments, as MLX: keywords in `argnames` are
     differentiated (their gradients come back as a dict), the others are constants."""
     if isinstance(argnames, str):
@@ -130,17 +162,21 @@ def _with_kwargs(fun, argnums, argnames, args, kwargs):
         argnums = () if argnames else 0
     if not argnames:
         if not kwargs:
-            return _value_and_grad(fun, argnums, args)
-        return _value_and_grad(lambda *a: fun(*a, **kwargs), argnums, args)
+            return _value_and_grad(fun, argnums, args, scalar_only)
+        return _value_and_grad(lambda *a: fun(*a, **kwargs), argnums, args, scalar_only)
     npos = len(args)
     rest = {k: v for k, v in kwargs.items() if k not in argnames}
 
     def flat(*a):
         return fun(*a[:npos], **rest, **dict(zip(argnames, a[npos:])))
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    nums = [a % npos if npos else a for a in nums]
+    for a in nums:
+        if not -npos <= a < npos:
+            raise ValueError(f"[value_and_grad] Can't compute the gradient of positional argument {a}: the "
+                             f"function was called with {npos} positional arguments{where_text()}")
+    nums = [a % npos for a in nums]
     value, grads = _value_and_grad(flat, tuple(nums) + tuple(range(npos, npos + len(argnames))),
-                                   tuple(args) + tuple(kwargs[n] for n in argnames))
+                                   tuple(args) + tuple(kwargs[n] for n in argnames), scalar_only)
     pos = tuple(grads[:len(nums)])
     if isinstance(argnums, int):
         pos = pos[0]
@@ -149,23 +185,40 @@ def _with_kwargs(fun, argnums, argnames, args, kwargs):
     return value, (pos, dict(zip(argnames, grads[len(nums):])))
 
 
-def value_and_grad(fun, argnums=None, argnames=()):
+def _check_argnums(argnums, argnames):
+    """MLX's checks when the transform is made: ints only, at least one, no repeats."""
+    if argnums is None or isinstance(argnums, int):
+        return
+    nums = tuple(argnums)
+    if not all(isinstance(a, int) for a in nums):
+        raise TypeError(f"[value_and_grad] argnums must be an int or a tuple of ints, got {argnums!r}")
+    if not nums and not argnames:
+        raise ValueError("[value_and_grad] no argument to differentiate: argnums is empty and argnames too")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"[value_and_grad] argnums {nums} repeats an argument")
+
+
+def value_and_grad(fun, argnums=None, argnames=(), _scalar_only=False):
     """`(value, grads)` of `fun`; if `fun` returns a tuple/list, its first element is the
     scalar loss and the rest come back with the value, without gradients (as MLX).
     Keyword arguments pass through; those named in `argnames` are differentiated too
-    (grads then come as `(positional grads, {name: grad})`)."""
+    (grads then come as `(positional grads, {name: grad})`). Arguments not
+    differentiated may be any Python values."""
+    _check_argnums(argnums, argnames)
+
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         if not kwargs and not argnames:
-            return _value_and_grad(fun, 0 if argnums is None else argnums, args)
-        return _with_kwargs(fun, argnums, argnames, args, kwargs)
+            return _value_and_grad(fun, 0 if argnums is None else argnums, args, _scalar_only)
+        return _with_kwargs(fun, argnums, argnames, args, kwargs, _scalar_only)
     return wrapped
 
 
 def grad(fun, argnums=None, argnames=()):
     """The gradient of `fun`'s scalar (first) output with respect to `argnums` (and the
-    keyword arguments in `argnames`, as `value_and_grad`)."""
-    vg = value_and_grad(fun, argnums, argnames)
+    keyword arguments in `argnames`, as `value_and_grad`). `fun` must return one scalar
+    array (MLX raises ValueError otherwise)."""
+    vg = value_and_grad(fun, argnums, argnames, _scalar_only=True)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):

@@ -36,7 +36,8 @@ class CallEntry:
             n = self.num_args  # closed-over values get no cotangent from the rule
             out = self.outs if len(self.outs) > 1 else self.outs[0]
             ct = cts if len(cts) > 1 else cts[0]
-            return as_list(self.cf._vjp(list(self.ins[:n]), ct, out)) + [None] * (len(self.ins) - n)
+            primals = self.ins[0] if n == 1 else list(self.ins[:n])  # MLX: one argument unwrapped
+            return as_list(self.cf._vjp(primals, ct, out)) + [None] * (len(self.ins) - n)
         # no rule: recompute the body's intermediates now, then pull back through them
         tape = Tape(self.module)
         outs = interpret(self.module, self.callee, list(self.ins), tape.record, tape.call)
