@@ -26,3 +26,11 @@ class Embedding(Module):
 
     def as_linear(self, x):
         return x @ self.weight.T
+
+    def to_quantized(self, group_size: int = None, bits: int = None, mode: str = "affine",
+                     quantize_input: bool = False):
+        """A `QuantizedEmbedding` approximating this embedding (see `mirax.quantize`)."""
+        from .quantized import QuantizedEmbedding
+        if quantize_input:
+            raise ValueError("Quantized input is not supported.")
+        return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)

@@ -41,6 +41,15 @@ class Linear(Module):
             y = y + self["bias"]
         return y
 
+    def to_quantized(self, group_size: int = None, bits: int = None, mode: str = "affine",
+                     quantize_input: bool = False):
+        """A `QuantizedLinear` approximating this layer (see `mirax.quantize`)."""
+        from .quantized import QuantizedLinear
+        if quantize_input:
+            raise ValueError(f"Quantized activations are only supported for 'nvfp4' and 'mxfp8' modes, "
+                             f"which mirax does not implement; got mode {mode}.")
+        return QuantizedLinear.from_linear(self, group_size, bits, mode)
+
 
 class Bilinear(Module):
     r"""y_i = x_1^T W_i x_2 + b_i, with W (output_dims, input2_dims, input1_dims) and b

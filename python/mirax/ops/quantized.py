@@ -1,0 +1,274 @@
+"""MLX's affine quantization, written with other mirax ops (so eager, compile, grad, vmap
+and the GPU all work from the ops it is made of). The packed format is MLX's: each row
+of `w` is split into groups of `group_size` elements that share a scale and a bias, and
+every element becomes a `bits`-bit integer laid end to end, lowest bits first, in
+little-endian uint32 words (a 3-, 5- or 6-bit element may straddle two words). Called
+eagerly, quantize and dequantize each run as one compiled kernel.
+
+    w_q, scales, biases = mr.quantize(w, group_size=64, bits=4)   # w: (N, K) float
+    w_hat = mr.dequantize(w_q, scales, biases, group_size=64, bits=4)
+    y = mr.quantized_matmul(x, w_q, scales, biases)               # x @ w_hat.T
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..array import Array, array, where_text
+from ..dialect import dtypes as dt
+from ..dialect.core import MiraxError
+from . import elementwise as ew
+from . import reduction as red
+from . import shape as sh
+from .composite import gather_mm
+from .indexing import take
+from .linalg import matmul
+
+__all__ = ["quantize", "dequantize", "quantized_matmul", "gather_qmm"]
+
+_MODES = ("affine", "mxfp4", "mxfp8", "nvfp4")
+
+
+def _arr(x):
+    return x if isinstance(x, Array) else array(x)
+
+
+def _err(op, msg):
+    return MiraxError(f"[{op}] {msg}{where_text()}")
+
+
+def _params(op, mode, group_size, bits):
+    """Check the mode and fill MLX's per-mode defaults of group_size and bits."""
+    if mode not in _MODES:
+        raise _err(op, f"Invalid quantization mode '{mode}'; valid modes are {', '.join(_MODES)}.")
+    if mode != "affine":
+        raise _err(op, f"mode '{mode}' is not supported by mirax; only 'affine' quantization is.")
+    return (64 if group_size is None else int(group_size)), (4 if bits is None else int(bits))
+
+
+def _layout(bits):
+    """How `bits`-bit elements sit in uint32 words: the pattern repeats every
+    lcm(bits, 32) bits, a pack of `per_pack` elements in `words` words. For element e of a
+    pack: the word its low bits are in, the shift inside that word, and whether its high
+    bits spill into the next word."""
+    per_pack = math.lcm(bits, 32) // bits
+    words = per_pack * bits // 32
+    offset = np.arange(per_pack) * bits
+    word, shift = offset // 32, offset % 32
+    spills = shift + bits > 32
+    return per_pack, words, word, shift, spills
+
+
+def _fused(fn, *params):
+    """`fn` with its leading static `params` bound, compiled once per params: eagerly a
+    call is one fused kernel instead of one per op; inside a trace it is inlined."""
+    key = (fn, params)
+    f = _FUSED.get(key)
+    if f is None:
+        from ..compile import compile
+        f = _FUSED[key] = compile(functools.partial(fn, *params))
+    return f
+
+
+_FUSED: dict = {}
+
+
+def _u32(values):
+    return array(np.asarray(values, dtype=np.uint32))
+
+
+def _pack(q, bits):
+    """uint32 values below 2**bits, (..., N) -> packed words (..., N * bits / 32)."""
+    per_pack, words, word, shift, _ = _layout(bits)
+    n = q.shape[-1]
+    q = sh.reshape(q, q.shape[:-1] + (n // per_pack, per_pack, 1))
+    # element e lands in word k shifted by e*bits - 32k: left where >= 0 (bits past 32
+    # fall off), right where < 0 (its spill into the next word); 0 where it is absent
+    rel = (np.arange(per_pack) * bits)[:, None] - 32 * np.arange(words)[None, :]
+    present = (rel > -bits) & (rel < 32)
+    left = np.where(present & (rel >= 0), rel, 0)
+    right = np.where(present & (rel < 0), -rel, 0)
+    parts = ew.left_shift(q, _u32(left))
+    if words > 1:
+        parts = ew.right_shift(parts, _u32(right)) * _u32(present)
+    out = red.sum(parts, axis=-2)  # the parts of one word have disjoint bits: sum is or
+    return sh.reshape(out, out.shape[:-2] + (n * bits // 32,))
+
+
+def _unpack(w, bits):
+    """Packed words (..., W) -> uint32 values (..., W * 32 / bits)."""
+    per_pack, words, word, shift, spills = _layout(bits)
+    n_words = w.shape[-1]
+    if words == 1:
+        low = ew.right_shift(sh.reshape(w, w.shape + (1,)), _u32(shift))
+    else:
+        w = sh.reshape(w, w.shape[:-1] + (n_words // words, words))
+        low = ew.right_shift(take(w, array(word.astype(np.int32)), axis=-1), _u32(shift))
+        nxt = np.minimum(word + 1, words - 1).astype(np.int32)
+        high = ew.left_shift(take(w, array(nxt), axis=-1), _u32(np.where(spills, 32 - shift, 0)))
+        low = ew.bitwise_or(low, high * _u32(spills))
+    vals = ew.bitwise_and(low, _u32((1 << bits) - 1))
+    return sh.reshape(vals, vals.shape[:-2] + (n_words * 32 // bits,))
+
+
+def quantize(w, group_size=None, bits=None, mode="affine", *, global_scale=None):
+    """Quantize `w` (at least 2-D, float) in groups of `group_size` along its last axis,
+    as `mx.quantize`: returns (w_q uint32, scales, biases), scales and biases in w's dtype.
+
+        w_q, scales, biases = mr.quantize(mr.random.normal((8, 64)), group_size=32, bits=4)
+        w_q.shape, scales.shape    # (8, 8), (8, 2)
+    """
+    group_size, bits = _params("quantize", mode, group_size, bits)
+    w = _arr(w)
+    if global_scale is not None:
+        raise _err("quantize", "Global scale is only supported for 'nvfp4' quantization mode.")
+    if w.dtype.kind != "f":
+        raise _err("quantize", f"Only real floating types can be quantized but w has type {w.dtype.name}.")
+    if w.ndim < 2:
+        raise _err("quantize", f"The matrix to be quantized must have at least 2 dimensions but it has only {w.ndim}.")
+    if w.shape[-1] % group_size:
+        raise _err("quantize", f"The last dimension of the matrix needs to be divisible by the quantization "
+                               f"group size {group_size}. However the provided matrix has shape {w.shape}.")
+    if group_size not in (32, 64, 128):
+        raise _err("quantize", f"The requested group size {group_size} is not supported. "
+                               "The supported group sizes are 32, 64, and 128.")
+    if bits not in (2, 3, 4, 5, 6, 8):
+        raise _err("quantize", f"The requested number of bits {bits} is not supported. "
+                               "The supported bits are 2, 3, 4, 5, 6 and 8.")
+    return tuple(_fused(_affine_quantize, group_size, bits)(w))
+
+
+def _affine_quantize(group_size, bits, w):
+    n_bins = float((1 << bits) - 1)
+    groups = w.shape[:-1] + (w.shape[-1] // group_size,)
+    wg = ew.astype(sh.reshape(w, groups + (group_size,)), dt.float32)
+    w_max = red.max(wg, axis=-1, keepdims=True)
+    w_min = red.min(wg, axis=-1, keepdims=True)
+    # MLX's choice: the edge of larger magnitude is quantized exactly (to 0 or n_bins),
+    # the scale nudged so that it is; a group with no spread keeps the floor scale eps
+    mask = ew.abs(w_min) > ew.abs(w_max)
+    scales = ew.maximum((w_max - w_min) / n_bins, 1e-7)
+    scales = ew.where(mask, scales, -scales)
+    edge = ew.where(mask, w_min, w_max)
+    q0 = ew.round(edge / scales)
+    scales = ew.where(q0 != 0, edge / q0, scales)
+    biases = ew.where(q0 == 0, 0.0, edge)
+    q = ew.clip(ew.round((wg - biases) / scales), 0.0, n_bins)
+    w_q = _pack(sh.reshape(ew.astype(q, dt.uint32), w.shape), bits)
+    scales = ew.astype(sh.reshape(scales, groups), w.dtype)
+    biases = ew.astype(sh.reshape(biases, groups), w.dtype)
+    return w_q, scales, biases
+
+
+def _check_packed(op, w, scales, biases, group_size, bits):
+    """MLX's checks of a packed matrix against its scales and biases; returns the
+    unpacked width of w's rows."""
+    if biases is None:
+        raise _err(op, "Biases must be provided for affine quantization.")
+    if w.dtype is not dt.uint32:
+        raise _err(op, f"The weight matrix should be uint32 but received {w.dtype.name}.")
+    if bits <= 0 or bits > 32:
+        raise _err(op, f"Invalid value for bits: {bits}")
+    if group_size <= 0:
+        raise _err(op, f"Invalid value for group_size: {group_size}")
+    if w.ndim < 2:
+        raise _err(op, f"The quantized matrix must have at least 2 dimensions but it has only {w.ndim}.")
+    if scales.shape != biases.shape:
+        raise _err(op, f"Scales and biases should have the same shape. Received scales with shape "
+                       f"{scales.shape} and biases with {biases.shape}")
+    if scales.shape[:-1] != w.shape[:-1]:
+        raise _err(op, f"Weight and scales should have the same batch shape. Received weight with shape "
+                       f"{w.shape}, scales with {scales.shape}.")
+    width = scales.shape[-1] * group_size
+    if width * bits != w.shape[-1] * 32:
+        raise _err(op, f"The shapes of the weight and scales are incompatible based on bits and group_size. "
+                       f"w.shape == {w.shape} and scales.shape == {scales.shape} with "
+                       f"group_size={group_size} and bits={bits}")
+    d = dt.promote(scales.dtype, biases.dtype)
+    if d.kind != "f":
+        raise _err(op, f"Only real floating types are supported but scales.dtype == {scales.dtype.name} "
+                       f"and biases.dtype == {biases.dtype.name}.")
+    return width
+
+
+def _dequantize(group_size, bits, dtype, w, scales, biases):
+    """w_hat = scale * q + bias per group, each op rounded to `dtype` as MLX does."""
+    groups = scales.shape + (group_size,)
+    # 16-bit floats: in float32, rounded after each op (exactly a 16-bit multiply and add);
+    # left in bfloat16, a fused kernel would keep the product unrounded in registers
+    work = dt.float32 if dtype.bits == 16 else dtype
+    q = sh.reshape(ew.astype(_unpack(w, bits), work), groups)
+    s = sh.expand_dims(ew.astype(scales, work), -1)
+    b = sh.expand_dims(ew.astype(biases, work), -1)
+    out = q * s
+    if work is not dtype:
+        out = ew.astype(ew.astype(out, dtype), work)
+    out = ew.astype(out + b, dtype)
+    return sh.reshape(out, w.shape[:-1] + (groups[-2] * group_size,))
+
+
+def dequantize(w, scales, biases=None, group_size=None, bits=None, mode="affine", global_scale=None,
+               dtype=None):
+    """Undo `quantize`: scale * q + bias for every packed element, as `mx.dequantize`.
+    The result has the dtype of scales and biases unless `dtype` is given.
+
+        w_hat = mr.dequantize(*mr.quantize(w, 64, 4), group_size=64, bits=4)
+    """
+    group_size, bits = _params("dequantize", mode, group_size, bits)
+    w, scales = _arr(w), _arr(scales)
+    biases = None if biases is None else _arr(biases)
+    if global_scale is not None:
+        raise _err("dequantize", "Global scale is only supported for 'nvfp4' quantization mode.")
+    if dtype is not None and dt.to_dtype(dtype).kind != "f":
+        raise _err("dequantize", f"Only real floating types are supported but output dtype == "
+                                 f"{dt.to_dtype(dtype).name}.")
+    _check_packed("dequantize", w, scales, biases, group_size, bits)
+    out = _fused(_dequantize, group_size, bits, dt.promote(scales.dtype, biases.dtype))(w, scales, biases)
+    return out if dtype is None else ew.astype(out, dt.to_dtype(dtype))
+
+
+def _prepare_qmm(op, x, w, scales, biases, transpose, group_size, bits, mode):
+    group_size, bits = _params(op, mode, group_size, bits)
+    x, w, scales = _arr(x), _arr(w), _arr(scales)
+    biases = None if biases is None else _arr(biases)
+    width = _check_packed(op, w, scales, biases, group_size, bits)
+    inner = width if transpose else w.shape[-2]
+    outer = w.shape[-2] if transpose else width
+    if x.ndim == 0 or x.shape[-1] != inner:
+        raise _err(op, f"Last dimension of first input with shape (..., {x.shape[-1] if x.ndim else ''}) "
+                       f"does not match the expanded quantized matrix ({inner}, {outer}) computed from shape "
+                       f"{w.shape} with group_size={group_size}, bits={bits} and transpose={transpose}")
+    d = dt.promote(x.dtype, dt.promote(scales.dtype, biases.dtype))  # floating: the scales are
+    w_hat = _fused(_dequantize, group_size, bits, d)(w, scales, biases)
+    return ew.astype(x, d), (sh.swapaxes(w_hat, -1, -2) if transpose else w_hat)
+
+
+def quantized_matmul(x, w, scales, biases=None, transpose=True, group_size=None, bits=None, mode="affine"):
+    """x @ w_hat.T (or x @ w_hat with transpose=False), w_hat the dequantized `w`, as
+    `mx.quantized_matmul`; the result has x's dtype promoted with the scales'.
+    Gradients flow to x, scales and biases; the packed w has none.
+
+        y = mr.quantized_matmul(x, *mr.quantize(w), transpose=True)   # ~ x @ w.T
+    """
+    x, w_hat = _prepare_qmm("quantized_matmul", x, w, scales, biases, transpose, group_size, bits, mode)
+    return matmul(x, w_hat)
+
+
+def gather_qmm(x, w, scales, biases=None, lhs_indices=None, rhs_indices=None, transpose=True,
+               group_size=None, bits=None, mode="affine", *, sorted_indices=False):
+    """`gather_mm` with a quantized right operand, as `mx.gather_qmm`: out[i] =
+    X[lhs_indices[i]] @ W_hat[rhs_indices[i]](.T), the indices flat over the batch dims
+    of x and of w. Without indices it is `quantized_matmul`. `sorted_indices` is a hint
+    MLX's kernels use; the result does not depend on it.
+
+        y = mr.gather_qmm(x, w_q, s, b, rhs_indices=mr.array([2, 0]))  # experts 2 and 0
+    """
+    if lhs_indices is None and rhs_indices is None:
+        return quantized_matmul(x, w, scales, biases, transpose, group_size, bits, mode)
+    x, w_hat = _prepare_qmm("gather_qmm", x, w, scales, biases, transpose, group_size, bits, mode)
+    for name, idx in (("lhs_indices", lhs_indices), ("rhs_indices", rhs_indices)):
+        if idx is not None and _arr(idx).dtype.kind not in "iu":
+            raise _err("gather_qmm", f"{name} must be an integer array, got {_arr(idx).dtype.name}.")
+    return gather_mm(x, w_hat, lhs_indices, rhs_indices, sorted_indices=sorted_indices)
