@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 		echo "warning: could not install libvulkan1 mesa-vulkan-drivers spirv-tools libspirv-cross-c-shared0: the GPU tests will fail"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,distributed]'
 	touch $(STAMP)
 
 setup: $(STAMP)

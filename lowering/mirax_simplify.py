@@ -18,6 +18,7 @@ from mlir import ir
 from ..dialect import PRIMITIVES
 from ..dialect import dtypes as dt
 from ..dialect.core import Aval
+from ..dialect.distributed import COMMUNICATING
 from .pass_base import MiraxPass
 
 NAME = "mirax-simplify"
@@ -182,6 +183,8 @@ def _simplify_block(block: ir.Block) -> bool:
     for op in list(block.operations):
         op = op.operation
         if not op.name.startswith("mirax.") or len(op.results) != 1:
+            continue
+        if op.name[len("mirax."):] in COMMUNICATING:  # each one exchanges messages: never folded or merged
             continue
         repl = None
         if op.name[len("mirax."):] not in KEEP:

@@ -74,7 +74,7 @@ def _call_all(name, params, inputs):
 
 def _result(name, params, results, out_aval):
     r = results[params["output"]] if "output" in params else results
-    r = np.ascontiguousarray(r, dtype=out_aval.dtype.storage)
+    r = np.require(r, dtype=out_aval.dtype.storage, requirements="C")  # ascontiguousarray makes 0-d 1-d
     if r.shape != tuple(out_aval.shape):
         raise RuntimeError(f"internal error: host mirax.{name} gave shape {r.shape}, expected {out_aval.shape}")
     return r

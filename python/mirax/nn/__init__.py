@@ -12,3 +12,6 @@ from . import init, losses  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers.transformer import scaled_dot_product_attention  # noqa: F401
 from .utils import checkpoint, value_and_grad  # noqa: F401
+from .distributed import (AllToShardedLinear, QuantizedAllToShardedLinear,  # noqa: F401
+                          QuantizedShardedToAllLinear, ShardedToAllLinear, average_gradients, shard_inplace,
+                          shard_linear)
