@@ -244,10 +244,13 @@ def broadcast_shapes(*shapes, op="broadcast"):
     return tuple(out)
 
 
-def op_text(prim: Primitive, result: str, operands, in_avals, out_aval: Aval, params, loc=None) -> str:
+def op_text(prim: Primitive, result: str, operands, in_avals, out_aval: Aval, params, loc=None, extra="") -> str:
     """One mirax op in generic form, e.g.
-    `%2 = "mirax.add"(%0, %1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>`."""
+    `%2 = "mirax.add"(%0, %1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>`;
+    `extra` is a discardable attribute to add (`mirax.implicit`)."""
     attrs = prim.attr_text(params) if "value" not in params else "{value = " + str(params["value"]) + "}"
+    if extra:
+        attrs = "{" + extra + (", " + attrs[1:] if attrs else "}")
     ins = ", ".join(a.tensor_type() for a in in_avals)
     text = (f'{result} = "{prim.op_name}"({", ".join(operands)}) {attrs}'.rstrip()
             + f" : ({ins}) -> {out_aval.tensor_type()}")

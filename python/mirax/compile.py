@@ -15,6 +15,7 @@ compiled function simply runs its Python body, so it is inlined into the outer t
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import weakref
@@ -22,6 +23,7 @@ import weakref
 import numpy as np
 from mlir import ir
 
+from . import shapeless as _shapeless
 from .array import STATE, Array, _host, _move_to, _on, eval as _eval, where_text
 from .dialect.core import MiraxError
 from .runtime import buffers
@@ -47,10 +49,11 @@ _SCALARS = (bool, int, float, complex)
 
 
 def _leaf_key(x, shapeless):
+    # shapeless: the rank stays in the key (as MLX, a new rank traces again)
     if isinstance(x, Array):
-        return ("a", None if shapeless else x.shape, x.dtype.name)
+        return ("a", x.ndim if shapeless else x.shape, x.dtype.name)
     if isinstance(x, np.ndarray):
-        return ("n", None if shapeless else x.shape, str(x.dtype))
+        return ("n", x.ndim if shapeless else x.shape, str(x.dtype))
     if isinstance(x, _SCALARS):
         return ("s", type(x).__name__, x)
     try:
@@ -313,7 +316,8 @@ class Compiled:
             c[k] = p
         STATE.tracing += 1
         try:
-            out = _call_fun(self.fun, tree_unflatten(treedef, traced_leaves))
+            with _shapeless.tracing() if self.shapeless else contextlib.nullcontext():
+                out = _call_fun(self.fun, tree_unflatten(treedef, traced_leaves))
             out_leaves, out_tree = tree_flatten(out)
             state_out = [c[k] for c, k in _slots(self.outputs)] if self.outputs is not None else []
         finally:
@@ -457,19 +461,18 @@ def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):
 
 
 def _respecialize(exe, in_avals):
-    """A shapeless function at new input shapes: re-run the shape rules over the traced
-    IR (no new trace); ops that baked in a shape fail with the op's error."""
+    """A shapeless function at new input shapes of the same ranks: the traced IR recorded
+    again at those shapes (no new trace; see `mirax.shapeless`); what cannot follow the
+    new shapes fails with the op's error and line."""
     from .runtime.context import context
     from .trace import to_mlir_text
-    from .transforms.interpret import apply_op, interpret, placeholders
     with context(), ir.Location.unknown():
         m = ir.Module.parse(_module_text(exe.stages["traced"]))
-    ph = placeholders(in_avals)
     n_lifted = len(exe.lifted)
     lifted = [Array._leaf(d, a.dtype) for d, a in zip(exe.lifted, exe.lifted_avals)]
     STATE.tracing += 1
     try:
-        outs = interpret(m, "main", ph + lifted, apply_op)
+        ph, outs = _shapeless.respecialize(m, "main", in_avals, lifted)
     except MiraxError as err:
         raise MiraxError(f"compile(shapeless=True): the function cannot run on the new input shapes "
                          f"{[a.shape for a in in_avals]}: {str(err).splitlines()[0]}{where_text()}") from None

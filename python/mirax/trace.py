@@ -78,6 +78,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
         if not isinstance(o, Array):
             raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
     from .custom import CALL_OUTPUT
+    from .shapeless import extra_attrs
     # a placeholder updated in place (`x[i] = v`) is its new value now; its argument is the
     # placeholder it was
     placeholders = [p._origin if p._origin is not None else p for p in placeholders]
@@ -134,7 +135,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
             res = f"%{counter[0]}"
             ins = [names[id(x)] for x in node._inputs]
             lines.append("    " + op_text(node._prim, res, ins, [x.aval for x in node._inputs], node.aval,
-                                          node._params, _loc_text(node._loc) or floc))
+                                          node._params, _loc_text(node._loc) or floc, extra_attrs(node)))
         counter[0] += 1
         names[id(node)] = res
 
@@ -173,8 +174,14 @@ def _topo_all(outputs, known, stop=lambda node: False):
     return order
 
 
-def trace(fun, *args, name="main"):
-    """Trace `fun(*args)` into an MLIR module of mirax ops (an `ir.Module`)."""
+def trace(fun, *args, name="main", **kwargs):
+    """Trace `fun(*args)` into an MLIR module of mirax ops (an `ir.Module`).
+
+    Called with an array first, it is MLX's `mx.trace` instead: the sum along a
+    diagonal, `mr.trace(a, offset=0, axis1=0, axis2=1, dtype=None)`."""
+    if not callable(fun) or isinstance(fun, Array):
+        from .ops.composite import matrix_trace
+        return matrix_trace(fun, *args, **kwargs)
     from mlir import ir
     from .runtime.context import context
     ph, out = trace_function(fun, args, name)

@@ -217,9 +217,9 @@ def test_shapeless_does_not_retrace_and_static_shapes_fail_clearly():
         return mr.abs(x + y)
 
     c = mr.compile(fun, shapeless=True)
-    close(c(mr.array(1.0), mr.array(-2.0)), 1.0)
+    close(c(mr.array([1.0]), mr.array([-2.0])), [1.0])
     close(c(mr.array([1.0, -6.0]), mr.array([-2.0, 3.0])), [1.0, 3.0])
-    assert c.trace_count == 1
+    assert c.trace_count == 1  # a new rank would trace again, as MLX (test_shapeless.py)
 
     def fun_reshape(x):
         return x.reshape(x.shape[0] * x.shape[1], -1)

@@ -11,7 +11,7 @@ from ..dialect.core import Aval, MiraxError
 from ..dialect.creation import arange_length, dense_attr
 from ..array import Array, apply_typed, array, where_text
 
-__all__ = ["array", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
+__all__ = ["array", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "empty", "empty_like", "arange",
            "linspace", "eye", "identity", "constant"]
 
 
@@ -52,15 +52,34 @@ def ones(shape, dtype=dt.float32) -> Array:
     return full(shape, 1, dtype)
 
 
-def zeros_like(a: Array) -> Array:
-    return zeros(a.shape, a.dtype)
+def zeros_like(a: Array, dtype=None) -> Array:
+    return full_like(a, 0, dtype)
 
 
-def ones_like(a: Array) -> Array:
-    return ones(a.shape, a.dtype)
+def ones_like(a: Array, dtype=None) -> Array:
+    return full_like(a, 1, dtype)
 
 
-def full_like(a: Array, vals) -> Array:
+def empty_like(a: Array, dtype=None) -> Array:
+    """An array shaped like `a` (MLX leaves it uninitialised; mirax fills zeros)."""
+    return full_like(a, 0, dtype)
+
+
+def empty(shape, dtype=dt.float32) -> Array:
+    """An array of `shape` (MLX leaves it uninitialised; mirax fills zeros)."""
+    return full(shape, 0, dtype)
+
+
+def full_like(a: Array, vals, dtype=None) -> Array:
+    if dtype is not None:
+        from .elementwise import astype
+        return full_like(astype(a, dtype) if isinstance(a, Array) else array(a, dtype), vals)
+    from .. import shapeless
+    if shapeless.active():
+        # `vals` broadcast against `a` itself, so the shape follows `a` at new input shapes
+        from .elementwise import where
+        v = vals.astype(a.dtype) if isinstance(vals, Array) else array(vals, a.dtype)
+        return where(True, v, a)
     return full(a.shape, vals, a.dtype)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes, normalize_axis
+from .. import shapeless as _shapeless
 from ..array import Array, apply, array, where_text
 from . import elementwise as ew
 from .creation import arange
@@ -38,10 +39,11 @@ def matmul(a, b) -> Array:
         raise _err(f"matmul: complex operands are not supported (shapes {a.shape} and {b.shape})")
     a, b = ew.astype(a, d), ew.astype(b, d)
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    shapeless = _shapeless.active()  # sizes inferred (-1) and batch dims broadcast implicitly
     if a_vec:
-        a = reshape(a, (1, a.shape[0]))
+        a = reshape(a, (1, -1 if shapeless else a.shape[0]))
     if b_vec:
-        b = reshape(b, (b.shape[0], 1))
+        b = reshape(b, (-1 if shapeless else b.shape[0], 1))
     if a.shape[-1] != b.shape[-2]:
         raise _err(f"matmul: last dim of the first operand ({a.shape[-1]}) must equal the second-to-last "
                    f"dim of the second ({b.shape[-2]}); shapes {a.shape} and {b.shape}")
@@ -49,11 +51,14 @@ def matmul(a, b) -> Array:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
     except MiraxError as err:
         raise _err(err) from None
-    a = broadcast_to(a, batch + a.shape[-2:])
-    b = broadcast_to(b, batch + b.shape[-2:])
+    bcast = _shapeless.broadcast if shapeless else broadcast_to
+    a = bcast(a, batch + a.shape[-2:])
+    b = bcast(b, batch + b.shape[-2:])
     r = apply("matmul", [a, b])
     if a_vec or b_vec:
         shape = batch + (() if a_vec else (a.shape[-2],)) + (() if b_vec else (b.shape[-1],))
+        if shapeless and len(shape) == 1:
+            shape = (-1,)
         r = reshape(r, shape)
     return r
 
