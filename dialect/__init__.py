@@ -9,6 +9,8 @@ from . import dtypes
 from .core import PRIMITIVES, Aval, MiraxError, Primitive
 from . import creation, elementwise, reduction, shape, indexing, linalg, random, conv  # noqa: F401  (declare ops)
 from . import decomp  # noqa: F401  (host primitives: the matrix decompositions)
+from . import distributed  # noqa: F401  (host primitives: MPI collectives)
+from . import bitcast, depends  # noqa: F401  (MLX's view and depends)
 from .irdl import irdl_text
 
 IRDL_PATH = Path(__file__).with_name("mirax.irdl.mlir")

@@ -450,11 +450,29 @@ def _remainder(b, x, y, d):
 
 
 def _ipow(b, x, y, d):
+    """x ** y for integers by binary exponentiation, unrolled over the exponent's bits
+    (math.ipowi has no lowering to LLVM or SPIR-V without outlining a function). As C
+    and math.ipowi: wrapping products; a negative exponent gives 1/x**|y| truncated
+    (1 for x = 1, +-1 for x = -1, else 0)."""
     t = d.signless
+    one = b.const(1, t)
+    zero = b.const(0, t)
+    acc, base = one, x
+    for k in range(d.bits - (0 if d.kind == "u" else 1)):
+        bit = b.op(f"arith.andi {b.op(f'arith.shrui {y}, {b.const(k, t)} : {t}')}, {one} : {t}")
+        odd = b.op(f"arith.cmpi ne, {bit}, {zero} : {t}")
+        acc = b.op(f"arith.select {odd}, {b.op(f'arith.muli {acc}, {base} : {t}')}, {acc} : {t}")
+        base = b.op(f"arith.muli {base}, {base} : {t}")
     if d.kind == "u":
-        # math.ipowi is signed; unsigned exponents are small in practice, negative impossible
-        pass
-    return b.op(f"math.ipowi {x}, {y} : {t}")
+        return acc
+    neg = b.op(f"arith.cmpi slt, {y}, {zero} : {t}")
+    is_one = b.op(f"arith.cmpi eq, {x}, {one} : {t}")
+    minus = b.const(-1, t)
+    is_m1 = b.op(f"arith.cmpi eq, {x}, {minus} : {t}")
+    odd_y = b.op(f"arith.cmpi ne, {b.op(f'arith.andi {y}, {one} : {t}')}, {zero} : {t}")
+    m1 = b.op(f"arith.select {odd_y}, {minus}, {one} : {t}")
+    inv = b.op(f"arith.select {is_one}, {one}, {b.op(f'arith.select {is_m1}, {m1}, {zero} : {t}')} : {t}")
+    return b.op(f"arith.select {neg}, {inv}, {acc} : {t}")
 
 
 def _powf(b, x, y, d):
@@ -500,8 +518,9 @@ binary("multiply", _arith("mulf", "muli", "muli", "mul", "andi"), np.multiply, s
        dtypes=NUM_TEST + [dt.complex64])
 binary("divide", _arith("divf", cop="div"), np.divide, summary="x / y (inexact dtypes)",
        dtypes=FLOAT_TEST, domain=(0.5, 4))
-binary("power", {"f": _powf, "i": _ipow, "c": _arith(cop="pow")["c"]},
-       lambda x, y: np.power(x, y), summary="x ** y", dtypes=[dt.float32, dt.float64], domain=(0.5, 2))
+binary("power", {"f": _powf, "i": _ipow, "u": _ipow, "c": _arith(cop="pow")["c"]},
+       lambda x, y: np.power(x, y), summary="x ** y", dtypes=[dt.float32, dt.float64, dt.int32, dt.uint8],
+       domain=(0.5, 2))
 binary("maximum", _arith("maximumf", "maxsi", "maxui", bop="ori"), np.maximum, summary="max(x, y), NaN-propagating",
        dtypes=NUM_TEST)
 binary("minimum", _arith("minimumf", "minsi", "minui", bop="andi"), np.minimum, summary="min(x, y), NaN-propagating",

@@ -16,6 +16,42 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @all_gather {
+    // x of every process of the group, concatenated along axis 0 (0-d: stacked)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"group" = %attr_group}
+  }
+  irdl.operation @all_max {
+    // the elementwise maximum of x over the processes of the group
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"group" = %attr_group}
+  }
+  irdl.operation @all_min {
+    // the elementwise minimum of x over the processes of the group
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"group" = %attr_group}
+  }
+  irdl.operation @all_sum {
+    // the elementwise sum of x over the processes of the group
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"group" = %attr_group}
+  }
   irdl.operation @arange {
     // start + i * step
     %out = irdl.base "!builtin.tensor"
@@ -54,6 +90,15 @@ irdl.dialect @mirax {
   }
   irdl.operation @astype {
     // dtype conversion (C casts; float to int truncates)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_dtype = irdl.base "#builtin.type"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"dtype" = %attr_dtype}
+  }
+  irdl.operation @bitcast {
+    // the bits read as another dtype; between widths the last axis scales (little-endian)
     %in0 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     %attr_dtype = irdl.base "#builtin.type"
@@ -167,6 +212,14 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
+  }
+  irdl.operation @depends {
+    // x, evaluated after `dependency`
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, dependency: %in1)
+    irdl.results(result: %out)
   }
   irdl.operation @divide {
     // x / y (inexact dtypes)
@@ -489,6 +542,16 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @recv {
+    // an array shaped like `like`, received from process src
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_src = irdl.base "#builtin.integer"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(like: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"src" = %attr_src, "group" = %attr_group}
+  }
   irdl.operation @remainder {
     // x mod y with the sign of y
     %in0 = irdl.base "!builtin.tensor"
@@ -583,6 +646,16 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis}
   }
+  irdl.operation @send {
+    // send x to process dst of the group; the result is x
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_dst = irdl.base "#builtin.integer"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"dst" = %attr_dst, "group" = %attr_group}
+  }
   irdl.operation @sigmoid {
     // 1/(1+exp(-x))
     %in0 = irdl.base "!builtin.tensor"
@@ -661,6 +734,15 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
+  }
+  irdl.operation @sum_scatter {
+    // the sum of x over the group, of which process r keeps block r of axis 0
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_group = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"group" = %attr_group}
   }
   irdl.operation @svd {
     // singular value decomposition: U (output 0), S (output 1), Vt (output 2)

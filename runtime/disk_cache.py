@@ -543,7 +543,7 @@ def evict(d: Path | None = None, limit: int | None = None) -> int:
     limit = size_limit() if limit is None else limit
     entries, now, freed = [], time.time(), 0
     try:
-        it = list(os.scandir(d))
+        it = os.scandir(d)  # streamed: a full cache holds tens of thousands of entries
     except OSError:
         return 0
     for e in it:

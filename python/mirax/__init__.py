@@ -27,5 +27,11 @@ linalg = __import__("importlib").import_module(__name__ + ".linalg")  # not ops.
 from . import fft  # noqa: F401
 from .io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: F401
 from . import cuda, metal  # noqa: F401
+from . import fast  # noqa: F401
+from .export import FunctionExporter, export_function, export_to_dot, exporter, import_function  # noqa: F401
+from .printing import PrintOptions, get_printoptions, printoptions, set_printoptions  # noqa: F401
+from .streams import (StreamContext, ThreadLocalStream, clear_streams, new_thread_local_stream,  # noqa: F401
+                      new_thread_unsafe_stream)
+from . import distributed  # noqa: F401
 
 __version__ = "0.1.0"

@@ -124,6 +124,12 @@ def rebind(target, new) -> None:
     old = Array.__new__(Array)
     for k in Array.__slots__[:-1]:
         setattr(old, k, getattr(target, k))
+    ref = weakref.ref(old)
+    for x in old._inputs:  # old is a user of target's inputs now (`x[i] += 1` rebinds x[i] first)
+        if x._users is None:
+            x._users = [ref]
+        else:
+            x._users.append(ref)
     for r in target._users or ():
         u = r()
         if u is not None and u._prim is not None and any(x is target for x in u._inputs):
@@ -262,8 +268,8 @@ class Array:
             return _concrete([self])[0]._numpy()
         eval(self)
         d = _host(self._data, self.aval)
-        if self.dtype is dt.bfloat16:
-            return (d.astype(np.uint32) << 16).view(np.float32)
+        if self.dtype is dt.bfloat16:  # (np.asarray: a 0-d result would be a numpy scalar)
+            return np.asarray(np.asarray(d).astype(np.uint32) << 16).view(np.float32)
         return d
 
     @property
@@ -311,6 +317,34 @@ class Array:
     def __float__(self):
         return float(self.item())
 
+    def __complex__(self):
+        return complex(self.item())
+
+    def __format__(self, spec):
+        """`f"{x:.2f}"`: a one-element array formats as its value (as MLX)."""
+        if spec and self.size == 1:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __reduce__(self):
+        """Pickling stores the value (bfloat16 as its bits)."""
+        return (_unpickle, (np.array(_host(self._evaluated()._data, self.aval)), self.dtype.name))
+
+    def __array_namespace__(self, api_version=None):
+        """The array API namespace of mirax arrays: `mirax` itself."""
+        import mirax
+        return mirax
+
+    def __copy__(self):
+        return Array._leaf(np.array(_host(self._evaluated()._data, self.aval)), self.dtype)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def _evaluated(self):
+        eval(self)
+        return self
+
     def __index__(self):
         if self.dtype.kind not in "iu":
             raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
@@ -321,8 +355,9 @@ class Array:
             raise TraceError(f"cannot print an array inside a traced function (transform or compile): "
                              f"it is a placeholder {self.aval} with no value yet; use "
                              f"mr.disable_compile() to debug with prints{where_text()}")
+        from .printing import array2string_kwargs
         a = self._numpy()
-        body = np.array2string(a, separator=", ", prefix="array(")
+        body = np.array2string(a, separator=", ", prefix="array(", **array2string_kwargs())
         return f"array({body}, dtype={self.dtype.name})"
 
     def __iter__(self):
@@ -366,7 +401,10 @@ def _from_python(obj, dtype=None) -> Array:
         d = dt.to_dtype(type(obj))
     if isinstance(obj, (list, tuple)) and any(isinstance(x, Array) for x in _flat(obj)):
         from .ops import stack
-        arr = stack([x if isinstance(x, Array) else Array(x) for x in obj])
+        parts = [x if isinstance(x, Array) else Array(x) for x in obj]
+        if len({p.shape for p in parts}) > 1:
+            raise ValueError("Initialization encountered non-uniform length.")  # MLX's words
+        arr = stack(parts)
         return arr if d is None else arr.astype(d)
     from_numpy = isinstance(obj, (np.ndarray, np.generic))  # keeps its dtype, as in MLX
     try:
@@ -375,9 +413,14 @@ def _from_python(obj, dtype=None) -> Array:
         a = np.asarray(obj, dtype=object)
     if a.dtype == object and not from_numpy and all(isinstance(v, int) for v in _flat(obj)):
         raise OverflowError(f"mirax.array: Python int out of the int64 range in {_short(obj)}")
+    if a.dtype.kind in "USVO" and not (a.dtype.kind == "V" and a.dtype.itemsize == 2):
+        if not isinstance(obj, (list, tuple, np.ndarray)):
+            raise TypeError(f"mirax.array: cannot make an array from a {type(obj).__name__}")
+        raise ValueError(f"mirax.array: cannot make an array from {_short(obj)} (elements of numpy type "
+                         f"{a.dtype}; mirax arrays hold numbers and bools)")
     if d is None:
-        if a.dtype == np.float64 and not from_numpy:
-            d = dt.float32  # MLX: Python floats make float32 arrays
+        if a.dtype == np.float64:
+            d = dt.float32  # MLX: Python floats and numpy float64 make float32 arrays (ask for float64)
         elif a.dtype == np.int64 and not from_numpy:
             # MLX: Python ints make int32 arrays, int64 when a value needs it (never cut)
             lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
@@ -412,15 +455,26 @@ def _flat(x):
         yield x
 
 
-def from_dlpack(x, dtype=None):
-    """An array from any DLPack producer (numpy, torch, jax on the CPU): `mr.from_dlpack(t)`."""
+def _unpickle(data, name):
+    return Array._leaf(np.ascontiguousarray(data), dt.from_name(name))
+
+
+def from_dlpack(x, dtype=None, copy=None):
+    """An array from any DLPack producer (numpy, torch, jax on the CPU): `mr.from_dlpack(t)`.
+    mirax always copies the producer's values (its arrays own their buffers);
+    `copy=False` is refused as MLX refuses it where it cannot share."""
+    if copy is False:
+        raise ValueError("from_dlpack: mirax copies imported data; copy=False cannot be honoured")
     return Array(np.from_dlpack(x), dtype)
 
 
-def asarray(a, dtype=None):
-    """`a` itself when it is an array of that dtype already, else `mr.array(a, dtype)`."""
+def asarray(a, dtype=None, copy=None):
+    """`a` itself when it is an array of that dtype already (unless `copy=True`), else
+    `mr.array(a, dtype)`; `copy=False` raises ValueError (as MLX)."""
+    if copy is False:  # as MLX: never promised
+        raise ValueError("asarray: copy=False is not supported (mirax cannot promise to share memory)")
     if isinstance(a, Array) and (dtype is None or dt.to_dtype(dtype) is a.dtype):
-        return a
+        return a.__copy__() if copy else a
     return Array(a, dtype)
 
 

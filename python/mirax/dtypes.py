@@ -66,7 +66,9 @@ def isdtype(d, kind) -> bool:
     d = dt.to_dtype(d)
     names = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
              "real floating": "f", "complex floating": "c", "numeric": "iufc"}
-    if isinstance(kind, str) and kind in names:
+    if isinstance(kind, str):
+        if kind not in names:
+            raise ValueError(f"[isdtype] Unknown kind '{kind}': expected a dtype or one of {sorted(names)}")
         return d.kind in names[kind]
     return issubdtype(d, kind)
 
@@ -87,6 +89,7 @@ class finfo:
             info = np.finfo(self.dtype.storage)
             self.bits, self.eps, self.max, self.tiny = info.bits, float(info.eps), float(info.max), float(info.tiny)
         self.min = -self.max
+        self.smallest_normal = self.tiny  # the array API's name
 
     def __repr__(self):
         return f"finfo(min={self.min}, max={self.max}, dtype={self.dtype.name})"

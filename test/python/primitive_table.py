@@ -54,6 +54,15 @@ CASES.update({
        for m in ("prod", "max", "min")},
 })
 
+# bitcast (MLX's view): equal widths, narrower (the last axis grows) and wider; float
+# operands only to integer dtypes, since views have no derivative to check
+CASES["bitcast"] = ([([s], {"dtype": d}, dt.float32) for s in [(2,), (2, 4)] for d in ["int32", "uint8", "int16", "uint64"]]
+                    + [([s], {"dtype": d}, dt.uint8) for s in [(8,), (2, 8)] for d in ["int8", "int16", "float32", "float64",
+                                                                                        "complex64"]]
+                    + [([()], {"dtype": "uint32"}, dt.float32), ([(0, 4)], {"dtype": "uint16"}, dt.int32)]
+                    + [([(2, 4)], {"dtype": "int32"}, dt.float64), ([(3,)], {"dtype": "uint8"}, dt.bool_)])
+CASES["depends"] = [([(3,), (2,)], {}, None), ([(2, 3), ()], {}, None)]
+
 # operands that are indices: drawn as int32 in [-2, 2] (negative indices wrap)
 INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1, "scatter": 1, "scatter_prod": 1,
                   "scatter_max": 1, "scatter_min": 1}
@@ -141,3 +150,12 @@ CASES.update({
     "lu": [([(3, 3)], {"output": 0}, None), ([(3, 4)], {"output": 1}, None), ([(2, 4, 3)], {"output": 2}, None)],
     "solve": [([(3, 3), (3, 2)], {}, None), ([(2, 3, 3), (2, 3, 1)], {}, None)],
 })
+
+# the collectives (dialect/distributed.py) on the test process's world, a group of one
+# process; test_distributed.py runs them on 2 and 4 processes
+G0 = {"group": 0}
+CASES.update({name: [([(3,)], G0, None), ([(2, 3)], G0, None), ([()], G0, None)]
+              for name in ("all_sum", "all_max", "all_min", "all_gather")})
+CASES["sum_scatter"] = [([(3,)], G0, None), ([(2, 3)], G0, None)]
+# send/recv need a second process: tested in test_distributed.py
+TYPED |= {"send", "recv"}

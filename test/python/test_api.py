@@ -13,7 +13,8 @@ def test_array_from_python_follows_mlx_dtypes():
     assert mr.array(True).dtype == mr.bool_
     assert mr.array([1, 2]).dtype == mr.int32
     assert mr.array(np.arange(3, dtype=np.int64)).dtype == mr.int64
-    assert mr.array(np.zeros(2, np.float64)).dtype == mr.float64
+    assert mr.array(np.zeros(2, np.float64)).dtype == mr.float32  # as MLX (ask for float64)
+    assert mr.array(np.zeros(2, np.float64), mr.float64).dtype == mr.float64
     assert mr.array([1, 2], mr.float16).dtype == mr.float16
     assert mr.array(1 + 2j).dtype == mr.complex64
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mirax as mr
+from arrays import A
 from mirax.array import apply
 from mirax.dialect import PRIMITIVES
 
@@ -75,28 +76,28 @@ def test_forward_matches_reference(xs, ws, params, rng):
     if x.ndim <= 4:
         np.testing.assert_allclose(want, naive(x, w, **params), rtol=1e-12, atol=1e-12)
     for d, tol in [(np.float64, 1e-12), (np.float32, 1e-5)]:
-        got = np.asarray(apply("conv", [mr.array(x.astype(d)), mr.array(w.astype(d))], **params))
+        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
         np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol)
     xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
-    np.testing.assert_array_equal(np.asarray(apply("conv", [mr.array(xi), mr.array(wi)], **params)),
+    np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)),
                                   REF(xi, wi, **params))
 
 
 def test_api_matches_mlx_semantics(rng):
     x1, w1 = rng.standard_normal((2, 8, 4)), rng.standard_normal((6, 3, 2))
-    got = np.asarray(mr.conv1d(mr.array(x1), mr.array(w1), stride=2, padding=1, dilation=2, groups=2))
+    got = np.asarray(mr.conv1d(A(x1), A(w1), stride=2, padding=1, dilation=2, groups=2))
     np.testing.assert_allclose(got, naive(x1, w1, **P(1, stride=2, lo=1, hi=1, kd=2, groups=2)), rtol=1e-12)
     x2, w2 = rng.standard_normal((2, 6, 5, 3)), rng.standard_normal((4, 3, 2, 3))
-    got = np.asarray(mr.conv2d(mr.array(x2), mr.array(w2), stride=(2, 1), padding=(1, 0)))
+    got = np.asarray(mr.conv2d(A(x2), A(w2), stride=(2, 1), padding=(1, 0)))
     np.testing.assert_allclose(got, naive(x2, w2, **P(2, stride=(2, 1), lo=(1, 0), hi=(1, 0))), rtol=1e-12)
-    got = np.asarray(mr.conv_general(mr.array(x2), mr.array(w2), padding=([1, 0], [0, 2]), input_dilation=2,
+    got = np.asarray(mr.conv_general(A(x2), A(w2), padding=([1, 0], [0, 2]), input_dilation=2,
                                      flip=True))
     np.testing.assert_allclose(got, naive(x2, w2, **P(2, lo=(1, 0), hi=(0, 2), idl=2, flip=True)), rtol=1e-12)
     x3, w3 = rng.standard_normal((1, 4, 3, 3, 2)), rng.standard_normal((2, 2, 2, 2, 2))
-    np.testing.assert_allclose(np.asarray(mr.conv3d(mr.array(x3), mr.array(w3), padding=1)),
+    np.testing.assert_allclose(np.asarray(mr.conv3d(A(x3), A(w3), padding=1)),
                                REF(x3, w3, **P(3, lo=1, hi=1)), rtol=1e-12)
     # float32 and int32 operands promote to float32, as MLX
-    r = mr.conv1d(mr.array(x1.astype(np.float32)), mr.array(np.ones((2, 3, 4), np.int32)))
+    r = mr.conv1d(A(x1.astype(np.float32)), A(np.ones((2, 3, 4), np.int32)))
     assert r.dtype == mr.float32 and r.shape == (2, 6, 2)
 
 
@@ -106,14 +107,14 @@ def test_conv_transpose_is_the_input_gradient(rng):
     for nd, s, p, dil, xs in [(1, 2, 1, 1, (2, 9, 3)), (1, 3, 0, 2, (1, 10, 2)), (2, 2, 1, 1, (1, 7, 6, 3))]:
         wf = rng.standard_normal((5,) + (3,) * nd + (xs[-1],))  # forward conv: C_in=xs[-1] -> 5
         conv = getattr(mr, f"conv{nd}d")
-        y = conv(mr.array(rng.standard_normal(xs)), mr.array(wf), stride=s, padding=p, dilation=dil)
+        y = conv(A(rng.standard_normal(xs)), A(wf), stride=s, padding=p, dilation=dil)
         u = rng.standard_normal(y.shape)
-        _, (ct,) = mr.vjp(lambda a: conv(a, mr.array(wf), stride=s, padding=p, dilation=dil),
-                          [mr.array(rng.standard_normal(xs))], [mr.array(u)])
+        _, (ct,) = mr.vjp(lambda a: conv(a, A(wf), stride=s, padding=p, dilation=dil),
+                          [A(rng.standard_normal(xs))], [A(u)])
         wt = np.moveaxis(wf, [0, -1], [-1, 0])  # (C_in, K, 5)
         # output_padding recovers the input positions the strided forward conv never reached
         op = tuple(xs[1 + i] - ((y.shape[1 + i] - 1) * s - 2 * p + (3 - 1) * dil + 1) for i in range(nd))
-        tr = getattr(mr, f"conv_transpose{nd}d")(mr.array(u), mr.array(wt), stride=s, padding=p, dilation=dil,
+        tr = getattr(mr, f"conv_transpose{nd}d")(A(u), A(wt), stride=s, padding=p, dilation=dil,
                                                  output_padding=op)
         assert tr.shape == ct.shape == xs
         np.testing.assert_allclose(np.asarray(tr), np.asarray(ct), rtol=1e-12, atol=1e-12)
@@ -160,13 +161,13 @@ def test_jvp_and_vjp(xs, ws, params, rng):
     f = _conv_fn(params)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)
     tx, tw = rng.standard_normal(xs), rng.standard_normal(ws)
-    (y,), (ty,) = mr.jvp(f, [mr.array(x), mr.array(w)], [mr.array(tx), mr.array(tw)])
+    (y,), (ty,) = mr.jvp(f, [A(x), A(w)], [A(tx), A(tw)])
     y, ty = np.asarray(y), np.asarray(ty)
     np.testing.assert_allclose(y, REF(x, w, **params), rtol=1e-12, atol=1e-12)
     fd = (REF(x + EPS * tx, w + EPS * tw, **params) - REF(x - EPS * tx, w - EPS * tw, **params)) / (2 * EPS)
     np.testing.assert_allclose(ty, fd, rtol=1e-6, atol=1e-6)
     u = rng.standard_normal(y.shape)
-    _, (cx, cw) = mr.vjp(f, [mr.array(x), mr.array(w)], [mr.array(u)])
+    _, (cx, cw) = mr.vjp(f, [A(x), A(w)], [A(u)])
     cx, cw = np.asarray(cx), np.asarray(cw)
     assert cx.shape == xs and cw.shape == ws
     np.testing.assert_allclose(np.sum(cx * tx) + np.sum(cw * tw), np.sum(u * ty), rtol=1e-10, atol=1e-10)
@@ -182,11 +183,11 @@ def test_second_order(rng):
     u = rng.standard_normal(REF(x, w, **params).shape)
 
     def g(w_):
-        _, (cx,) = mr.vjp(lambda a: apply("conv", [a, w_], **params), [mr.array(x)], [mr.array(u)])
+        _, (cx,) = mr.vjp(lambda a: apply("conv", [a, w_], **params), [A(x)], [A(u)])
         return mr.sum(cx * cx)
-    got = np.asarray(mr.grad(g)(mr.array(w)))
+    got = np.asarray(mr.grad(g)(A(w)))
     t = rng.standard_normal(w.shape)
-    fd = (float(np.asarray(g(mr.array(w + EPS * t)))) - float(np.asarray(g(mr.array(w - EPS * t))))) / (2 * EPS)
+    fd = (float(np.asarray(g(A(w + EPS * t)))) - float(np.asarray(g(A(w - EPS * t))))) / (2 * EPS)
     np.testing.assert_allclose(np.sum(got * t), fd, rtol=1e-6, atol=1e-6)
 
 
@@ -203,7 +204,7 @@ def test_vmap(xs, ws, params, in_axes, rng):
     b = 3
     x = rng.standard_normal(xs if in_axes[0] is None else xs[:in_axes[0]] + (b,) + xs[in_axes[0]:])
     w = rng.standard_normal(ws if in_axes[1] is None else ws[:in_axes[1]] + (b,) + ws[in_axes[1]:])
-    got = np.asarray(mr.vmap(f, in_axes=in_axes)(mr.array(x), mr.array(w)))
+    got = np.asarray(mr.vmap(f, in_axes=in_axes)(A(x), A(w)))
     want = np.stack([REF(x if in_axes[0] is None else np.take(x, i, in_axes[0]),
                          w if in_axes[1] is None else np.take(w, i, in_axes[1]), **params) for i in range(b)])
     assert got.shape == want.shape
@@ -217,6 +218,6 @@ def test_vmap_of_grad(rng):
 
     def loss(w_, xe):
         return mr.sum(apply("conv", [xe, w_], **params) ** 2)
-    got = np.asarray(mr.vmap(mr.grad(loss), in_axes=(None, 0))(mr.array(w), mr.array(x)))
-    want = np.stack([np.asarray(mr.grad(loss)(mr.array(w), mr.array(x[i]))) for i in range(3)])
+    got = np.asarray(mr.vmap(mr.grad(loss), in_axes=(None, 0))(A(w), A(x)))
+    want = np.stack([np.asarray(mr.grad(loss)(A(w), A(x[i]))) for i in range(3)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 import mirax as mr
+from arrays import A
 from mirax.lowering import PASSES, tuning
 from mirax.lowering.approx import function_text
 from mirax.runtime import cpu
@@ -59,7 +60,7 @@ def _max_rel(got, ref):
 def test_f32_accuracy_wide_ranges(name):
     for lo, hi in RANGES[name]:
         x = _samples(lo, hi)
-        got = np.asarray(getattr(mr, name)(mr.array(x)))
+        got = np.asarray(getattr(mr, name)(A(x)))
         assert got.dtype == np.float32
         err = _max_rel(got, REFS[name](x.astype(np.float64)))
         assert err <= RTOL, f"{name} on [{lo}, {hi}]: max relative error {err:.3g}"
@@ -67,7 +68,7 @@ def test_f32_accuracy_wide_ranges(name):
 
 @pytest.mark.parametrize("name", sorted(REFS))
 def test_f32_special_values_as_numpy(name):
-    got = np.asarray(getattr(mr, name)(mr.array(SPECIALS)))
+    got = np.asarray(getattr(mr, name)(A(SPECIALS)))
     with np.errstate(all="ignore"):
         ref = REFS[name](SPECIALS.astype(np.float64)).astype(np.float32)
     assert np.array_equal(np.isnan(got), np.isnan(ref))
@@ -80,7 +81,7 @@ def test_f32_special_values_as_numpy(name):
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf"])
 def test_f16_through_f32(name):
     x = _samples(0.01, 8.0, 500).astype(np.float16)
-    got = np.asarray(getattr(mr, name)(mr.array(x)))
+    got = np.asarray(getattr(mr, name)(A(x)))
     assert got.dtype == np.float16
     ref = REFS[name](x.astype(np.float64)).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=2e-3)
@@ -88,8 +89,8 @@ def test_f16_through_f32(name):
 
 def test_f64_keeps_libm_precision():
     x = np.linspace(-20, 20, 1001)
-    np.testing.assert_allclose(np.asarray(mr.exp(mr.array(x))), np.exp(x), rtol=1e-15)
-    np.testing.assert_allclose(np.asarray(mr.tanh(mr.array(x))), np.tanh(x), rtol=1e-15, atol=1e-16)
+    np.testing.assert_allclose(np.asarray(mr.exp(A(x))), np.exp(x), rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(mr.tanh(A(x))), np.tanh(x), rtol=1e-15, atol=1e-16)
 
 
 def test_approximation_functions_are_plain_arithmetic():
@@ -150,8 +151,8 @@ def test_threads_split_large_kernels_only():
 def test_threaded_reductions_and_softmax_match_numpy():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1536, 1024)).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(mr.sum(mr.array(x), axis=1)), x.sum(1, dtype=np.float64), rtol=1e-4, atol=1e-3)
-    y = np.asarray(mr.softmax(mr.array(x), axis=-1))
+    np.testing.assert_allclose(np.asarray(mr.sum(A(x), axis=1)), x.sum(1, dtype=np.float64), rtol=1e-4, atol=1e-3)
+    y = np.asarray(mr.softmax(A(x), axis=-1))
     e = np.exp(x - x.max(-1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-9)
 
@@ -233,7 +234,7 @@ def test_rowwise_small_and_column_reductions_are_left_alone():
 def test_rowwise_fused_matches_numpy(name, shape):
     fun, ref = ROWWISE[name]
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
-    got = np.asarray(mr.compile(fun)(mr.array(x)))
+    got = np.asarray(mr.compile(fun)(A(x)))
     want = ref(x.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
 

@@ -423,7 +423,7 @@ def test_numpy_cannot_write_into_device_memory():
 
 def test_unsupported_dtype_raises_a_clear_error():
     with mr.stream(mr.gpu):
-        y = mr.exp(mr.array(np.ones(3, np.float64)))
+        y = mr.exp(mr.array(np.ones(3), mr.float64))
     with pytest.raises(mr.MiraxError, match=r"mirax.exp cannot run on the GPU .*float64 math.exp"):
         mr.eval(y)
 

@@ -170,10 +170,10 @@ def test_matrix_and_shape_compositions(rng):
 
 def test_compositions_under_vmap_and_grad(rng):
     t = rng.standard_normal((2, 3, 3))
-    got = mr.vmap(lambda a: mr.tril(a, -1) + mr.diag(mr.diagonal(a)) + mr.roll(a, 1, axis=0))(mr.array(t))
+    got = mr.vmap(lambda a: mr.tril(a, -1) + mr.diag(mr.diagonal(a)) + mr.roll(a, 1, axis=0))(mr.array(t, mr.float64))
     want = np.stack([np.tril(a, -1) + np.diag(np.diagonal(a)) + np.roll(a, 1, axis=0) for a in t])
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
-    g = mr.grad(lambda a: (mr.triu(a) * mr.flip(a)).sum())(mr.array(t[0]))
+    g = mr.grad(lambda a: (mr.triu(a) * mr.flip(a)).sum())(mr.array(t[0], mr.float64))
     np.testing.assert_allclose(np.asarray(g), np.triu(np.flip(t[0])) + np.flip(np.triu(t[0])), rtol=1e-12)
 
 
@@ -207,9 +207,9 @@ def test_dlpack_asarray_async_eval_array_equal_sinh_cosh_tree_merge():
     n = mr.array([1.0, np.nan])
     assert bool(mr.array_equal(n, n, equal_nan=True)) and not bool(mr.array_equal(n, n))
     v = np.linspace(-3, 3, 7)
-    np.testing.assert_allclose(np.asarray(mr.sinh(mr.array(v))), np.sinh(v), rtol=1e-12)
-    np.testing.assert_allclose(np.asarray(mr.cosh(mr.array(v))), np.cosh(v), rtol=1e-12)
-    g = mr.grad(lambda a: mr.sinh(a).sum())(mr.array(v))
+    np.testing.assert_allclose(np.asarray(mr.sinh(mr.array(v, mr.float64))), np.sinh(v), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mr.cosh(mr.array(v, mr.float64))), np.cosh(v), rtol=1e-12)
+    g = mr.grad(lambda a: mr.sinh(a).sum())(mr.array(v, mr.float64))
     np.testing.assert_allclose(np.asarray(g), np.cosh(v), rtol=1e-12)
     from mirax.utils import tree_merge
     assert tree_merge({"a": 1, "l": [1, None]}, {"b": {"c": 2}, "l": [None, 3]}) == {"a": 1, "l": [1, 3], "b": {"c": 2}}

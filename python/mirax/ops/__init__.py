@@ -11,6 +11,7 @@ from .sorting import *  # noqa: F401,F403
 from .quantized import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .searching import *  # noqa: F401,F403
+from .bits import *  # noqa: F401,F403
 
 
 def _with_stream(fn):

@@ -85,6 +85,8 @@ def isfinite(a):
 
 def isposinf(a):
     a = _arr(a)
+    if a.dtype.kind == "c":  # as MLX: the real part
+        a = ew.real(a)
     if a.dtype.kind not in "f":
         return zeros(a.shape, dt.bool_)
     return ew.equal(a, math.inf)
@@ -92,6 +94,8 @@ def isposinf(a):
 
 def isneginf(a):
     a = _arr(a)
+    if a.dtype.kind == "c":  # as MLX: the real part
+        a = ew.real(a)
     if a.dtype.kind not in "f":
         return zeros(a.shape, dt.bool_)
     return ew.equal(a, -math.inf)
@@ -244,11 +248,16 @@ def roll(a, shift, axis=None):
     a = _arr(a)
     if axis is None:
         return sh.reshape(roll(sh.reshape(a, (-1,)), shift, 0), a.shape)
-    shifts = shift if isinstance(shift, (tuple, list)) else [shift]
-    axes = axis if isinstance(axis, (tuple, list)) else [axis] * len(shifts)
-    if len(shifts) != len(axes):
-        raise MiraxError(f"roll: {len(shifts)} shifts for {len(axes)} axes{where_text()}")
-    for s, ax in zip(shifts, axes):
+    try:  # shifts and axes broadcast together (numpy); repeated axes add up
+        shifts, axes = np.broadcast_arrays(np.asarray(shift, np.int64), np.asarray(axis, np.int64))
+    except ValueError:
+        raise MiraxError(f"roll: shift {shift!r} and axis {axis!r} do not broadcast together{where_text()}") from None
+    if shifts.ndim > 1:
+        raise MiraxError(f"roll: shift and axis must be ints or 1-d sequences{where_text()}")
+    for s, ax in zip(shifts.reshape(-1), axes.reshape(-1)):
+        if not -a.ndim <= ax < a.ndim:
+            raise MiraxError(f"roll: axis {ax} is out of bounds for an array of shape {a.shape}{where_text()}")
+        ax = int(ax) % a.ndim
         n = a.shape[ax]
         if n:
             idx = (np.arange(n) - int(s)) % n
@@ -283,7 +292,7 @@ def meshgrid(*arrays, sparse=False, indexing="xy"):
     if not sparse:
         full_shape = np.broadcast_shapes(*[o.shape for o in out]) if out else ()
         out = [sh.broadcast_to(o, full_shape) for o in out]
-    return out
+    return tuple(out)
 
 
 def unflatten(a, axis, shape):
@@ -293,9 +302,20 @@ def unflatten(a, axis, shape):
     return sh.reshape(a, a.shape[:ax] + tuple(shape) + a.shape[ax + 1:])
 
 
+def matrix_trace(a, offset=0, axis1=0, axis2=1, dtype=None):
+    """The sum along a diagonal (numpy's and MLX's `trace`; `mr.trace` with an array)."""
+    d = diagonal(_arr(a), offset, axis1, axis2)
+    if dtype is not None:
+        d = ew.astype(d, dtype)
+    return red.sum(d, axis=-1)
+
+
 def unstack(a, axis=0):
     """The slices of `a` along `axis`, as a list."""
     a = _arr(a)
+    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
+        raise MiraxError(f"unstack: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    axis %= a.ndim
     return [sh.squeeze(x, axis) for x in sh.split(a, a.shape[axis], axis)] if a.shape[axis] else []
 
 

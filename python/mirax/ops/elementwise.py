@@ -7,11 +7,14 @@ broadcast with explicit `broadcast_to` ops, so each primitive sees equal avals.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
 from ..array import Array, apply, array, where_text
+from .. import shapeless as _shapeless
 
 _UNARY = ["real", "imag", "conjugate", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
           "sin", "cos", "tan", "tanh", "sigmoid", "erf", "erfinv", "floor", "ceil"]
@@ -104,6 +107,8 @@ def _prepare(name, a, b, dtype=None):
         shape = broadcast_shapes(a.shape, b.shape, op=name)
     except MiraxError as err:
         raise MiraxError(f"{err}{where_text()}") from None
+    if _shapeless.active():  # the shape follows the operands at new input shapes
+        return _shapeless.broadcast(a, shape), _shapeless.broadcast(b, shape)
     from .shape import broadcast_to
     return broadcast_to(a, shape), broadcast_to(b, shape)
 
@@ -176,7 +181,8 @@ def where(condition, x, y):
     except MiraxError as err:
         raise MiraxError(f"{err}{where_text()}") from None
     from .shape import broadcast_to
-    return apply("where", [broadcast_to(c, shape), broadcast_to(xa, shape), broadcast_to(ya, shape)])
+    bcast = _shapeless.broadcast if _shapeless.active() else broadcast_to
+    return apply("where", [bcast(c, shape), bcast(xa, shape), bcast(ya, shape)])
 
 
 def isnan(a):
@@ -200,14 +206,22 @@ def clip(a, a_min=None, a_max=None):
     return a
 
 
-def isclose(a, b, rtol=1e-5, atol=1e-8):
+def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """|a - b| <= atol + rtol * |b|; infinities are close only to themselves (numpy)."""
     a, b = _arr(a), _arr(b)
-    return less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    near = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    if a.dtype.is_inexact or b.dtype.is_inexact:  # inf - inf is not "near": compare those exactly
+        finite = logical_and(less(abs(a), math.inf), less(abs(b), math.inf))
+        near = logical_and(near, finite)
+    close = logical_or(near, equal(a, b))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
 
 
-def allclose(a, b, rtol=1e-5, atol=1e-8):
+def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     from .reduction import all as _all
-    return _all(isclose(a, b, rtol, atol))
+    return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 bitwise_and = _binary("bitwise_and", integer_only=True)
@@ -242,43 +256,66 @@ def array_equal(a, b, equal_nan=False):
 
 # ---- operators on Array ----------------------------------------------------------------
 
+def _operand_ok(x):
+    """What MLX's operators take beside an array: arrays and scalars (lists, tuples and
+    other objects are refused: `x == [1, 2]` is False, `x * [1, 2]` raises ValueError)."""
+    return isinstance(x, (Array, bool, int, float, complex, np.ndarray, np.generic))
+
+
+def _checked(fn, name):
+    def op(self, other):
+        if not _operand_ok(other):
+            raise ValueError(f"Cannot perform {name} on an mirax array and {type(other).__name__}; convert it "
+                             f"with mr.array first{where_text()}")
+        return fn(self, other)
+    return op
+
+
 def _rev(fn):
     return lambda self, other: fn(other, self)
 
 
-Array.__add__ = add
-Array.__radd__ = _rev(add)
-Array.__sub__ = subtract
-Array.__rsub__ = _rev(subtract)
-Array.__mul__ = multiply
-Array.__rmul__ = _rev(multiply)
-Array.__truediv__ = divide
-Array.__rtruediv__ = _rev(divide)
-Array.__floordiv__ = floor_divide
-Array.__rfloordiv__ = _rev(floor_divide)
-Array.__mod__ = remainder
-Array.__rmod__ = _rev(remainder)
-Array.__pow__ = power
-Array.__rpow__ = _rev(power)
+def _eq(self, other):
+    return equal(self, other) if _operand_ok(other) else False
+
+
+def _ne(self, other):
+    return not_equal(self, other) if _operand_ok(other) else True
+
+
+Array.__add__ = _checked(add, "add")
+Array.__radd__ = _checked(_rev(add), "add")
+Array.__sub__ = _checked(subtract, "sub")
+Array.__rsub__ = _checked(_rev(subtract), "sub")
+Array.__mul__ = _checked(multiply, "mul")
+Array.__rmul__ = _checked(_rev(multiply), "mul")
+Array.__truediv__ = _checked(divide, "truediv")
+Array.__rtruediv__ = _checked(_rev(divide), "truediv")
+Array.__floordiv__ = _checked(floor_divide, "floordiv")
+Array.__rfloordiv__ = _checked(_rev(floor_divide), "floordiv")
+Array.__mod__ = _checked(remainder, "mod")
+Array.__rmod__ = _checked(_rev(remainder), "mod")
+Array.__pow__ = _checked(power, "pow")
+Array.__rpow__ = _checked(_rev(power), "pow")
 Array.__neg__ = negative
 Array.__abs__ = lambda self: globals()["abs"](self)
-Array.__eq__ = equal
-Array.__ne__ = not_equal
-Array.__lt__ = less
-Array.__le__ = less_equal
-Array.__gt__ = greater
-Array.__ge__ = greater_equal
+Array.__eq__ = _eq
+Array.__ne__ = _ne
+Array.__lt__ = _checked(less, "lt")
+Array.__le__ = _checked(less_equal, "le")
+Array.__gt__ = _checked(greater, "gt")
+Array.__ge__ = _checked(greater_equal, "ge")
 Array.__invert__ = lambda self: bitwise_invert(self)
-Array.__and__ = bitwise_and
-Array.__rand__ = _rev(bitwise_and)
-Array.__or__ = bitwise_or
-Array.__ror__ = _rev(bitwise_or)
-Array.__xor__ = bitwise_xor
-Array.__rxor__ = _rev(bitwise_xor)
-Array.__lshift__ = left_shift
-Array.__rlshift__ = _rev(left_shift)
-Array.__rshift__ = right_shift
-Array.__rrshift__ = _rev(right_shift)
+Array.__and__ = _checked(bitwise_and, "and")
+Array.__rand__ = _checked(_rev(bitwise_and), "and")
+Array.__or__ = _checked(bitwise_or, "or")
+Array.__ror__ = _checked(_rev(bitwise_or), "or")
+Array.__xor__ = _checked(bitwise_xor, "xor")
+Array.__rxor__ = _checked(_rev(bitwise_xor), "xor")
+Array.__lshift__ = _checked(left_shift, "lshift")
+Array.__rlshift__ = _checked(_rev(left_shift), "lshift")
+Array.__rshift__ = _checked(right_shift, "rshift")
+Array.__rrshift__ = _checked(_rev(right_shift), "rshift")
 Array.__hash__ = object.__hash__
 Array.astype = astype
 Array.real = property(lambda self: real(self))
@@ -298,3 +335,18 @@ def positive(a):
 
 
 __all__ += ["positive"]
+
+
+def _inplace(name):
+    """`x op= y` as MLX: `x` (this very object) takes the result; arrays computed from x
+    before keep its old value (see array.rebind)."""
+    def op(self, other):
+        from ..array import rebind
+        rebind(self, getattr(Array, name)(self, other))
+        return self
+    return op
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+              "rshift", "matmul"):
+    setattr(Array, f"__i{_name}__", _inplace(f"__{_name}__"))

@@ -102,8 +102,12 @@ def scatter_add(a, indices, updates, axis=0) -> Array:
 
 # ---- a[key] ------------------------------------------------------------------------------
 
+class MiraxIndexError(IndexError, ValueError):
+    """A bad index: an IndexError as numpy raises, and a ValueError as MLX raises."""
+
+
 def _index_error(msg):
-    return IndexError(f"{msg}{where_text()}")
+    return MiraxIndexError(f"{msg}{where_text()}")
 
 
 def _parse_key(key, ndim):
@@ -344,6 +348,11 @@ class _AtIndexer:
 
     def __getitem__(self, key):
         return _AtUpdate(self._a, key)
+
+    def __getattr__(self, name):  # `x.at.add(1)`: MLX's error, not an AttributeError
+        if name in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "set"):
+            raise ValueError(f"x.at.{name}(...) needs an index first: x.at[idx].{name}(...)")
+        raise AttributeError(name)
 
 
 class _AtUpdate:

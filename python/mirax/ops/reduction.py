@@ -58,19 +58,31 @@ def _reduce(name, a, axis, keepdims):
     return apply(name, [a], axes=axes, keepdims=bool(keepdims))
 
 
+def _accumulator(a):
+    """MLX's result dtype of sum and prod: bool and integers narrower than 32 bits
+    accumulate in int32 (unsigned: uint32), whatever the length of the reduced axis."""
+    if a.dtype is dt.bool_ or (a.dtype.kind == "i" and a.dtype.bits < 32):
+        return ew.astype(a, dt.int32)
+    if a.dtype.kind == "u" and a.dtype.bits < 32:
+        return ew.astype(a, dt.uint32)
+    return a
+
+
 def sum(a, axis=None, keepdims=False) -> Array:
-    """Sum over `axis` (all axes when None), as `mx.sum`; bool sums to int32."""
+    """Sum over `axis` (all axes when None), as `mx.sum`; bool and small integers sum
+    in int32 (uint32)."""
     a = _arr(a)
-    if a.dtype is dt.bool_:
-        a = ew.astype(a, dt.int32)
+    if _axes(a, axis, "sum"):
+        a = _accumulator(a)
     return _reduce("sum", a, axis, keepdims)
 
 
 def prod(a, axis=None, keepdims=False) -> Array:
-    """Product over `axis`, as `mx.prod`; bool multiplies as int32."""
+    """Product over `axis`, as `mx.prod`; bool and small integers multiply in int32
+    (uint32)."""
     a = _arr(a)
-    if a.dtype is dt.bool_:
-        a = ew.astype(a, dt.int32)
+    if _axes(a, axis, "prod"):
+        a = _accumulator(a)
     return _reduce("prod", a, axis, keepdims)
 
 
@@ -116,11 +128,22 @@ def _inexact(a):
     return a if a.dtype.kind in "fc" else ew.astype(a, dt.float32)
 
 
+def _size(a, axes, keepdims=False):
+    """The number of elements of `a` over `axes`: a float for the divisions of mean and
+    var, or in a shapeless compile trace an array computed from `a`'s shape."""
+    from .. import shapeless
+    if not shapeless.active():
+        return float(_count(a, axes))
+    from .creation import full_like
+    ones = full_like(ew.astype(a, dt.int32), 1)  # counted exactly in int32
+    return ew.astype(sum(ones, axes, keepdims), a.dtype)
+
+
 def mean(a, axis=None, keepdims=False) -> Array:
     """Mean over `axis`, as `mx.mean` (integers give float32)."""
     a = _inexact(_arr(a))
     axes = _axes(a, axis, "mean")
-    return ew.divide(sum(a, axes, keepdims), float(_count(a, axes)))
+    return ew.divide(sum(a, axes, keepdims), _size(a, axes, keepdims))
 
 
 def var(a, axis=None, keepdims=False, ddof=0) -> Array:
@@ -129,8 +152,11 @@ def var(a, axis=None, keepdims=False, ddof=0) -> Array:
     axes = _axes(a, axis, "var")
     m = mean(a, axes, keepdims=True)
     d = ew.subtract(a, m)
-    ss = sum(ew.multiply(d, d), axes, keepdims)
-    return ew.divide(ss, float(builtins.max(_count(a, axes) - ddof, 0)))
+    sq = ew.multiply(d, d) if a.dtype.kind != "c" else ew.square(ew.abs(d))  # complex: |d|^2, real
+    ss = sum(sq, axes, keepdims)
+    n = _size(a, axes, keepdims)
+    n = float(builtins.max(n - ddof, 0)) if isinstance(n, float) else ew.maximum(ew.subtract(n, ddof), 0)
+    return ew.divide(ss, n)
 
 
 def std(a, axis=None, keepdims=False, ddof=0) -> Array:
@@ -207,12 +233,13 @@ def cumsum(a, axis=None, *, reverse=False, inclusive=True) -> Array:
 # ---- methods on Array ------------------------------------------------------------------
 
 def _method(fn):
-    def m(self, axis=None, keepdims=False, out=None, **kw):
-        # numpy's functions call these methods on foreign arrays (`np.all(x)` calls
+    def m(self, axis=None, keepdims=False, *args, out=None, **kw):
+        # MLX's positional order (`x.std(1, True, 0)`: axis, keepdims, ddof); numpy's
+        # functions call these methods on foreign arrays (`np.all(x)` calls
         # `x.all(axis=None, out=None)`): accept its `out`, as long as it asks for nothing
         if out is not None:
             raise TypeError(f"{fn.__name__}(): mirax arrays are immutable, `out=` is not supported")
-        return fn(self, axis, keepdims, **kw)
+        return fn(self, axis, keepdims, *args, **kw)
     m.__name__ = fn.__name__
     m.__doc__ = fn.__doc__
     return m

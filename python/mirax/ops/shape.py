@@ -194,6 +194,8 @@ def concatenate(arrays, axis=0) -> Array:
     arrays = [_arr(x) for x in arrays]
     if not arrays:
         raise _err(MiraxError("concatenate: need at least one array"))
+    if axis is None:  # numpy: the arrays flattened, then joined
+        return concatenate([reshape(x, (-1,)) for x in arrays], 0)
     nd = arrays[0].ndim
     if nd == 0 or any(x.ndim != nd for x in arrays):
         raise _err(MiraxError("concatenate: arrays need the same number of dimensions (>= 1), got shapes "

@@ -75,11 +75,15 @@ def _argsort_last(x):
             smaller = ew.logical_or(ew.logical_and(ew.logical_not(nj), ni),
                                     ew.logical_and(ew.logical_not(ni), ew.less(xj, xi)))
             same = ew.logical_or(ew.equal(xj, xi), ew.logical_and(ni, nj))
-        elif x.dtype.kind == "c":  # numpy's and MLX's order: by real part, then imaginary part
+        elif x.dtype.kind == "c":  # numpy's and MLX's order: by real part, then imaginary; NaN last
             rj, ri, ij, ii = ew.real(xj), ew.real(xi), ew.imag(xj), ew.imag(xi)
+            cnj = ew.logical_or(ew.isnan(rj), ew.isnan(ij))
+            cni = ew.logical_or(ew.isnan(ri), ew.isnan(ii))
             req = ew.equal(rj, ri)
             smaller = ew.logical_or(ew.less(rj, ri), ew.logical_and(req, ew.less(ij, ii)))
-            same = ew.logical_and(req, ew.equal(ij, ii))
+            smaller = ew.logical_or(ew.logical_and(ew.logical_not(cnj), cni),
+                                    ew.logical_and(ew.logical_not(cni), smaller))
+            same = ew.logical_or(ew.logical_and(req, ew.equal(ij, ii)), ew.logical_and(cni, cnj))
         else:
             smaller, same = ew.less(xj, xi), ew.equal(xj, xi)
         before = ew.logical_or(smaller, ew.logical_and(same, ew.less(j, i)))  # j is ordered before i
@@ -162,6 +166,7 @@ def median(a, axis=None, keepdims=False):
         flat = sort(sh.reshape(a, (-1,)), 0)
         n = flat.shape[0]
         mid = (flat[(n - 1) // 2] + flat[n // 2]) / 2 if n % 2 == 0 else ew.astype(flat[n // 2], _mean_dtype(a))
+        mid = _nan_if_any(mid, flat, -1)
         return sh.reshape(mid, (1,) * a.ndim) if keepdims else mid
     axes = [axis] if isinstance(axis, int) else list(axis)
     axes = [x % a.ndim for x in axes]
@@ -172,9 +177,19 @@ def median(a, axis=None, keepdims=False):
     n = s.shape[-1]
     lo, hi = s[..., (n - 1) // 2], s[..., n // 2]
     mid = (lo + hi) / 2 if n % 2 == 0 else ew.astype(hi, _mean_dtype(a))
+    mid = _nan_if_any(mid, s, -1)
     if keepdims:
         mid = sh.reshape(mid, tuple(1 if d in axes else a.shape[d] for d in range(a.ndim)))
     return mid
+
+
+def _nan_if_any(mid, sorted_rows, axis):
+    """numpy: a median over values holding a NaN is NaN (the sort puts NaNs last, so the
+    middle element alone would not show it)."""
+    if sorted_rows.dtype.kind != "f" or sorted_rows.shape[axis] == 0:
+        return mid
+    last = sorted_rows[..., -1]
+    return ew.where(ew.isnan(last), ew.astype(last, mid.dtype), mid)
 
 
 def _mean_dtype(a):
