@@ -11,6 +11,7 @@ Small arrays come straight from numpy. `MIRAX_BUFFER_CACHE_MB` bounds the pool (
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -37,17 +38,22 @@ _FREE = _free_refcount()  # references a pooled array has when nothing else hold
 _active = [0, 0]  # [active, peak]
 
 
-def _released(nbytes):
-    _active[0] -= nbytes
+_watch: dict = {}  # id(weakref) -> weakref whose callback gives the array's bytes back
 
 
 def _counted(a: np.ndarray, nbytes: int) -> np.ndarray:
+    # a weakref with a callback (~1 us) rather than weakref.finalize (~6 us): this runs
+    # for every eager op's output
     if nbytes:
+        def released(r, n=nbytes):
+            _active[0] -= n
+            _watch.pop(id(r), None)
+        r = weakref.ref(a, released)
+        _watch[id(r)] = r
         with _lock:
             _active[0] += nbytes
             if _active[0] > _active[1]:
                 _active[1] = _active[0]
-        weakref.finalize(a, _released, nbytes)
     return a
 
 
@@ -75,7 +81,7 @@ def set_limit(nbytes: int) -> int:
 def empty(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, recycled from the pool when possible."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize  # (np.prod costs 3 us: this runs per eager op)
     return _counted(_empty(shape, dtype, nbytes), nbytes)
 
 
