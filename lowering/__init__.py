@@ -14,10 +14,12 @@ from .mirax_simplify import MiraxSimplify
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
+from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
 from .verify import MiraxVerify
 
 PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify,
                                MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
-                               MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels]}
+                               MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
+                               MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -96,14 +96,14 @@ def _argnums(argnums, nargs):
         if not -nargs <= a < nargs:
             raise MiraxError(f"argnums {argnums} out of range for a function called with {nargs} "
                              f"arguments{where_text()}")
-    return [a % nargs for a in nums], isinstance(argnums, int)
+    return [a % nargs for a in nums], len(nums) == 1  # MLX: one argnum, one gradient (not a tuple)
 
 
 def _captured_last(pass_cls, name, **opts):
     return pass_cls(function="main", result=name, **opts)
 
 
-def _value_and_grad(fun, argnums, args, scalar_only=False):
+def _value_and_grad(fun, argnums, args, scalar_only=False, always_tuple=False):
     """The arguments in `argnums` are traced (each a tree of arrays); the others pass to
     `fun` as they are (any Python value, as MLX)."""
     from .mirax_vjp import MiraxGrad
@@ -145,7 +145,7 @@ def _value_and_grad(fun, argnums, args, scalar_only=False):
         n = len(t.leaf_range(j))
         grads.append(tree_unflatten(t.in_tree.children[j], grads_flat[k:k + n]))
         k += n
-    return value, grads[0] if single else tuple(grads)
+    return value, grads[0] if single and not always_tuple else tuple(grads)
 
 
 def _with_kwargs(fun, argnums, argnames, args, kwargs, scalar_only=False):
@@ -176,9 +176,10 @@ def _with_kwargs(fun, argnums, argnames, args, kwargs, scalar_only=False):
                              f"function was called with {npos} positional arguments{where_text()}")
     nums = [a % npos for a in nums]
     value, grads = _value_and_grad(flat, tuple(nums) + tuple(range(npos, npos + len(argnames))),
-                                   tuple(args) + tuple(kwargs[n] for n in argnames), scalar_only)
+                                   tuple(args) + tuple(kwargs[n] for n in argnames), scalar_only,
+                                   always_tuple=True)
     pos = tuple(grads[:len(nums)])
-    if isinstance(argnums, int):
+    if len(nums) == 1:
         pos = pos[0]
     elif not nums:
         pos = None  # MLX: (None, {name: grad}) when only keywords are differentiated
