@@ -69,12 +69,14 @@ class CustomFunction:
         return fn
 
     def jvp(self, fn):
-        """`fn(primals, tangents) -> tangents of outputs` (MLX signature)."""
+        """`fn(primals, tangents) -> tangents of outputs` (MLX signature: with one
+        argument, `fn(x, tangent)`)."""
         self._jvp = fn
         return fn
 
     def vmap(self, fn):
-        """`fn(inputs, axes) -> (outputs, out_axes)` (MLX signature)."""
+        """`fn(inputs, axes) -> (outputs, out_axes)` (MLX signature: with one argument,
+        `fn(x, axis)`)."""
         self._vmap = fn
         return fn
 

@@ -573,3 +573,11 @@ def test_one_argnum_in_a_sequence_gives_one_gradient():
     assert isinstance(g, mr.array) and g.item() == 2.0  # MLX: not a 1-tuple
     gs = mr.grad(f, argnums=(0, 1))(mr.array([2.0]), mr.array([3.0]))
     assert isinstance(gs, tuple) and len(gs) == 2
+
+
+def test_exclusive_cummax_gradient_follows_the_shifted_scan():
+    a = mr.array([3.0, 3.0, 1.0, 5.0, 5.0])
+    assert np.array(mr.grad(lambda y: mr.cummax(y, inclusive=False).sum())(a)).tolist() == [1.0, 2.0, 0.0, 1.0, 0.0]
+    assert np.array(mr.grad(lambda y: mr.cummax(y, inclusive=False, reverse=True).sum())(a)).tolist() == \
+        [0.0, 0.0, 0.0, 3.0, 1.0]
+    assert np.array(mr.cummax(a, inclusive=False)).tolist()[1:] == [3.0, 3.0, 3.0, 5.0]

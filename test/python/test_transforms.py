@@ -152,12 +152,27 @@ def test_custom_jvp_and_vmap_rules_are_used():
         return mr.exp(x)
 
     @f.jvp
-    def f_jvp(primals, tangents):
-        return tangents[0] * 100
+    def f_jvp(x, tangent):  # one argument: itself, not a list (MLX)
+        return tangent * 100
 
     @f.vmap
-    def f_vmap(inputs, axes):
-        return mr.exp(inputs[0]) + 1, axes[0]
+    def f_vmap(x, axis):
+        return mr.exp(x) + 1, axis
+
+    @mr.custom_function
+    def g(x, y):
+        return x * y
+
+    @g.jvp
+    def g_jvp(primals, tangents):  # several: lists
+        return tangents[0] * 10 + tangents[1]
+
+    @g.vmap
+    def g_vmap(inputs, axes):
+        return inputs[0] * inputs[1] + 1, axes[0]
+    _, (tg,) = mr.jvp(g, [mr.array(1.0), mr.array(2.0)], [mr.array(1.0), mr.array(1.0)])
+    assert tg.item() == 11.0
+    close(mr.vmap(g)(mr.array([1.0, 2.0]), mr.array([3.0, 4.0])), [4.0, 9.0])
 
     _, (t,) = mr.jvp(f, [mr.array(1.0)], [mr.array(1.0)])
     assert t.item() == 100.0

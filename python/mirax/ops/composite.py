@@ -519,8 +519,24 @@ def _running_extreme(name, a, axis, reverse, inclusive, combine, identity):
     current extreme), so grad flows through one take per element."""
     out = _scan(name, a, axis, reverse, inclusive, combine, identity)
     a = _arr(a)
-    if not inclusive or a.dtype.kind not in "fc":
+    if a.dtype.kind not in "fc":
         return out
+    if not inclusive:  # the inclusive scan shifted by one place; the first is the identity
+        if axis is None:
+            a, axis = sh.reshape(a, (-1,)), 0
+        ax = axis % a.ndim
+        inc = _running_extreme(name, a, ax, reverse, True, combine, identity)
+        n = a.shape[ax]
+        if n == 0:
+            return out
+        first = [slice(None)] * a.ndim
+        first[ax] = slice(0, 1)
+        ident = ew.stop_gradient(out[tuple(first)] if not reverse else out[tuple(
+            slice(n - 1, n) if d == ax else slice(None) for d in range(a.ndim))])
+        keep = [slice(None)] * a.ndim
+        keep[ax] = slice(0, n - 1) if not reverse else slice(1, n)
+        parts = [ident, inc[tuple(keep)]] if not reverse else [inc[tuple(keep)], ident]
+        return sh.concatenate(parts, axis=ax)
     if axis is None:
         a, axis = sh.reshape(a, (-1,)), 0
     ax = axis % a.ndim

@@ -37,7 +37,10 @@ def jvp_values(module, name, primals, tangents):
         ps = [p for p, _ in ins]
         outs = interpret(module, callee, ps, apply_op)
         ts = [t if t is not None else zeros_for(p.aval) for p, t in ins[:n]]
-        touts = as_list(cf._jvp(ps[:n], ts))
+        if n == 1:  # MLX: one argument is passed as itself, not as a list
+            touts = as_list(cf._jvp(ps[0], ts[0]))
+        else:
+            touts = as_list(cf._jvp(ps[:n], ts))
         return list(zip(outs, touts))
     pairs = interpret(module, name, list(zip(primals, tangents)), jvp_rule, call)
     return [p for p, _ in pairs], [t for _, t in pairs]

@@ -45,7 +45,10 @@ def vmap_values(module, name, args, in_axes, out_axes, size):
         kind, cf, n = call_kind(op)
         if cf is None or cf._vmap is None or any(d is not None for _, d in ins[n:]):
             return interpret(module, callee, ins, batch_rule, call)  # batch the body
-        outs, axes = cf._vmap([x for x, _ in ins[:n]], [d for _, d in ins[:n]])
+        if n == 1:  # MLX: one argument (and its axis) passed as itself
+            outs, axes = cf._vmap(ins[0][0], ins[0][1])
+        else:
+            outs, axes = cf._vmap([x for x, _ in ins[:n]], [d for _, d in ins[:n]])
         return list(zip(as_list(outs), as_list(axes)))
     outs = interpret(module, name, list(zip(args, in_axes)), batch_rule, call)
     if len(out_axes) == 1 and len(outs) > 1:
