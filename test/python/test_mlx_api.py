@@ -581,3 +581,20 @@ def test_exclusive_cummax_gradient_follows_the_shifted_scan():
     assert np.array(mr.grad(lambda y: mr.cummax(y, inclusive=False, reverse=True).sum())(a)).tolist() == \
         [0.0, 0.0, 0.0, 3.0, 1.0]
     assert np.array(mr.cummax(a, inclusive=False)).tolist()[1:] == [3.0, 3.0, 3.0, 5.0]
+
+
+def test_vmap_in_axes_are_tree_prefixes():
+    f = lambda t: (t["a"] + t["b"][0]) * t["b"][1]  # noqa: E731
+    t = {"a": mr.ones((2, 3)), "b": (mr.ones((3, 2)) * 2, mr.ones((3, 2)) * 3)}
+    out = mr.vmap(f, in_axes={"a": 0, "b": 1})(t)  # one axis for the whole "b" subtree
+    assert np.array(out).tolist() == [[9.0] * 3] * 2
+    out = mr.vmap(f, in_axes={"a": 0, "b": (1, 1)})(t)
+    assert out.shape == (2, 3)
+    with pytest.raises(ValueError):
+        mr.vmap(f, in_axes={"a": 0, "b": ((0, 0), 0)})(t)
+    with pytest.raises(ValueError):
+        mr.vmap(f, in_axes={"a": 0, "c": 0})(t)
+    with pytest.raises(ValueError):
+        mr.vmap(mr.exp)("hello")
+    with pytest.raises(ValueError):
+        mr.vmap(mr.exp, in_axes="hello")(mr.array([0.0, 1.0]))

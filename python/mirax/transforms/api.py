@@ -27,9 +27,13 @@ def _as_array(x):
         return x
     try:
         return array(x)
-    except TypeError:
-        raise TypeError(f"transform inputs must be arrays or trees of arrays, got {type(x).__name__}"
-                        f"{where_text()}") from None
+    except (TypeError, ValueError):
+        raise TransformInputError(f"transform inputs must be arrays or trees of arrays, got {type(x).__name__}"
+                                  f"{where_text()}") from None
+
+
+class TransformInputError(TypeError, ValueError):
+    """A transform's input that is no array (numpy would say TypeError, MLX ValueError)."""
 
 
 class Traced:
@@ -282,14 +286,39 @@ def _leaf_axes(axes, tree_args, what):
     None, or a tree of them shaped like that argument), as MLX/JAX in_axes."""
     if axes is None or isinstance(axes, int):
         return [axes] * len(tree_flatten(list(tree_args))[0])
+    if isinstance(axes, dict):  # a tree of axes for the one argument (MLX)
+        axes = [axes]
+    if not isinstance(axes, (list, tuple)):
+        raise MiraxError(f"vmap: {what} must be an int, None, or a tree of them, got {axes!r}{where_text()}")
     axes = list(axes)
     if len(axes) != len(tree_args):
         raise MiraxError(f"vmap: {what} has {len(axes)} entries for {len(tree_args)} values{where_text()}")
     out = []
     for ax, a in zip(axes, tree_args):
         leaves, treedef = tree_flatten(a)
-        out += [ax] * len(leaves) if ax is None or isinstance(ax, int) else treedef_leaves(treedef, ax)
+        out += _prefix_axes(ax, a, what)
+    for ax in out:
+        if ax is not None and not isinstance(ax, int):
+            raise MiraxError(f"vmap: {what} does not match the arguments' trees (an axis {ax!r} where an "
+                             f"array is){where_text()}")
     return out
+
+
+def _prefix_axes(ax, tree, what):
+    """One axis per leaf of `tree`: `ax` is a prefix of it (an int or None covers the whole
+    subtree below it, as JAX/MLX in_axes)."""
+    from ..tree import _node
+    if ax is None or isinstance(ax, int):
+        return [ax] * len(tree_flatten(tree)[0])
+    node, axnode = _node(tree), _node(ax)
+    if node is None or axnode is None or len(node[0]) != len(axnode[0]) or type(ax) is not type(tree) and not (
+            isinstance(ax, (list, tuple)) and isinstance(tree, (list, tuple))):
+        raise MiraxError(f"vmap: {what} {ax!r} does not match the arguments' trees{where_text()}")
+    if isinstance(tree, dict) and set(tree) != set(ax):
+        raise MiraxError(f"vmap: {what} keys {sorted(ax)} do not match the argument's {sorted(tree)}{where_text()}")
+    if isinstance(tree, dict):
+        return [a for k in tree for a in _prefix_axes(ax[k], tree[k], what)]
+    return [a for sub_ax, sub in zip(axnode[0], node[0]) for a in _prefix_axes(sub_ax, sub, what)]
 
 
 def vmap(fun, in_axes=0, out_axes=0):
