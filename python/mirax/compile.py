@@ -56,11 +56,14 @@ def _leaf_key(x, shapeless):
         return ("n", x.ndim if shapeless else x.shape, str(x.dtype))
     if isinstance(x, _SCALARS):
         return ("s", type(x).__name__, x)
-    try:
-        hash(x)
-        return ("o", x)
-    except TypeError:
-        return ("i", id(x))
+    if isinstance(x, (str, np.generic)) or x is None:
+        return ("o", type(x).__name__, x)
+    from .dialect.dtypes import Dtype
+    if isinstance(x, Dtype):  # a dtype argument selects a specialisation
+        return ("d", x.name)
+    # as MLX: anything else would be a constant the cache cannot see change
+    raise ValueError(f"[compile] Function arguments must be trees of arrays or constants (numbers, strings, "
+                     f"dtypes, None), but received type {type(x).__module__}.{type(x).__qualname__}{where_text()}")
 
 
 def _slots(tree):
@@ -498,9 +501,20 @@ def _dump(name, stages):
             f.write(text)
 
 
-def compile(fun=None, inputs=None, outputs=None, shapeless=False):
+def compile(fun=None, inputs=None, outputs=None, shapeless=False, *, in_shardings=None, out_shardings=None):
     """Compile `fun` (MLX's `mx.compile`); usable as `@mr.compile`, `mr.compile(f, ...)`
-    and through `functools.partial(mr.compile, inputs=..., outputs=...)`."""
+    and through `functools.partial(mr.compile, inputs=..., outputs=...)`.
+
+    `in_shardings=`/`out_shardings=` (beyond MLX) split the function over the processes
+    of an MPI job through MLIR's `shard` dialect (mirax/sharding.py)."""
+    if in_shardings is not None or out_shardings is not None:
+        if inputs is not None or outputs is not None or shapeless:
+            raise ValueError("compile: in_shardings/out_shardings cannot be combined with inputs=, outputs= "
+                             "or shapeless=True")
+        from .sharding import ShardedCompiled
+        if fun is None:
+            return lambda f: ShardedCompiled(f, in_shardings, out_shardings)
+        return ShardedCompiled(fun, in_shardings, out_shardings)
     if fun is None:
         return lambda f: Compiled(f, inputs, outputs, shapeless)
     return Compiled(fun, inputs, outputs, shapeless)
