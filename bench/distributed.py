@@ -1,6 +1,7 @@
 """mirax.distributed against mpi4py: all_sum bandwidth over a few sizes next to
-mpi4py's own Allreduce on the same buffers (overhead ratio), then the data-parallel
-MLP step time on 1 and 2 processes.
+mpi4py's own Allreduce on the same buffers (overhead ratio) and the same all-reduce
+inside a function compiled with in_shardings= (MLIR's shard and mpi dialects), then the
+data-parallel MLP step time on 1 and 2 processes.
 
     .venv/bin/python bench/distributed.py [--nproc 2]
 """
@@ -38,10 +39,16 @@ def allreduce_worker():
         t_mpi = best(lambda: comm.Allreduce(x, out, MPI.SUM), reps)
         xa = mr.array(x)
         t_mr = best(lambda: mr.eval(mr.distributed.all_sum(xa)), reps)
+        # the same all-reduce planned by MLIR's shard passes, called from compiled code
+        # (mpi dialect -> MPI_Allreduce): a sum over the axis split between the processes
+        sharded = mr.compile(lambda v: v.sum(axis=0), in_shardings=0, out_shardings=None)
+        row = mr.array(x[None])
+        t_sh = best(lambda: mr.eval(sharded(row)), reps)
         if world.rank() == 0:
             gb = x.nbytes / 1e9
             print(f"all_sum {x.nbytes / 1024:>8.0f} KiB   mirax {gb / t_mr:6.2f} GB/s {t_mr * 1e6:8.0f} us   "
-                  f"mpi4py {gb / t_mpi:6.2f} GB/s {t_mpi * 1e6:8.0f} us   overhead x{t_mr / t_mpi:.2f}", flush=True)
+                  f"mpi4py {gb / t_mpi:6.2f} GB/s {t_mpi * 1e6:8.0f} us   overhead x{t_mr / t_mpi:.2f}   "
+                  f"sharded compile {t_sh * 1e6:8.0f} us x{t_sh / t_mpi:.2f}", flush=True)
 
 
 def step_worker():

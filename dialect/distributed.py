@@ -90,13 +90,15 @@ def _gather_one(x, group):
     return np.array(x).reshape((x.shape[0],) + x.shape[1:] if x.ndim else (1,))
 
 
-host.register("all_sum", lambda x, group: mpi.all_reduce(x, group, "sum"))
-host.register("all_max", lambda x, group: mpi.all_reduce(x, group, "max"))
-host.register("all_min", lambda x, group: mpi.all_reduce(x, group, "min"))
-host.register("all_gather", lambda x, group: mpi.all_gather(x, group))
-host.register("sum_scatter", lambda x, group: mpi.sum_scatter(x, group))
-host.register("send", lambda x, dst, group: mpi.send(x, dst, group))
-host.register("recv", lambda like, src, group: mpi.recv(like, src, group))
+# arrays on the GPU are read to host memory, exchanged, and the result uploaded
+for _name, _fn in (("all_sum", lambda x, group: mpi.all_reduce(x, group, "sum")),
+                   ("all_max", lambda x, group: mpi.all_reduce(x, group, "max")),
+                   ("all_min", lambda x, group: mpi.all_reduce(x, group, "min")),
+                   ("all_gather", lambda x, group: mpi.all_gather(x, group)),
+                   ("sum_scatter", lambda x, group: mpi.sum_scatter(x, group)),
+                   ("send", lambda x, dst, group: mpi.send(x, dst, group)),
+                   ("recv", lambda like, src, group: mpi.recv(like, src, group))):
+    host.register(_name, _fn, family="distributed", gpu_through_host=True)
 
 for _name, _what in (("all_sum", "sum"), ("all_max", "maximum"), ("all_min", "minimum")):
     primitive(_name, ["x"], _reduce_shape(_name), host.host_lowering(_name), _one, attrs=GROUP,

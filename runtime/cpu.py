@@ -201,18 +201,22 @@ def clear_memory_cache():
     _loaded.clear()
 
 
-def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) -> CpuKernel:
+def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, lower=None,
+                   libs=()) -> CpuKernel:
     """Lower a module holding `func.func @name` (with `llvm.emit_c_interface`) and JIT it,
     or load it from the on-disk cache (runtime/disk_cache.py) when an earlier process built it.
 
     `prepare` is a (tag, function) pair run on the parsed module before lowering; the tag
-    joins the cache key, so a cache hit skips parsing and preparing altogether."""
+    joins the cache key, so a cache hit skips parsing and preparing altogether. `lower`, a
+    (tag, add-passes-to-a-PassManager) pair, replaces mirax-cpu-pipeline (MPI programs);
+    `libs` are more shared libraries the kernel calls into (the MPI library)."""
     text = module_or_text if isinstance(module_or_text, str) else str(module_or_text)
     if opt_level is None:
         from ..lowering.tuning import jit_opt_level
         opt_level = jit_opt_level(text)
-    libs = _shared_libs()
-    key = disk_cache.cache_key(text + (f"\n// prepared by {prepare[0]}" if prepare else ""), name, opt_level, libs)
+    libs = _shared_libs() + list(libs)
+    tags = (f"\n// prepared by {prepare[0]}" if prepare else "") + (f"\n// lowered by {lower[0]}" if lower else "")
+    key = disk_cache.cache_key(text + tags, name, opt_level, libs)
     k = _loaded.get(key)
     if k is not None:
         stats.memory_hits += 1
@@ -234,7 +238,12 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None) 
         module = ir.Module.parse(text) if isinstance(module_or_text, str) else module_or_text
         if prepare:
             prepare[1](module)
-        lower_to_llvm(module)
+        if lower:
+            pm = PassManager("builtin.module", context=module.context)
+            lower[1](pm)
+            pm.run(module.operation)
+        else:
+            lower_to_llvm(module)
         engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     stats.compiles += 1
     # run the kernel from a linked .so and drop the engine: an engine keeps ~2.4 MB of LLVM

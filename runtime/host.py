@@ -31,12 +31,23 @@ import numpy as np
 from ..dialect.core import MiraxError
 
 _HOST: dict = {}  # primitive name -> fn(*numpy inputs, **params) -> array or tuple of arrays
+_FAMILY: dict = {}  # primitive name -> its family, as MLX's error messages name it
+_EXCHANGE = set()  # primitives the GPU runs through host memory (the collectives)
 
 
-def register(name, fn):
+def register(name, fn, family="linalg", gpu_through_host=False):
     """Run primitive `name` on the host with `fn(*inputs, **params)`; a multi-result
-    primitive (with an `output` attribute) returns the tuple of all its results."""
+    primitive (with an `output` attribute) returns the tuple of all its results.
+    `gpu_through_host`: on the GPU its operands are read to host memory, `fn` runs, and
+    the result is uploaded (the collectives); otherwise the GPU refuses it."""
     _HOST[name] = fn
+    _FAMILY[name] = family
+    if gpu_through_host:
+        _EXCHANGE.add(name)
+
+
+def gpu_through_host(name) -> bool:
+    return name in _EXCHANGE
 
 
 def is_host(name) -> bool:
@@ -56,7 +67,12 @@ def host_lowering(name):
 
 
 def gpu_error(name):
-    return MiraxError(f"[linalg::{name}] This op is not yet supported on the GPU. "
+    family = _FAMILY.get(name, "linalg")
+    if name in _EXCHANGE:  # eager calls work; a compiled program is one GPU program
+        return MiraxError(f"[{family}::{name}] A compiled function with this collective cannot run on the GPU "
+                          "yet (eager collectives on GPU arrays go through host memory). Compile it on a CPU "
+                          "stream.")
+    return MiraxError(f"[{family}::{name}] This op is not yet supported on the GPU. "
                       "Explicitly pass a CPU stream to run it.")
 
 

@@ -84,6 +84,17 @@ def world(strict=False):
         return 0
 
 
+def library() -> str:
+    """The path of the MPI library mpi4py loaded (what compiled MPI calls link against)."""
+    from mpi4py import MPI  # noqa: F401 - loads the library
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith(("libmpi.so", "libmpich.so")):
+                return path
+    raise RuntimeError("[mpi] mpi4py is loaded but no libmpi/libmpich is mapped in this process")
+
+
 def group(gid):
     if not _GROUPS:
         world()
@@ -116,10 +127,31 @@ def _abort_on_uncaught_exception():
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
+        _report(_GROUPS[0].rank, kind, value)
         sys.stderr.write(f"mirax.distributed: rank {_GROUPS[0].rank} raised {kind.__name__}; aborting the job\n")
         sys.stderr.flush()
         _GROUPS[0].comm.Abort(1)
     sys.excepthook = hook
+
+
+REPORTS = "MIRAX_LAUNCH_REPORTS"  # a folder mirax.launch reads after the job
+
+
+def _report(rank, kind, value):
+    """Tell mirax.launch why this rank fails, in a file: mpirun forwards a rank's output
+    asynchronously, and the abort can stop the job before the last lines (the traceback,
+    the message) are forwarded, more often the busier the machine."""
+    folder = os.environ.get(REPORTS)
+    if not folder:
+        return
+    first = str(value).strip().splitlines()[0] if str(value).strip() else ""
+    try:
+        with open(os.path.join(folder, f"rank{rank}"), "w") as f:
+            f.write(f"raised {kind.__name__}" + (f": {first}" if first else ""))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        pass
 
 
 def _wait(req, what, g, status=None):

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -29,14 +30,35 @@ _FAILED = [re.compile(r"mirax\.distributed: rank (\d+) (raised \w+)"),
            re.compile(r"process rank (\d+) with PID \d+ on node \S+ (exited with status \d+|calling \"abort\")")]
 
 
-def failed_rank(text):
-    """(rank, why) of the first failure the output reports, or None."""
+def failed_rank(text, reports=None):
+    """(rank, why) of the failure that ended the job, or None: from the ranks' own
+    reports (`reports`: rank -> why, in the order written) and the output. A rank that
+    raised or died comes first; then one that raised DistributedError (it gave up
+    waiting for a peer: when the abort is slow to arrive, the peers of a failed rank
+    time out too); then what mpirun says of the exit (status, abort)."""
+    found = list((reports or {}).items())
     flat = " ".join(text.split())
-    for pattern in _FAILED:
-        m = pattern.search(flat)
-        if m:
-            return int(m.group(1)), m.group(2)
-    return None
+    hits = sorted((m.start(), int(m.group(1)), m.group(2)) for p in _FAILED for m in p.finditer(flat))
+    found += [(rank, why) for _, rank, why in hits]
+
+    def cause(item):
+        why = item[1]
+        if why.startswith("raised DistributedError"):
+            return 1
+        return 0 if why.startswith(("raised", "exited on signal")) else 2
+    return min(found, key=cause) if found else None
+
+
+def read_reports(folder) -> dict:
+    """rank -> why, from the files the ranks' exception hook wrote (runtime/mpi.py), oldest first."""
+    files = sorted(Path(folder).glob("rank*"), key=lambda f: f.stat().st_mtime_ns)
+    out = {}
+    for f in files:
+        try:
+            out[int(f.name[4:])] = f.read_text(errors="replace").strip()
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def mpirun() -> str:
@@ -48,8 +70,9 @@ def mpirun() -> str:
     return found
 
 
-def command(args) -> list:
-    """The mpirun command line for the parsed arguments."""
+def command(args, reports=None) -> list:
+    """The mpirun command line for the parsed arguments (`reports`: the folder where
+    failing ranks write why)."""
     cmd = [mpirun(), "-np", str(args.n), "--oversubscribe"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
@@ -66,6 +89,8 @@ def command(args) -> list:
         cmd += ["-x", kv]
     if args.timeout is not None:
         cmd += ["-x", f"MIRAX_DISTRIBUTED_TIMEOUT={args.timeout:g}"]
+    if reports:
+        cmd += ["-x", f"MIRAX_LAUNCH_REPORTS={reports}"]
     cmd += list(args.mpi_arg)
     return cmd + [args.python or sys.executable, args.script] + list(args.args)
 
@@ -89,7 +114,14 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.n < 1:
         raise SystemExit(f"mirax.launch: -n must be at least 1, got {args.n}")
-    cmd = command(args)
+    reports = tempfile.mkdtemp(prefix="mirax-launch-")
+    try:
+        return _run(command(args, reports), args, reports)
+    finally:
+        shutil.rmtree(reports, ignore_errors=True)
+
+
+def _run(cmd, args, reports) -> int:
     if args.verbose:
         print("mirax.launch:", " ".join(cmd), file=sys.stderr)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace")
@@ -106,9 +138,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         proc.terminate()
         rc = proc.wait()
-    t.join(timeout=5)
+    t.join(timeout=30)  # the last lines of a busy machine's mpirun
     if rc != 0:
-        failure = failed_rank("".join(seen))
+        failure = failed_rank("".join(seen), read_reports(reports))
         if failure:
             rank, why = failure
             print(f"mirax.launch: rank {rank} failed ({why}); the job was stopped (exit code {rc})", file=sys.stderr)

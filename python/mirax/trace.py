@@ -59,7 +59,7 @@ def _loc_text(loc):
 LIFT_SIZE = 64  # captured arrays larger than this become arguments, not constants
 
 
-def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, loc=None):
+def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, loc=None, lift_size=LIFT_SIZE):
     """(text of `func.func @name`, lifted arrays): the function computing `outputs`
     from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
     elements become extra trailing arguments (returned, to be passed by the caller);
@@ -69,7 +69,9 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
     comes first.
 
     `loc` ((file, line, source); default: the user's frame) locates the function, its
-    arguments and return, and ops without a source line of their own."""
+    arguments and return, and ops without a source line of their own. `lift_size`
+    replaces LIFT_SIZE (sharded compile lifts every captured array of 2 or more elements:
+    shard-partition cannot split a constant that is not a splat)."""
     from .array import STATE, user_frame
     floc = _loc_text(loc or STATE.loc or user_frame())
     at = f" {floc}" if floc else ""
@@ -122,7 +124,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
             if node._data is None:
                 raise TraceError("a traced array was used outside its transform (stored in a "
                                  "variable and used after the transform returned?)")
-            if lift and node.size > LIFT_SIZE:
+            if lift and node.size > lift_size:
                 names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
                 lifted.append(node)
                 return

@@ -119,6 +119,38 @@ def tensor_parallel(r, n):
     close(mr.grad(lambda v: (b(nn.relu(a(v))) ** 2).sum())(x), np.asarray(full), "sharded MLP gradient", 1e-4)
 
 
+def sharded(r, n):
+    """mr.compile(in_shardings=, out_shardings=): partitioned by MLIR's shard passes, the
+    collectives inside the compiled code; each rank passes and gets its blocks."""
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(4 * n, 6)).astype(np.float32), rng.normal(size=(6, 2 * n)).astype(np.float32)
+    rows, cols = slice(4 * r, 4 * r + 4), slice(2 * r, 2 * r + 2)
+    f = mr.compile(lambda a, b: a @ b, in_shardings=(0, None), out_shardings=None)  # all_gather
+    close(f(mr.array(A[rows]), mr.array(B)), A @ B, "row-sharded matmul")
+    f = mr.compile(lambda a, b: a @ b, in_shardings=(None, 1), out_shardings=1)  # no communication
+    close(f(mr.array(A), mr.array(B[:, cols])), (A @ B)[:, cols], "column-sharded matmul")
+    f = mr.compile(lambda a, b: a @ b, in_shardings=(1, 0), out_shardings=None)  # partial sums: all_reduce
+    close(f(mr.array(B[:, cols]), mr.array(B.T[cols])), B @ B.T, "contraction-sharded matmul", 1e-4)
+    loss = mr.compile(lambda x, w: (mr.tanh(x @ w) ** 2).mean(), in_shardings=(0, None), out_shardings=None)
+    close(loss(mr.array(A[rows]), mr.array(B)), (np.tanh(A @ B) ** 2).mean(), "data-parallel loss")
+    w, b = mr.array(B), mr.array(np.arange(2 * n, dtype=np.float32))  # captured: replicated arguments
+    loss = mr.compile(lambda x: mr.maximum(x @ w + b, 0).sum(axis=0), in_shardings=0, out_shardings=None)
+    close(loss(mr.array(A[rows])), np.maximum(A @ B + np.arange(2 * n), 0).sum(0), "captured weights", 1e-4)
+    f = mr.compile(lambda a: a * 2, in_shardings=0, out_shardings=1)  # all_to_all
+    S = rng.normal(size=(2 * n, 2 * n)).astype(np.float32)
+    close(f(mr.array(S[2 * r:2 * r + 2])), (S * 2)[:, cols], "rows in, columns out")
+
+
+def gpu(r, n):
+    """Collectives on GPU arrays: read to host memory, exchanged, uploaded."""
+    with mr.stream(mr.gpu):
+        x = mr.array(np.arange(4, dtype=np.float32) + r)
+        y, z = D.all_sum(x * 2), D.all_gather(x)
+        assert y.device == mr.gpu
+        close(y, 2 * sum(np.arange(4) + k for k in range(n)), "all_sum on the GPU")
+        close(z, np.concatenate([np.arange(4) + k for k in range(n)]), "all_gather on the GPU")
+
+
 def faults(mode, r):
     if mode == "raise" and r == 1:
         raise ValueError("boom on rank 1")
@@ -136,12 +168,13 @@ def main():
     assert n == int(os.environ["OMPI_COMM_WORLD_SIZE"])
     if len(sys.argv) > 1:
         return faults(sys.argv[1], r)
-    parts = os.environ.get("WORKER_PARTS", "collectives,transforms,training,tensor_parallel").split(",")
+    parts = os.environ.get("WORKER_PARTS", "collectives,transforms,training,tensor_parallel,sharded").split(",")
     xs = collectives(g, r, n)
     for name in parts[1:]:
         t = time.perf_counter()
         {"transforms": lambda: transforms(r, n, xs), "training": lambda: training(r, n),
-         "tensor_parallel": lambda: tensor_parallel(r, n)}[name]()
+         "tensor_parallel": lambda: tensor_parallel(r, n), "sharded": lambda: sharded(r, n),
+         "gpu": lambda: gpu(r, n)}[name]()
         if os.environ.get("WORKER_TIMES"):
             print(f"rank {r}: {name} {time.perf_counter() - t:.1f} s", flush=True)
     print(f"rank {r} of {n}: ok", flush=True)

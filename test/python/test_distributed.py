@@ -1,7 +1,8 @@
 """mirax.distributed: the size-1 group in this process, then jobs of 2 and 4 local
 processes through mirax.launch (distributed_worker.py checks each collective against
-numpy, grad/vmap/compile through them, data-parallel training and the sharded layers),
-and the faults: a rank that raises, dies or hangs ends the job with an error naming it."""
+numpy, grad/vmap/compile through them, data-parallel training, the sharded layers,
+compile(in_shardings=) partitioned by MLIR's shard passes, and GPU arrays), and the
+faults: a rank that raises, dies or hangs ends the job with an error naming it."""
 import os
 import subprocess
 import sys
@@ -104,12 +105,13 @@ def check_ok(res, n):
 
 @needs_mpi
 def test_two_processes_collectives_grad_and_data_parallel_training():
-    check_ok(run_job(2, parts="collectives,transforms,training"), 2)
+    gpu = ",gpu" if mr.is_available(mr.gpu) else ""  # GPU arrays exchanged through host memory
+    check_ok(run_job(2, parts="collectives,transforms,training,sharded" + gpu), 2)
 
 
 @needs_mpi
-def test_four_processes_collectives_and_transforms():
-    check_ok(run_job(4, parts="collectives,transforms"), 4)
+def test_four_processes_collectives_transforms_and_sharded_compile():
+    check_ok(run_job(4, parts="collectives,transforms,sharded"), 4)
 
 
 @needs_mpi
@@ -123,15 +125,30 @@ def test_tensor_parallel_layers_on_two_and_four_processes():
 @pytest.mark.parametrize("mode,why", [("raise", "raised ValueError"), ("kill", "exited on signal 9"),
                                       ("hang", "raised DistributedError")])
 def test_a_failed_rank_ends_the_job_with_an_error(mode, why):
-    res = run_job(2, mode, timeout=3, limit=60)
+    # rank 1 of "hang" sleeps 120 s: a job that ends within `limit` did not wait for it.
+    # The launcher's line comes from the rank's report file (mpirun may drop the last
+    # output lines of a rank that aborts), so it holds the error message itself.
+    res = run_job(2, mode, timeout=3, limit=110)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-2000:]
     if mode == "hang":  # rank 0 gave up waiting for rank 1 in all_sum
-        assert "all_sum: rank 0 of 2 waited 3 s" in out, out[-2000:]
-        assert "mirax.launch: rank 0 failed (raised DistributedError)" in out, out[-2000:]
+        assert ("mirax.launch: rank 0 failed (raised DistributedError: mirax.distributed.all_sum: "
+                "rank 0 of 2 waited 3 s") in out, out[-2000:]
     else:
         assert f"mirax.launch: rank 1 failed ({why}" in out, out[-2000:]
     assert "rank 0: finished" not in out
+
+
+def test_launcher_names_the_rank_that_caused_the_failure():
+    # a peer that timed out waiting (DistributedError) is a consequence, not the cause
+    text = ("mirax.distributed: rank 0 raised DistributedError; aborting\n"
+            "prterun noticed that process rank 1 with PID 9 on node vm exited on signal 9 (Killed).")
+    assert launch.failed_rank(text) == (1, "exited on signal 9 (Killed)")
+    reports = {0: "raised DistributedError: mirax.distributed.all_sum: rank 0 of 2 waited 3 s", 1: "raised KeyError: 'w'"}
+    assert launch.failed_rank("", reports) == (1, "raised KeyError: 'w'")
+    abort = 'process rank 0 with PID 0 on node vm calling "abort"'
+    assert launch.failed_rank(abort, {0: reports[0]}) == (0, reports[0])
+    assert launch.failed_rank(abort) == (0, 'calling "abort"')
 
 
 def test_group_ids_are_checked():

@@ -41,7 +41,7 @@ F64_MATH = {"abs", "arctan2", "ceil", "cos", "erf", "erfinv", "exp", "expm1", "f
 def _refusal(name, params, dtypes):
     """The message the GPU must refuse this row with, or None when it must run it."""
     from mirax.runtime import host
-    if host.is_host(name):  # LAPACK decompositions run on the CPU only, as MLX's
+    if host.is_host(name) and not host.gpu_through_host(name):  # LAPACK: CPU only, as MLX's
         return "not yet supported on the GPU"
     if name in GPU_GAPS:
         return f"mirax.{name} cannot run on the GPU"

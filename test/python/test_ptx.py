@@ -14,7 +14,13 @@ from mlir import ir
 from primitive_table import make_inputs, rows
 
 # one row per primitive and float32/int32 shape (the dtypes a CUDA kernel most often sees)
-ROWS = [r for r in rows() if r[3].name in ("float32", "int32")]
+def _has_kernel(name):
+    """Host primitives (LAPACK decompositions, MPI collectives) run no GPU kernel."""
+    from mirax.runtime import host
+    return not host.is_host(name)
+
+
+ROWS = [r for r in rows() if r[3].name in ("float32", "int32") and _has_kernel(r[0])]
 _IDS = [f"{r[0]}-{r[3].name}-{'x'.join(map(str, r[1][0])) or 'scalar'}-{i}" for i, r in enumerate(ROWS)]
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import mirax as mr
+from arrays import A
 from mirax.array import apply
 from mirax.dialect.elementwise import BINARY, UNARY
 
@@ -14,7 +15,7 @@ NONDIFF = {"floor_divide", "sign", "floor", "ceil", "round", "logical_not", "sto
 
 def _float64_ok(p):
     try:
-        p.check([mr.array(np.zeros(2)).aval] * len(p.operands), {})
+        p.check([A(np.zeros(2)).aval] * len(p.operands), {})
         return True
     except ValueError:
         return False
@@ -41,8 +42,8 @@ def _fn(name):
 
 
 def numeric_jvp(f, xs, ts):
-    plus = f(*[mr.array(x + EPS * t) for x, t in zip(xs, ts)])
-    minus = f(*[mr.array(x - EPS * t) for x, t in zip(xs, ts)])
+    plus = f(*[A(x + EPS * t) for x, t in zip(xs, ts)])
+    minus = f(*[A(x - EPS * t) for x, t in zip(xs, ts)])
     return (np.asarray(plus) - np.asarray(minus)) / (2 * EPS)
 
 
@@ -52,7 +53,7 @@ def test_jvp_matches_finite_differences(name, rng):
     xs = [_input(name, (3,), rng, k) for k in range(n)]
     ts = [rng.standard_normal(3) for _ in range(n)]
     f = _fn(name)
-    _, (t,) = mr.jvp(f, [mr.array(x) for x in xs], [mr.array(t) for t in ts])
+    _, (t,) = mr.jvp(f, [A(x) for x in xs], [A(t) for t in ts])
     np.testing.assert_allclose(np.asarray(t), numeric_jvp(f, xs, ts), rtol=1e-5, atol=1e-6)
 
 
@@ -65,16 +66,16 @@ def test_second_derivative_matches_finite_differences(name, rng):
     def g(*args):  # first derivative along all-ones, by reverse mode
         return mr.grad(lambda *a: f(*a).sum())(*args)
     ts = [np.ones(3)] + [np.zeros(3)] * (n - 1)
-    _, (t,) = mr.jvp(g, [mr.array(x) for x in xs], [mr.array(t) for t in ts])
+    _, (t,) = mr.jvp(g, [A(x) for x in xs], [A(t) for t in ts])
     np.testing.assert_allclose(np.asarray(t), numeric_jvp(g, xs, ts), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", UNARY_ROWS + BINARY_ROWS)
 def test_vjp_is_the_transpose_of_jvp(name, rng):
     n = len((UNARY | BINARY)[name].operands)
-    xs = [mr.array(_input(name, (2, 3), rng, k)) for k in range(n)]
-    vs = [mr.array(rng.standard_normal((2, 3))) for _ in range(n)]
-    u = mr.array(rng.standard_normal((2, 3)))
+    xs = [A(_input(name, (2, 3), rng, k)) for k in range(n)]
+    vs = [A(rng.standard_normal((2, 3))) for _ in range(n)]
+    u = A(rng.standard_normal((2, 3)))
     f = _fn(name)
     _, (jv,) = mr.jvp(f, xs, vs)
     _, vjps = mr.vjp(f, xs, [u])
@@ -88,20 +89,20 @@ def test_vjp_is_the_transpose_of_jvp(name, rng):
 def test_vmap_matches_a_loop(name, in_axis, rng):
     p = (UNARY | BINARY).get(name)
     if name == "where":
-        args = [mr.array(rng.random((4, 3)) < 0.5), mr.array(rng.standard_normal((4, 3))),
-                mr.array(rng.standard_normal(3))]
+        args = [A(rng.random((4, 3)) < 0.5), A(rng.standard_normal((4, 3))),
+                A(rng.standard_normal(3))]
         axes = (in_axis, in_axis, None)
         f = lambda c, x, y: mr.where(c, x, y)  # noqa: E731
     elif name == "astype":
-        args, axes = [mr.array(rng.standard_normal((4, 3)))], (in_axis,)
+        args, axes = [A(rng.standard_normal((4, 3)))], (in_axis,)
         f = lambda x: x.astype(mr.int32)  # noqa: E731
     else:
         d = p.test.get("dtypes", [mr.float32])[0]
         lo, hi = p.test.get("domain") or (-2, 2)
         n = len(p.operands)
-        args = [mr.array(rng.uniform(lo, hi, (4, 3)), d) for _ in range(n)]
+        args = [A(rng.uniform(lo, hi, (4, 3)), d) for _ in range(n)]
         if d.kind == "b":
-            args = [mr.array(rng.random((4, 3)) < 0.5) for _ in range(n)]
+            args = [A(rng.random((4, 3)) < 0.5) for _ in range(n)]
         axes = (in_axis,) + (None,) * (n - 1) if n > 1 else (in_axis,)
         if n > 1:
             args[1] = args[1][0]  # the second operand is shared across the batch

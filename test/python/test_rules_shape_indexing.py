@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mirax as mr
+from arrays import A
 
 EPS = 1e-6
 
@@ -18,7 +19,7 @@ def rnd(shape, seed=0):
 
 
 def arrs(xs):
-    return [mr.array(np.asarray(x, np.float64)) for x in xs]
+    return [A(np.asarray(x, np.float64)) for x in xs]
 
 
 def call(f, xs):
@@ -48,9 +49,9 @@ def check_jvp_vjp(f, xs, seed=1):
 
 def check_vmap(f, args, in_axes):
     """mr.vmap(f, in_axes)(*args) against stacking f on each example."""
-    got = np.asarray(mr.vmap(f, in_axes=in_axes)(*[mr.array(a) for a in args]))
+    got = np.asarray(mr.vmap(f, in_axes=in_axes)(*[A(a) for a in args]))
     n = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
-    want = np.stack([np.asarray(f(*[mr.array(np.take(a, b, axis=ax) if ax is not None else a)
+    want = np.stack([np.asarray(f(*[A(np.take(a, b, axis=ax) if ax is not None else a)
                                     for a, ax in zip(args, in_axes)])) for b in range(n)])
     assert got.shape == want.shape, (got.shape, want.shape)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -123,7 +124,7 @@ INDEX_CASES = {
     "take_axis0": (lambda x: mr.take(x, IDX, axis=0), [(5, 3)]),
     "take_axis1": (lambda x: mr.take(x, IDX, axis=1), [(2, 4, 3)]),
     "take_flat": (lambda x: mr.take(x, np.array([5, 5, 0])), [(2, 3)]),
-    "take_scalar_index": (lambda x: mr.take(x, mr.array(np.int32(3)), axis=1), [(2, 5)]),
+    "take_scalar_index": (lambda x: mr.take(x, A(np.int32(3)), axis=1), [(2, 5)]),
     "take_along_axis1": (lambda x: mr.take_along_axis(x, ALONG, axis=1), [(4, 5)]),
     "take_along_axis0": (lambda x: mr.take_along_axis(x, ALONG.T.copy(), axis=0), [(5, 4)]),
     "take_along_axis_bcast": (lambda x: mr.take_along_axis(x, ALONG[:1, None, :], axis=2), [(2, 3, 5)]),
@@ -141,11 +142,11 @@ def test_index_jvp_vjp(case):
 
 
 def test_take_vjp_accumulates_repeats():
-    x = mr.array(np.zeros(4))
-    _, (g,) = mr.vjp(lambda x: mr.take(x, np.array([1, 1, 3, -1, 9])), [x], [mr.array(np.ones(5))])
+    x = A(np.zeros(4))
+    _, (g,) = mr.vjp(lambda x: mr.take(x, np.array([1, 1, 3, -1, 9])), [x], [A(np.ones(5))])
     np.testing.assert_array_equal(np.asarray(g), [0, 2, 0, 3])
-    _, (g,) = mr.vjp(lambda x: mr.take_along_axis(x, np.array([[1, 1, 9]]), axis=1), [mr.array(np.zeros((2, 4)))],
-                     [mr.array(np.arange(6.0).reshape(2, 3))])
+    _, (g,) = mr.vjp(lambda x: mr.take_along_axis(x, np.array([[1, 1, 9]]), axis=1), [A(np.zeros((2, 4)))],
+                     [A(np.arange(6.0).reshape(2, 3))])
     np.testing.assert_array_equal(np.asarray(g), [[0, 1, 0, 2], [0, 7, 0, 5]])
 
 

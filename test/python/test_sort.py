@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import mirax as mr
+from arrays import A
 
 CASES = [((7,), -1), ((3, 5), 0), ((3, 5), 1), ((2, 3, 4), 1), ((2, 3, 4), -3), ((0, 3), 1), ((4, 1), 1), ((5,), None)]
 
@@ -16,45 +17,45 @@ def test_argsort_and_sort_match_numpy(shape, axis, dtype, rng):
         x.flat[0] = np.nan
         x.flat[-1] = -np.inf
     want_i = np.argsort(x, axis=axis, kind="stable")
-    np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x), axis=axis)), want_i)
-    got = np.asarray(mr.sort(mr.array(x), axis=axis))
+    np.testing.assert_array_equal(np.asarray(mr.argsort(A(x), axis=axis)), want_i)
+    got = np.asarray(mr.sort(A(x), axis=axis))
     np.testing.assert_array_equal(got, np.sort(x, axis=axis))
-    assert mr.argsort(mr.array(x), axis=axis).dtype == mr.uint32  # as MLX
+    assert mr.argsort(A(x), axis=axis).dtype == mr.uint32  # as MLX
 
 
 def test_partition_topk_median(rng):
     x = rng.standard_normal((4, 9)).astype(np.float32)
     for kth in (0, 4, -1):
-        p = np.asarray(mr.partition(mr.array(x), kth, axis=1))
+        p = np.asarray(mr.partition(A(x), kth, axis=1))
         k = kth % 9
         assert np.all(p[:, :k] <= p[:, k:k + 1]) and np.all(p[:, k + 1:] >= p[:, k:k + 1])
         np.testing.assert_array_equal(np.sort(x, 1)[:, k], p[:, k])
-        ip = np.asarray(mr.argpartition(mr.array(x), kth, axis=1))
+        ip = np.asarray(mr.argpartition(A(x), kth, axis=1))
         np.testing.assert_array_equal(np.take_along_axis(x, ip, 1)[:, k], np.sort(x, 1)[:, k])
-    t = np.asarray(mr.topk(mr.array(x), 3, axis=1))
+    t = np.asarray(mr.topk(A(x), 3, axis=1))
     np.testing.assert_array_equal(np.sort(t, 1), np.sort(x, 1)[:, -3:])
-    np.testing.assert_allclose(float(mr.median(mr.array(x))), np.median(x), rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(mr.median(mr.array(x), axis=1)), np.median(x, axis=1), rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(mr.median(mr.array(x[:, :8]), axis=1, keepdims=True)),
+    np.testing.assert_allclose(float(mr.median(A(x))), np.median(x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mr.median(A(x), axis=1)), np.median(x, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mr.median(A(x[:, :8]), axis=1, keepdims=True)),
                                np.median(x[:, :8], axis=1, keepdims=True), rtol=1e-6)
-    assert float(mr.median(mr.array([1, 2, 3, 4]))) == 2.5
+    assert float(mr.median(A([1, 2, 3, 4]))) == 2.5
     with pytest.raises(mr.MiraxError, match="topk"):
-        mr.topk(mr.array(x), 10, axis=1)
+        mr.topk(A(x), 10, axis=1)
     with pytest.raises(mr.MiraxError, match="axis"):
-        mr.sort(mr.array(x), axis=2)
+        mr.sort(A(x), axis=2)
 
 
 def test_sort_under_transforms_and_devices(rng):
     x = rng.standard_normal((2, 6))
-    g = mr.grad(lambda v: (mr.sort(v, axis=1) * mr.arange(6.0)).sum())(mr.array(x))
+    g = mr.grad(lambda v: (mr.sort(v, axis=1) * mr.arange(6.0)).sum())(A(x))
     np.testing.assert_array_equal(np.asarray(g), np.argsort(np.argsort(x, 1), 1))  # each element's rank
-    np.testing.assert_array_equal(np.asarray(mr.vmap(mr.sort)(mr.array(x))), np.sort(x, 1))
-    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argsort(v, 0))(mr.array(x))),
+    np.testing.assert_array_equal(np.asarray(mr.vmap(mr.sort)(A(x))), np.sort(x, 1))
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argsort(v, 0))(A(x))),
                                   np.argsort(x, 0, kind="stable"))
     with mr.stream(mr.gpu):
         f = x.astype(np.float32)
-        np.testing.assert_array_equal(np.asarray(mr.sort(mr.array(f))), np.sort(f))
-    np.testing.assert_array_equal(np.asarray(mr.array(x).sort()), np.sort(x))
+        np.testing.assert_array_equal(np.asarray(mr.sort(A(f))), np.sort(f))
+    np.testing.assert_array_equal(np.asarray(A(x).sort()), np.sort(x))
 
 
 def test_long_rows_are_refused_clearly_and_blocks_bound_memory(monkeypatch):
@@ -65,8 +66,8 @@ def test_long_rows_are_refused_clearly_and_blocks_bound_memory(monkeypatch):
         mr.argsort(mr.zeros((sort_module.MAX_PAIRS // 1000**2 + 1, 1000)))
     monkeypatch.setattr(sort_module, "BLOCK_PAIRS", 64)  # many blocks: the same answer
     x = np.random.default_rng(3).standard_normal((3, 50)).astype(np.float32)
-    np.testing.assert_array_equal(np.asarray(mr.argsort(mr.array(x))), np.argsort(x, kind="stable"))
-    np.testing.assert_array_equal(np.asarray(mr.compile(mr.sort)(mr.array(x))), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
+    np.testing.assert_array_equal(np.asarray(mr.compile(mr.sort)(A(x))), np.sort(x))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -84,21 +85,21 @@ def test_scans_match_numpy(reverse, inclusive, rng):
         return np.flip(acc, axis) if reverse else acc
     kw = dict(reverse=reverse, inclusive=inclusive)
     for axis in (0, 1):
-        np.testing.assert_allclose(np.asarray(mr.cumprod(mr.array(x), axis, **kw)), ref(np.multiply, x, 1, axis),
+        np.testing.assert_allclose(np.asarray(mr.cumprod(A(x), axis, **kw)), ref(np.multiply, x, 1, axis),
                                    rtol=1e-5)
-        np.testing.assert_array_equal(np.asarray(mr.cummax(mr.array(x), axis, **kw)), ref(np.maximum, x, -np.inf, axis))
-        np.testing.assert_array_equal(np.asarray(mr.cummin(mr.array(x), axis, **kw)), ref(np.minimum, x, np.inf, axis))
-        np.testing.assert_allclose(np.asarray(mr.logcumsumexp(mr.array(x), axis, **kw)),
+        np.testing.assert_array_equal(np.asarray(mr.cummax(A(x), axis, **kw)), ref(np.maximum, x, -np.inf, axis))
+        np.testing.assert_array_equal(np.asarray(mr.cummin(A(x), axis, **kw)), ref(np.minimum, x, np.inf, axis))
+        np.testing.assert_allclose(np.asarray(mr.logcumsumexp(A(x), axis, **kw)),
                                    ref(np.logaddexp, x, -np.inf, axis), rtol=1e-5)
-    np.testing.assert_array_equal(np.asarray(mr.cummax(mr.array([3, 1, 4], mr.int32))), [3, 3, 4])
-    np.testing.assert_array_equal(np.asarray(mr.array(x).cumprod(1)), np.cumprod(x, 1).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(mr.cummax(A([3, 1, 4], mr.int32))), [3, 3, 4])
+    np.testing.assert_array_equal(np.asarray(A(x).cumprod(1)), np.cumprod(x, 1).astype(np.float32))
 
 
 def test_scan_gradients():
-    g = mr.grad(lambda v: mr.cumprod(v).sum())(mr.array([1.0, 2.0, 0.0, 3.0]))
+    g = mr.grad(lambda v: mr.cumprod(v).sum())(A([1.0, 2.0, 0.0, 3.0]))
     np.testing.assert_array_equal(np.asarray(g), [3, 1, 8, 0])  # a zero handled exactly
     x = np.array([0.5, -1.0, 2.0, 0.3])
-    g = np.asarray(mr.grad(lambda v: mr.logcumsumexp(v).sum())(mr.array(x)))
+    g = np.asarray(mr.grad(lambda v: mr.logcumsumexp(v).sum())(A(x)))
     eps = 1e-6
     f = lambda v: np.logaddexp.accumulate(v).sum()  # noqa: E731
     fd = [(f(x + eps * np.eye(4)[k]) - f(x - eps * np.eye(4)[k])) / (2 * eps) for k in range(4)]
@@ -107,5 +108,5 @@ def test_scan_gradients():
 
 def test_complex_sorts_by_real_then_imaginary_part():
     z = np.array([1 + 2j, 1 - 1j, 0 + 5j, 1 + 2j, -1 + 0j], np.complex64)
-    np.testing.assert_array_equal(np.array(mr.sort(mr.array(z))), np.sort(z))
-    np.testing.assert_array_equal(np.array(mr.argsort(mr.array(z))), np.argsort(z, kind="stable"))
+    np.testing.assert_array_equal(np.array(mr.sort(A(z))), np.sort(z))
+    np.testing.assert_array_equal(np.array(mr.argsort(A(z))), np.argsort(z, kind="stable"))
