@@ -65,7 +65,18 @@ class printoptions:
         return False
 
 
+def _general(v) -> str:
+    """C++'s default float format, as MLX prints: 6 significant digits, no trailing zeros
+    (1.0 -> '1', 1.123456789 -> '1.12346')."""
+    return f"{float(v):g}"
+
+
 def array2string_kwargs() -> dict:
-    """numpy `array2string` arguments for the current options (C++'s fixed notation, as MLX)."""
+    """numpy `array2string` arguments for the current options: C++'s default format (as
+    MLX) or, with a precision set, fixed notation; rows longer than 6 are summarised with
+    3 items at each end, as MLX does."""
     p = _OPTIONS.precision
-    return {} if p < 0 else {"precision": p, "floatmode": "fixed", "suppress_small": True}
+    common = {"threshold": 6, "edgeitems": 3}
+    if p < 0:
+        return {**common, "formatter": {"float_kind": _general, "int": str, "bool": str}}
+    return {**common, "precision": p, "floatmode": "fixed", "suppress_small": True}

@@ -434,3 +434,11 @@ def test_view_and_depends_on_the_gpu():
             np.testing.assert_array_equal(np.asarray(mr.view(mr.array(x), getattr(mr, d))), x.view(d))
         np.testing.assert_array_equal(np.asarray(mr.view(mr.array(b), mr.uint32)), b.view(np.uint32))
         np.testing.assert_array_equal(np.asarray(mr.depends(mr.array(x) + 1, mr.array(b) * 2)), x + 1)
+
+
+def test_default_repr_is_mlx_format():
+    assert repr(mr.array(1.0)) == "array(1, dtype=float32)"
+    assert repr(mr.array([1.123456789])) == "array([1.12346], dtype=float32)"
+    assert repr(mr.array([1] * 7)) == "array([1, 1, 1, ..., 1, 1, 1], dtype=int32)"
+    assert repr(mr.array([[1, 2]] * 6)).count("\n") == 5 and "..." not in repr(mr.array([[1, 2]] * 6))
+    assert repr(mr.array([True, False])) == "array([True, False], dtype=bool)"
