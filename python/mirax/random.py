@@ -99,7 +99,7 @@ def _as(x, d) -> Array:
 
 
 def _float_dtype(dtype, op):
-    d = dt.to_dtype(dtype)
+    d = dt.float32 if dtype is None else dt.to_dtype(dtype)  # None: the default (MLX)
     if d.kind != "f":
         raise MiraxError(f"random.{op}: dtype must be a float type, got {d.name}{where_text()}")
     return d
@@ -133,7 +133,7 @@ def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
     """Normal samples: sqrt(2) * erfinv(u), u uniform in (-1, 1) (as JAX and MLX).
     complex64: real and imaginary parts each erfinv(u) (variance 1/2 each, 1 in all)."""
     lo = float(np.nextafter(np.float32(-1), np.float32(0)))
-    if dt.to_dtype(dtype) is dt.complex64:
+    if dtype is not None and dt.to_dtype(dtype) is dt.complex64:
         parts = _ops.erfinv(uniform(lo, 1.0, _shape(shape) + (2,), dt.float32, key))
         z = _ops.take(parts, 0, axis=-1) + _ops.take(parts, 1, axis=-1) * 1j
         if not (isinstance(scale, (int, float)) and scale == 1):
@@ -157,7 +157,7 @@ def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
 
         mr.random.laplace((1000,), scale=2.0)
     """
-    d = dt.to_dtype(dtype)
+    d = dt.float32 if dtype is None else dt.to_dtype(dtype)
     if d.kind != "f":
         raise ValueError(f"[laplace] Only real floating point types are supported, got {d.name}{where_text()}")
     lo = float(np.nextafter(np.float32(-1), np.float32(0)))
@@ -202,16 +202,23 @@ def multivariate_normal(mean, cov, shape=(), dtype=dt.float32, key=None) -> Arra
 
 
 def bernoulli(p=0.5, shape=None, key=None) -> Array:
-    """bool samples, True with probability `p` (shape: p's shape when None)."""
+    """bool samples, True with probability `p` (shape: p's shape when None). `p` must be
+    floating point and broadcast to `shape` (MLX's ValueErrors otherwise)."""
+    if isinstance(p, (bool, int)) or (isinstance(p, Array) and p.dtype.kind not in "f"):
+        raise ValueError(f"[bernoulli] bernoulli probability `p` must be a float type{where_text()}")
     p = p if isinstance(p, Array) else array(p, dt.float32)
     shape = p.shape if shape is None else _shape(shape)
+    if broadcast_shapes(p.shape, shape, op="random.bernoulli") != shape:
+        raise ValueError(f"[bernoulli] shape {shape} is not compatible with p's shape {p.shape}{where_text()}")
     return uniform(shape=shape, key=key) < p
 
 
 def randint(low, high, shape=(), dtype=dt.int32, key=None) -> Array:
     """Integers uniform in [low, high), JAX's method: two 32-bit words reduced mod the
     span without float rounding (bias below 2**-32 * span)."""
-    d = dt.to_dtype(dtype)
+    d = dt.int32 if dtype is None else dt.to_dtype(dtype)
+    if d is dt.bool_:  # bools draw from [low, high) as integers (MLX)
+        return randint(low, high, shape, dt.int32, key).astype(dt.bool_)
     if d.kind not in "iu":
         raise MiraxError(f"random.randint: dtype must be an integer type, got {d.name}{where_text()}")
     lo, hi = _as(low, d), _as(high, d)
@@ -279,7 +286,8 @@ def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None) -> Ar
     a, b = _ops.erf(lo / s2), _ops.erf(hi / s2)
     u = uniform(a, b, shape, cd, key)
     z = _ops.erfinv(u) * s2
-    return _ops.clip(z, lo, hi).astype(d)
+    z = _ops.minimum(_ops.maximum(z, lo), hi)
+    return _ops.where(lo > hi, lo, z).astype(d)  # an empty interval gives its lower end (MLX)
 
 
 def permutation(x, axis=0, key=None) -> Array:

@@ -598,3 +598,17 @@ def test_vmap_in_axes_are_tree_prefixes():
         mr.vmap(mr.exp)("hello")
     with pytest.raises(ValueError):
         mr.vmap(mr.exp, in_axes="hello")(mr.array([0.0, 1.0]))
+
+
+def test_random_dtype_none_bool_randint_bernoulli_checks_truncated_normal_empty_interval():
+    k = mr.random.key(3)
+    assert mr.random.uniform(dtype=None).dtype == mr.float32 and mr.random.normal(dtype=None).dtype == mr.float32
+    assert mr.random.randint(0, 3, dtype=None).dtype == mr.int32
+    b = mr.random.randint(0, 2, [500], dtype=mr.bool_, key=k)
+    assert b.dtype == mr.bool_ and sorted(set(np.array(b).tolist())) == [False, True]
+    assert not bool(mr.any(mr.random.randint(0, 1, [100], dtype=mr.bool_, key=k)))
+    with pytest.raises(ValueError):
+        mr.random.bernoulli(0, [2])  # p must be a float
+    with pytest.raises(ValueError):
+        mr.random.bernoulli(mr.full((4, 3), 0.5), [2])  # shapes do not broadcast to [2]
+    assert bool(mr.all(mr.random.truncated_normal(2.0, -2.0, key=k) == 2.0))
