@@ -134,7 +134,14 @@ def _combine(kind, b, x, acc, d: dt.Dtype):
         wins = b.op(f"arith.cmpf {cmp}, {xr}, {ar} : {f}")
         tie = b.op(f"arith.andi {b.op(f'arith.cmpf oeq, {xr}, {ar} : {f}')}, "
                    f"{b.op(f'arith.cmpf {cmp}, {xi}, {ai} : {f}')} : i1")
-        return b.op(f"arith.select {b.op(f'arith.ori {wins}, {tie} : i1')}, {x}, {acc} : {d.mlir}")
+        take = b.op(f"arith.ori {wins}, {tie} : i1")
+        # NaN propagates (as numpy): a NaN in x wins, a NaN already kept stays
+        xnan = b.op(f"arith.cmpf uno, {xr}, {xi} : {f}")
+        anan = b.op(f"arith.cmpf uno, {ar}, {ai} : {f}")
+        true = b.const(1, "i1")
+        take = b.op(f"arith.ori {take}, {xnan} : i1")
+        take = b.op(f"arith.andi {take}, {b.op(f'arith.xori {anan}, {true} : i1')} : i1")
+        return b.op(f"arith.select {take}, {x}, {acc} : {d.mlir}")
     if d.kind == "c":
         op = {"sum": "add", "prod": "mul"}[kind]
         return b.op(f"complex.{op} {x}, {acc} : {d.mlir}")

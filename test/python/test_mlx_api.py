@@ -612,3 +612,11 @@ def test_random_dtype_none_bool_randint_bernoulli_checks_truncated_normal_empty_
     with pytest.raises(ValueError):
         mr.random.bernoulli(mr.full((4, 3), 0.5), [2])  # shapes do not broadcast to [2]
     assert bool(mr.all(mr.random.truncated_normal(2.0, -2.0, key=k) == 2.0))
+
+
+def test_complex_max_min_propagate_nan():
+    z = np.array([[1 + 1j, 2 + 0j], [complex(0, np.nan), 1j]], np.complex64)
+    for fn, ref in ((mr.max, np.max), (mr.min, np.min)):
+        got, want = np.array(fn(mr.array(z), axis=1)), ref(z, axis=1)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        assert got[0] == want[0]
