@@ -322,9 +322,12 @@ class Array:
 
     def __format__(self, spec):
         """`f"{x:.2f}"`: a one-element array formats as its value (as MLX)."""
-        if spec and self.size == 1:
-            return format(self.item(), spec)
-        return format(repr(self), spec)
+        if not spec:
+            return repr(self)
+        if self.size != 1:
+            raise TypeError(f"unsupported format string {spec!r} for an array of shape {self.shape}: only "
+                            f"one-element arrays format as numbers")
+        return format(self.item(), spec)
 
     def __reduce__(self):
         """Pickling stores the value (bfloat16 as its bits)."""
@@ -358,6 +361,7 @@ class Array:
         from .printing import array2string_kwargs
         a = self._numpy()
         body = np.array2string(a, separator=", ", prefix="array(", **array2string_kwargs())
+        body = body.replace(",\n\n", ",\n")  # MLX puts no blank line between blocks
         return f"array({body}, dtype={self.dtype.name})"
 
     def __iter__(self):
@@ -397,6 +401,9 @@ def _from_python(obj, dtype=None) -> Array:
     if isinstance(obj, Array):
         return obj if dtype is None or dt.to_dtype(dtype) is obj.dtype else obj.astype(dtype)
     d = dt.to_dtype(dtype) if dtype is not None else None
+    if isinstance(obj, (bytes, bytearray, memoryview)):  # a buffer: its bytes, as MLX
+        return Array._leaf(np.frombuffer(bytes(obj), np.uint8).copy(), dt.uint8).astype(d) if d else \
+            Array._leaf(np.frombuffer(bytes(obj), np.uint8).copy(), dt.uint8)
     if isinstance(obj, (bool, float, complex)) and d is None:  # ints: by value, below
         d = dt.to_dtype(type(obj))
     if isinstance(obj, (list, tuple)) and any(isinstance(x, Array) for x in _flat(obj)):

@@ -71,6 +71,11 @@ def _general(v) -> str:
     return f"{float(v):g}"
 
 
+def _general_complex(v) -> str:
+    """1+1j, 1-1j: MLX's complex format."""
+    return f"{v.real:g}{v.imag:+g}j"
+
+
 def array2string_kwargs() -> dict:
     """numpy `array2string` arguments for the current options: C++'s default format (as
     MLX) or, with a precision set, fixed notation; rows longer than 6 are summarised with
@@ -78,5 +83,6 @@ def array2string_kwargs() -> dict:
     p = _OPTIONS.precision
     common = {"threshold": 6, "edgeitems": 3}
     if p < 0:
-        return {**common, "formatter": {"float_kind": _general, "int": str, "bool": str}}
+        return {**common, "formatter": {"float_kind": _general, "complex_kind": _general_complex, "int": str,
+                                        "bool": str}}
     return {**common, "precision": p, "floatmode": "fixed", "suppress_small": True}

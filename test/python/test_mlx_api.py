@@ -620,3 +620,21 @@ def test_complex_max_min_propagate_nan():
         got, want = np.array(fn(mr.array(z), axis=1)), ref(z, axis=1)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         assert got[0] == want[0]
+
+
+def test_array_format_buffers_inplace_dtype_and_scalar_masks():
+    assert f"{mr.array(0.35487):.1f}" == "0.4" and f"{mr.array([1, 2])}" == "array([1, 2], dtype=int32)"
+    with pytest.raises(TypeError):
+        f"{mr.array([1.0, 2.0]):.2f}"
+    x = mr.array(b"Hi")
+    assert x.dtype == mr.uint8 and np.array(x).tolist() == [72, 105]
+    a = mr.array([1])
+    with pytest.raises(ValueError):  # in place, an int array stays int (MLX)
+        a /= 1
+    a = mr.array([1.0, 2.0, 3.0])
+    a[True] = 5.0
+    assert np.array(a).tolist() == [5.0, 5.0, 5.0]
+    a[mr.array(False)] = 1.0
+    assert np.array(a).tolist() == [5.0, 5.0, 5.0]
+    assert repr(mr.array([1 + 1j, 1 - 1j])) == "array([1+1j, 1-1j], dtype=complex64)"
+    assert repr(mr.ones((2, 2, 2), mr.int32)).count("\n\n") == 0

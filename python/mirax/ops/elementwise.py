@@ -342,7 +342,11 @@ def _inplace(name):
     before keep its old value (see array.rebind)."""
     def op(self, other):
         from ..array import rebind
-        rebind(self, getattr(Array, name)(self, other))
+        new = getattr(Array, name)(self, other)
+        if new.dtype is not self.dtype:  # MLX: an in-place op keeps the array's type
+            raise ValueError(f"in-place {name.strip('_')} would change the array's dtype from {self.dtype.name} "
+                             f"to {new.dtype.name}; write x = x {name.strip('_')} y instead{where_text()}")
+        rebind(self, new)
         return self
     return op
 

@@ -299,6 +299,8 @@ def _setitem(self, key, value):
 
 def _bool_mask(key):
     """The boolean mask `key` is (an array, numpy array or list of bools), else None."""
+    if isinstance(key, (bool, np.bool_)):
+        return array(bool(key))
     if isinstance(key, Array):
         return key if key.dtype.kind == "b" else None
     if isinstance(key, (list, np.ndarray)):
