@@ -180,8 +180,13 @@ class MiraxShard(MiraxPass):
         pm.add("cse")
 
     def run(self, module):
-        annotate(module, int(self.opts["grid"]), self.opts["in-shardings"], self.opts["out-shardings"],
-                 str(self.opts["function"]))
+        try:
+            annotate(module, int(self.opts["grid"]), self.opts["in-shardings"], self.opts["out-shardings"],
+                     str(self.opts["function"]))
+        except PassError:
+            raise
+        except (MiraxError, ValueError) as err:  # bad options or input: a diagnostic, not a crash
+            raise PassError(module, str(err)) from None
 
 
 # ---- mirax-shard-to-mpi ----------------------------------------------------------------------
