@@ -93,6 +93,8 @@ def main():
         return allreduce_worker()
     if args.worker == "step":
         return step_worker()
+    from _host import describe
+    print(describe(), flush=True)
     launch(args.nproc, "allreduce")
     launch(1, "step")
     launch(args.nproc, "step")
