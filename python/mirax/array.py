@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import abc
 import os
 import sys
 import threading
@@ -365,11 +366,56 @@ class Array:
         return f"array({body}, dtype={self.dtype.name})"
 
     def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
+        return ArrayIterator(self)
 
     __hash__ = object.__hash__
+
+
+class ArrayIterator:
+    """`iter(x)` (MLX's `ArrayIterator`): `x[0]`, `x[1]`, ... along the first axis."""
+
+    __slots__ = ("_a", "_i")
+
+    def __init__(self, a):
+        if not a.shape:
+            raise TypeError("iteration over a 0-d array")
+        self._a, self._i = a, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._i >= self._a.shape[0]:
+            raise StopIteration
+        self._i += 1
+        return self._a[self._i - 1]
+
+
+class ArrayLike(metaclass=abc.ABCMeta):  # ABCMeta: for __subclasshook__
+    """MLX's `ArrayLike`: any object with an `__mlx_array__` method returning an array,
+    which `mr.array` and the ops accept in place of one. `ArrayLike(obj)` wraps such an
+    object, and `isinstance(obj, mr.ArrayLike)` is true for every one:
+
+        class Box:
+            def __mlx_array__(self): return mr.array([1, 2])
+        mr.array(Box()) + 1    # array([2, 3])
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj, /):
+        self.obj = obj
+
+    def __mlx_array__(self):
+        out = self.obj if isinstance(self.obj, Array) else self.obj.__mlx_array__()
+        if not isinstance(out, Array):
+            raise TypeError(f"__mlx_array__ of {type(self.obj).__name__} returned a {type(out).__name__}, "
+                            f"not an array")
+        return out
+
+    @classmethod
+    def __subclasshook__(cls, other):
+        return True if callable(getattr(other, "__mlx_array__", None)) else NotImplemented
 
 
 def _host(data, aval):
@@ -400,6 +446,8 @@ def _on(dev, data, aval):
 def _from_python(obj, dtype=None) -> Array:
     if isinstance(obj, Array):
         return obj if dtype is None or dt.to_dtype(dtype) is obj.dtype else obj.astype(dtype)
+    if hasattr(type(obj), "__mlx_array__"):  # MLX's ArrayLike protocol
+        return _from_python(ArrayLike.__mlx_array__(ArrayLike(obj)), dtype)
     d = dt.to_dtype(dtype) if dtype is not None else None
     if isinstance(obj, (bytes, bytearray, memoryview)):  # a buffer: its bytes, as MLX
         return Array._leaf(np.frombuffer(bytes(obj), np.uint8).copy(), dt.uint8).astype(d) if d else \

@@ -282,6 +282,85 @@ def precompiled_cuda_kernel(*, name, compiled_source, inputs, output_shapes, out
     raise RuntimeError(f"[cuda_kernel] No CUDA back-end: mirax cannot run precompiled CUDA code (kernel {name!r}).")
 
 
+def cross_entropy(logits, targets, *, stream=None) -> Array:
+    """logsumexp(logits, -1) - logits[..., targets], float32, shaped as `targets` (integer
+    class indices in [0, logits.shape[-1])); reduced in the logits' dtype, as MLX's CPU:
+
+        mr.fast.cross_entropy(mr.array([[0.0, 0.0]]), mr.array([1]))   # [log 2]
+    """
+    with _on(stream):
+        logits, targets = asarray(logits), asarray(targets)
+        if logits.ndim == 0:
+            raise _err("cross_entropy", "logits must have at least 1 dimension but got input with 0 dimensions.")
+        if logits.dtype.kind != "f":
+            raise _err("cross_entropy", f"Received unsupported logits type {logits.dtype.name}.")
+        if targets.dtype.kind not in "iu":
+            raise _err("cross_entropy", f"targets must be integer class indices but got {targets.dtype.name}.")
+        if targets.shape != logits.shape[:-1]:
+            raise _err("cross_entropy", f"targets shape {targets.shape} does not match logits shape "
+                                        f"{logits.shape} with the last axis removed.")
+        picked = ops.take_along_axis(logits, ops.expand_dims(targets, -1), axis=-1)[..., 0]
+        return (ops.logsumexp(logits, axis=-1) - picked).astype(dt.float32)
+
+
+def gated_delta_update(q, k, v, gamma, beta, initial_state=None, mask=None, stream=None):
+    """The gated delta rule over T steps (Qwen3-Next's linear attention), as MLX's fallback:
+    per step S <- gamma S; S <- S + k (beta (v - S k))^T; y = S q, for q, k (B, T, Hk, Dk),
+    v (B, T, Hv, Dv), gamma and beta (B, T, Hv), the state S (B, Hv, Dv, Dk) in float32
+    (zeros unless `initial_state`), Hv a multiple of Hk (q, k repeat over the heads).
+    A step where `mask` (B, T) is False keeps the state and outputs 0. Returns
+    [y (B, T, Hv, Dv), the final state]:
+
+        y, state = mr.fast.gated_delta_update(q, k, v, gamma, beta)
+    """
+    op = "gated_delta_update"
+    with _on(stream):
+        q, k, v, gamma, beta = (asarray(a) for a in (q, k, v, gamma, beta))
+        if q.ndim != 4 or k.shape != q.shape:
+            raise _err(op, f"q and k must have the same shape (B, T, Hk, Dk) but got {q.shape} and {k.shape}.")
+        B, T, Hk, Dk = q.shape
+        if v.ndim != 4 or v.shape[:2] != (B, T) or v.shape[2] % max(Hk, 1):
+            raise _err(op, f"v must have shape (B, T, Hv, Dv) with Hv a multiple of Hk = {Hk} but got {v.shape}.")
+        Hv, Dv = v.shape[2:]
+        for name, a in (("gamma", gamma), ("beta", beta)):
+            if a.shape != (B, T, Hv):
+                raise _err(op, f"{name} must have shape {(B, T, Hv)} but got {a.shape}.")
+        if mask is not None:
+            mask = asarray(mask)
+            if mask.shape != (B, T) or mask.dtype is not dt.bool_:
+                raise _err(op, f"mask must be a bool array of shape {(B, T)} but got {mask.dtype.name} {mask.shape}.")
+        out_dtype = result_type(q, k, v)
+        f32 = dt.float32
+        if Hv != Hk:
+            q, k = ops.repeat(q, Hv // Hk, axis=2), ops.repeat(k, Hv // Hk, axis=2)
+        q, k, v, gamma, beta = (a.astype(f32) for a in (q, k, v, gamma, beta))
+        if initial_state is None:
+            state = ops.zeros((B, Hv, Dv, Dk), f32)
+        else:
+            state = asarray(initial_state)
+            if state.shape != (B, Hv, Dv, Dk):
+                raise _err(op, f"initial_state must have shape {(B, Hv, Dv, Dk)} but got {state.shape}.")
+            state = state.astype(f32)
+        ys = []
+        for t in range(T):
+            kt = ops.expand_dims(k[:, t], 2)                               # (B, Hv, 1, Dk)
+            new = state * gamma[:, t, :, None, None]
+            delta = (v[:, t] - ops.sum(new * kt, axis=-1)) * beta[:, t, :, None]   # (B, Hv, Dv)
+            new = new + kt * ops.expand_dims(delta, -1)
+            y = ops.sum(new * ops.expand_dims(q[:, t], 2), axis=-1)          # (B, Hv, Dv)
+            if mask is not None:
+                keep = mask[:, t, None, None]
+                new = ops.where(ops.expand_dims(keep, -1), new, state)
+                y = ops.where(keep, y, 0.0)
+            state = new
+            ys.append(y)
+        y = ops.stack(ys, axis=1) if ys else ops.zeros((B, 0, Hv, Dv), f32)
+        return [y.astype(out_dtype), state]
+
+
+__all__ += ["cross_entropy", "gated_delta_update"]
+
+
 def _on(stream):
     from . import device
     import contextlib

@@ -503,6 +503,111 @@ def rfftfreq(n, d=1.0):
     return _ops.arange(0, n // 2 + 1, dtype=dt.float32) * array(np.float32(1.0 / (n * d)))
 
 
+# ---- short-time transforms -----------------------------------------------------------------
+
+_PAD_MODES = ("reflect", "constant", "edge")
+
+
+def _stft_window(window, win_length, n_fft, op):
+    """The window, zero padded on both sides to n_fft (a box of win_length ones if None)."""
+    if window is None:
+        if win_length > n_fft:
+            raise ValueError(f"[{op}] window length must not exceed n_fft.")
+        w = _ops.ones((win_length,), dtype=dt.float32)
+    else:
+        w = _arr(window)
+        if w.ndim != 1:
+            raise ValueError(f"[{op}] window must be a one-dimensional array.")
+        if w.shape[0] > n_fft:
+            raise ValueError(f"[{op}] window length must not exceed n_fft.")
+    left = (n_fft - w.shape[0]) // 2
+    return _ops.pad(w, [(left, n_fft - w.shape[0] - left)]) if w.shape[0] < n_fft else w
+
+
+def _stft_args(n_fft, hop_length, win_length, norm, op):
+    if n_fft <= 0:
+        raise ValueError(f"[{op}] n_fft must be positive.")
+    hop = n_fft // 4 if hop_length is None else hop_length
+    if hop <= 0:
+        raise ValueError(f"[{op}] hop_length must be positive.")
+    if norm not in _NORMS:
+        raise ValueError(f"[{op}] Invalid norm. Expected one of {{'backward', 'ortho', 'forward'}}.")
+    return hop, n_fft if win_length is None else win_length
+
+
+def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+         norm="backward", onesided=None):
+    """Short-time Fourier transform of the last axis: frames of `n_fft` samples every
+    `hop_length` (default n_fft // 4), times `window` (default a box of `win_length`
+    ones, centered in n_fft), each transformed; complex64 of shape (..., n_freq, n_frames).
+
+        mr.fft.stft(signal, n_fft=256, window=mr.hanning(256))   # (129, frames)
+
+    `center` pads n_fft // 2 samples at both ends with `pad_mode` ("reflect", "constant",
+    "edge"); `onesided` (default: for real input) keeps the n_fft // 2 + 1 non-negative
+    frequencies (of the real part, as MLX)."""
+    x = _arr(x)
+    if x.ndim == 0:
+        raise ValueError("[stft] Input must have at least one dimension.")
+    hop, win_length = _stft_args(n_fft, hop_length, win_length, norm, "stft")
+    if pad_mode not in _PAD_MODES:
+        raise ValueError(f"[stft] Invalid pad_mode {pad_mode!r}: expected one of {', '.join(_PAD_MODES)}.")
+    w = _stft_window(window, win_length, n_fft, "stft")
+    if onesided is None:
+        onesided = x.dtype.kind != "c"
+    if center:
+        half = n_fft // 2
+        x = _ops.pad(x, [(0, 0)] * (x.ndim - 1) + [(half, half)], mode=pad_mode)
+    if x.shape[-1] < n_fft:
+        raise ValueError("[stft] Input is too short for the given n_fft.")
+    n_frames = 1 + (x.shape[-1] - n_fft) // hop
+    idx = np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :]
+    frames = _ops.take(x, array(idx.astype(np.int32)), axis=-1) * w   # (..., n_frames, n_fft)
+    spec = rfft(frames, axis=-1, norm=norm) if onesided else fft(frames, axis=-1, norm=norm)
+    return _ops.swapaxes(spec, -1, -2)
+
+
+def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None, center=True, norm="backward",
+          onesided=None, length=None):
+    """The inverse of `stft`: each frame's inverse transform times the window, added
+    where it overlaps the others and divided by the sum of the squared windows there (0
+    where no window reaches); float32 of shape (..., samples).
+
+        y = mr.fft.istft(mr.fft.stft(x, 16), length=x.shape[-1])   # x again
+
+    `n_fft` defaults to 2 * (n_freq - 1) when `onesided` (the default), else n_freq;
+    `length` trims or zero pads the result."""
+    spec = _arr(stft_matrix)
+    if spec.ndim < 2:
+        raise ValueError("[istft] Input must have at least two dimensions (freq, frames).")
+    if onesided is None:
+        onesided = True
+    n_freq, n_frames = spec.shape[-2], spec.shape[-1]
+    if n_fft is None:
+        n_fft = 2 * (n_freq - 1) if onesided else n_freq
+    hop, win_length = _stft_args(n_fft, hop_length, win_length, norm, "istft")
+    w = _stft_window(window, win_length, n_fft, "istft")
+    w = _ops.real(w) if w.dtype.kind == "c" else _ops.astype(w, dt.float32)
+    f = _ops.swapaxes(spec, -1, -2)   # (..., n_frames, n_freq)
+    frames = irfft(f, n=n_fft, axis=-1, norm=norm) if onesided else _ops.real(ifft(f, n=n_fft, axis=-1, norm=norm))
+    total = n_fft + hop * (n_frames - 1)
+    idx = array((np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :]).astype(np.int32))
+    y = _ops.scatter_add(_ops.zeros(frames.shape[:-2] + (total,), dt.float32), idx, frames * w, axis=-1)
+    envelope = _ops.scatter_add(_ops.zeros((total,), dt.float32), idx, _ops.broadcast_to(w * w, idx.shape), axis=0)
+    y = y / _ops.where(envelope > 1e-11, envelope, 1.0)   # no window reaches: y is 0 there already
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        length = max(int(length), 0)
+        y = y[..., start:start + length]
+        if y.shape[-1] < length:
+            y = _ops.pad(y, [(0, 0)] * (y.ndim - 1) + [(0, length - y.shape[-1])])
+        return y
+    return y[..., start:total - start] if center else y
+
+
+__all__ += ["stft", "istft"]
+
+
 for _name in __all__:
     globals()[_name] = _ops._with_stream(globals()[_name])
 del _name

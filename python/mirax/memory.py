@@ -79,17 +79,42 @@ def set_memory_limit(limit: int) -> int:
     """Set the memory limit; returns the previous one (default: the machine's RAM, as
     MLX's default is its recommended working set). Above it, mirax stops keeping freed
     buffers for reuse, which is what it has to give back."""
-    import os
     from .runtime import buffers
     if limit < 0:
         raise ValueError(f"set_memory_limit: the limit must be >= 0, got {limit}")
-    old = _limits["memory"]
-    if old is None:
-        old = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    old = get_memory_limit()
     _limits["memory"] = int(limit)
     if buffers.active_bytes() + buffers.pooled_bytes() > limit:
         buffers.clear()
     return old
+
+
+def get_memory_limit() -> int:
+    """The memory limit in bytes: the last `set_memory_limit`, else the machine's RAM."""
+    import os
+    if _limits["memory"] is None:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return _limits["memory"]
+
+
+def get_array_buffer_size(*args) -> int:
+    """Bytes of the buffers behind the arrays in `args` (arrays or trees of them; other
+    leaves are ignored), each buffer counted once at its allocated size:
+    `mr.get_array_buffer_size(a, {"w": [b]})`. The arrays must be evaluated."""
+    import numpy as np
+    from .array import Array
+    from .tree import tree_leaves
+    seen = {}
+    for leaf in tree_leaves(list(args)):
+        if not isinstance(leaf, Array):
+            continue
+        data = leaf._data
+        if data is None:
+            raise ValueError("[get_array_buffer_size] Arrays must be evaluated before querying buffer size.")
+        while isinstance(data, np.ndarray) and isinstance(data.base, np.ndarray):
+            data = data.base  # a view (reshape, a pooled buffer's slice): its owner is the buffer
+        seen[id(data)] = int(getattr(data, "nbytes", 0))
+    return sum(seen.values())
 
 
 def set_wired_limit(limit: int) -> int:

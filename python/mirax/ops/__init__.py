@@ -33,9 +33,12 @@ def _with_stream(fn):
 def _add_stream_keyword(namespace, module_prefix):
     """Give every public function of `namespace` defined under `module_prefix` `stream=`."""
     import inspect
+    wrapped = {}  # one wrapper per function, so that aliases (`pow = power`) stay the same object
     for _name, _fn in list(namespace.items()):
         if not _name.startswith("_") and inspect.isfunction(_fn) and _fn.__module__.startswith(module_prefix):
-            namespace[_name] = _with_stream(_fn)
+            if id(_fn) not in wrapped:
+                wrapped[id(_fn)] = _with_stream(_fn)
+            namespace[_name] = wrapped[id(_fn)]
 
 
 _add_stream_keyword(globals(), "mirax.ops.")

@@ -507,8 +507,11 @@ def _highest(d):
     return math.inf if d.kind in "fc" else (True if d.kind == "b" else int(np.iinfo(d.storage).max))
 
 
-def cumprod(a, axis=None, *, reverse=False, inclusive=True):
-    """Running product along `axis` (the flattened array when None)."""
+def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
+    """Running product along `axis` (the flattened array when None); `dtype` casts the
+    input first (`mr.cumprod(x, dtype=mr.int64)`)."""
+    if dtype is not None:
+        a = ew.astype(_arr(a), dtype)
     return _scan("cumprod", a, axis, reverse, inclusive, lambda v, ax: red.prod(v, axis=ax), lambda d: 1)
 
 
@@ -569,7 +572,8 @@ def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
                  lambda v, ax: red.logsumexp(v, axis=ax), lambda d: -math.inf)
 
 
-__all__ += ["cumprod", "cummax", "cummin", "logcumsumexp"]
+cumulative_prod = cumprod  # MLX's array-API alias
+__all__ += ["cumprod", "cummax", "cummin", "logcumsumexp", "cumulative_prod"]
 Array.cumprod = lambda self, axis=None, *, reverse=False, inclusive=True: cumprod(self, axis, reverse=reverse,
                                                                                   inclusive=inclusive)
 Array.cummax = lambda self, axis=None, *, reverse=False, inclusive=True: cummax(self, axis, reverse=reverse,

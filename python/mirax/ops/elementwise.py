@@ -26,7 +26,7 @@ __all__ = _UNARY + ["negative", "round", "logical_not", "astype", "stop_gradient
                     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
                     "arctan2", "where", "floor_divide", "isnan", "isinf", "clip", "array_equal", "allclose",
                     "isclose", "conj", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_invert", "left_shift",
-                    "right_shift"]
+                    "right_shift", "atan2", "bitwise_left_shift", "bitwise_right_shift", "pow"]
 
 
 def _arr(x) -> Array:
@@ -140,6 +140,7 @@ maximum = _binary("maximum")
 minimum = _binary("minimum")
 remainder = _binary("remainder")
 arctan2 = _binary("arctan2", float_only=True)
+atan2 = arctan2  # MLX's array-API alias
 equal = _binary("equal")
 not_equal = _binary("not_equal")
 less = _binary("less")
@@ -159,6 +160,9 @@ def power(a, b):
         x, y = astype(x, dt.int64), astype(y, dt.int64)
         return astype(apply("power", [x, y]), d)
     return apply("power", [x, y])
+
+
+pow = power  # MLX's array-API alias (shadows the builtin only in this module, which never calls it)
 
 
 def floor_divide(a, b):
@@ -229,6 +233,7 @@ bitwise_or = _binary("bitwise_or", integer_only=True)
 bitwise_xor = _binary("bitwise_xor", integer_only=True)
 left_shift = _binary("left_shift", integer_only=True)
 right_shift = _binary("right_shift", integer_only=True)
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift  # MLX's array-API aliases
 
 
 def bitwise_invert(a):

@@ -16,7 +16,7 @@ import numpy as np
 from ..dialect.core import MiraxError, broadcast_shapes, normalize_axis
 from ..array import Array, apply, array, where_text
 
-__all__ = ["take", "take_along_axis", "scatter_add"]
+__all__ = ["take", "take_along_axis", "scatter_add", "ArrayAt"]
 
 
 def _arr(x):
@@ -342,7 +342,9 @@ def _masked_scatter(a, mask, value):
     return reshape(out, a.shape)
 
 
-class _AtIndexer:
+class ArrayAt:
+    """`x.at` (MLX's `ArrayAt`): updates at indices, returned as a new array;
+    `x.at[idx].add(v)` accumulates over repeated indices, where `x[idx] += v` does not."""
     __slots__ = ("_a",)
 
     def __init__(self, a):
@@ -357,8 +359,9 @@ class _AtIndexer:
         raise AttributeError(name)
 
 
-class _AtUpdate:
-    __slots__ = ("_a", "_key")
+class _AtUpdate(ArrayAt):
+    # `x.at[idx]`: an ArrayAt with its index, as in MLX (indexing it again replaces it)
+    __slots__ = ("_key",)
 
     def __init__(self, a, key):
         self._a, self._key = a, key
@@ -447,7 +450,7 @@ class _AtUpdate:
 
 Array.__getitem__ = _getitem
 Array.__setitem__ = _setitem
-Array.at = property(lambda self: _AtIndexer(self))
+Array.at = property(lambda self: ArrayAt(self))
 Array.take = lambda self, indices, axis=None: take(self, indices, axis)
 
 

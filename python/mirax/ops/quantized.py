@@ -272,3 +272,103 @@ def gather_qmm(x, w, scales, biases=None, lhs_indices=None, rhs_indices=None, tr
         if idx is not None and _arr(idx).dtype.kind not in "iu":
             raise _err("gather_qmm", f"{name} must be an integer array, got {_arr(idx).dtype.name}.")
     return gather_mm(x, w_hat, lhs_indices, rhs_indices, sorted_indices=sorted_indices)
+
+
+# ---- quantized x quantized: qqmm, gather_qqmm --------------------------------------------------
+
+def _check_qq(op, x, w, scales, mode, global_scale_x, global_scale_w):
+    """MLX's checks of qqmm's operands (both are floating, or w is packed with scales)."""
+    if mode not in _MODES:
+        raise _err(op, f"Invalid quantization mode '{mode}'.")
+    if w.dtype is dt.uint32:
+        if scales is None:
+            raise _err(op, "Scales must be provided if second argument is quantized.")
+    elif w.dtype.kind != "f" or w.dtype is dt.float64:
+        raise _err(op, f"Only real floating types except float64 are supported but second argument dtype == "
+                       f"{w.dtype.name}.")
+    if x.dtype.kind != "f" or x.dtype is dt.float64:
+        raise _err(op, f"Only real floating types except float64 are supported but first argument dtype == "
+                       f"{x.dtype.name}.")
+    for gs in (global_scale_x, global_scale_w):
+        if gs is not None and mode != "nvfp4":
+            raise _err(op, "Global scale is only supported for 'nvfp4' quantization mode.")
+    if mode == "nvfp4" and (global_scale_x is None) != (global_scale_w is None):
+        raise _err(op, "For nvfp4 mode, either both global_scale_x and global_scale_w must be provided, "
+                       "or neither.")
+    if w.dtype is not dt.uint32 and (x.ndim == 0 or x.shape[-1] != w.shape[-1]):
+        raise _err(op, f"Last dimension of first input with shape {x.shape} must match last dimension of "
+                       f"second input with shape {w.shape}.")
+
+
+def _round_trip(a, scales, group_size, bits, mode, global_scale, dtype):
+    """`a` as its quantized form reads back: dequantize(quantize(a)), or dequantize(a,
+    scales) when `a` is already packed."""
+    if a.dtype is dt.uint32:
+        biases = None
+    else:
+        a, scales, *rest = quantize(a, group_size, bits, mode, global_scale=global_scale)
+        biases = rest[0] if rest else None
+    return dequantize(a, scales, biases, group_size, bits, mode, global_scale=global_scale, dtype=dtype)
+
+
+def qqmm(x, w, scales=None, group_size=None, bits=None, mode="nvfp4", global_scale_x=None, global_scale_w=None):
+    """x @ w.T with both operands quantized (`mx.qqmm`): x is quantized on the fly, and so
+    is w unless it comes packed (uint32) with its `scales`; each is read back from its
+    quantized form and the product is taken in x's dtype. x may be 1-D or batched; w is 2-D.
+
+        y = mr.qqmm(x, w, mode="affine", group_size=32, bits=8)   # ~ x @ w.T
+
+    The modes are `quantize`'s, so those mirax cannot quantize yet raise its error."""
+    x, w = _arr(x), _arr(w)
+    scales = None if scales is None else _arr(scales)
+    gx = None if global_scale_x is None else _arr(global_scale_x)
+    gw = None if global_scale_w is None else _arr(global_scale_w)
+    if x.ndim > 2 and w.ndim == 2:
+        lead, x = x.shape[:-1], sh.reshape(x, (-1, x.shape[-1]))
+    else:
+        lead, x = (None, sh.reshape(x, (1, -1))) if x.ndim == 1 else (x.shape[:-1], x)
+    if x.ndim > 2 or w.ndim > 2:
+        raise _err("qqmm", f"Only 2D inputs are supported but x.ndim == {x.ndim} and w.ndim == {w.ndim}.")
+    _check_qq("qqmm", x, w, scales, mode, gx, gw)
+    group_size, bits = _params("qqmm", mode, group_size, bits)
+    out = matmul(_round_trip(x, None, group_size, bits, mode, gx, x.dtype),
+                 sh.swapaxes(_round_trip(w, scales, group_size, bits, mode, gw, x.dtype), -1, -2))
+    return sh.reshape(out, (out.shape[-1],) if lead is None else lead + (out.shape[-1],))
+
+
+def gather_qqmm(x, w, /, scales=None, lhs_indices=None, rhs_indices=None, group_size=None, bits=None,
+                mode="nvfp4", global_scale_x=None, global_scale_w=None, *, sorted_indices=False):
+    """`gather_mm` of the quantized x and w (`mx.gather_qqmm`): out[i] =
+    X[lhs_indices[i]] @ W[rhs_indices[i]].T, both read back from their quantized forms,
+    the indices flat over the batch dims of x and of w (all of them when None).
+
+        y = mr.gather_qqmm(x, w, rhs_indices=mr.array([1, 0]), mode="affine", group_size=32, bits=8)
+    """
+    x, w = _arr(x), _arr(w)
+    scales = None if scales is None else _arr(scales)
+    gx = None if global_scale_x is None else _arr(global_scale_x)
+    gw = None if global_scale_w is None else _arr(global_scale_w)
+    if x.ndim < 2 or w.ndim < 2:
+        raise _err("gather_qqmm", f"x and w must have at least 2 dimensions but x.ndim == {x.ndim} and "
+                                  f"w.ndim == {w.ndim}.")
+    _check_qq("gather_qqmm", x, w, scales, mode, gx, gw)
+    for name, idx in (("lhs_indices", lhs_indices), ("rhs_indices", rhs_indices)):
+        if idx is not None and _arr(idx).dtype.kind not in "iu":
+            raise _err("gather_qqmm", f"{name} must be an integer array, got {_arr(idx).dtype.name}.")
+    group_size, bits = _params("gather_qqmm", mode, group_size, bits)
+    x_hat = _round_trip(x, None, group_size, bits, mode, gx, x.dtype)
+    w_hat = _round_trip(w, scales, group_size, bits, mode, gw, x.dtype)
+    if lhs_indices is None:
+        lhs_indices = sh.reshape(_arange_batch(x), x.shape[:-2])
+    if rhs_indices is None:
+        rhs_indices = sh.reshape(_arange_batch(w), w.shape[:-2])
+    return gather_mm(x_hat, sh.swapaxes(w_hat, -1, -2), lhs_indices, rhs_indices, sorted_indices=sorted_indices)
+
+
+def _arange_batch(a):
+    """0, 1, ... over the batch (all but the last two) dims of `a`: every matrix in order."""
+    from .creation import arange
+    return arange(int(np.prod(a.shape[:-2], dtype=np.int64)), dtype=dt.uint32)
+
+
+__all__ += ["qqmm", "gather_qqmm"]

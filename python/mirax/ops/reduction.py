@@ -96,6 +96,12 @@ def min(a, axis=None, keepdims=False) -> Array:
     return _reduce("min", a, axis, keepdims)
 
 
+def minmax(a, axis=None, keepdims=False) -> tuple:
+    """(min, max) over `axis`, as `mx.minmax`: `mr.minmax(mr.array([3, -1, 2]))` is
+    (array(-1), array(3))."""
+    return min(a, axis, keepdims), max(a, axis, keepdims)
+
+
 def _arg(name, a, axis, keepdims):
     a = _arr(a)
     if axis is None:
@@ -212,9 +218,12 @@ def any(a, axis=None, keepdims=False) -> Array:
     return ew.greater(sum(ones, axes, keepdims), 0)
 
 
-def cumsum(a, axis=None, *, reverse=False, inclusive=True) -> Array:
-    """Running sum along `axis` (the flattened array when None), as `mx.cumsum`."""
+def cumsum(a, axis=None, *, reverse=False, inclusive=True, dtype=None) -> Array:
+    """Running sum along `axis` (the flattened array when None), as `mx.cumsum`; `dtype`
+    casts the input first (`mr.cumsum(mr.array([1, 2], mr.int8), dtype=mr.float32)`)."""
     a = _arr(a)
+    if dtype is not None:
+        a = ew.astype(a, dtype)
     if a.dtype is dt.bool_:
         a = ew.astype(a, dt.int32)
     if axis is None:
@@ -254,3 +263,6 @@ def _cumsum_method(self, axis=None, *, reverse=False, inclusive=True):
 
 
 Array.cumsum = _cumsum_method
+
+cumulative_sum = cumsum  # MLX's array-API alias
+__all__ += ["minmax", "cumulative_sum"]

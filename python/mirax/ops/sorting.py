@@ -26,7 +26,7 @@ from . import shape as sh
 from .creation import arange
 from .indexing import take_along_axis
 
-__all__ = ["argsort", "sort", "partition", "argpartition", "topk", "median"]
+__all__ = ["argsort", "sort", "partition", "argpartition", "topk", "median", "unique"]
 
 MAX_ROW = 16384
 MAX_PAIRS = 2**31     # pairs compared in one call, all rows together
@@ -181,6 +181,56 @@ def median(a, axis=None, keepdims=False):
     if keepdims:
         mid = sh.reshape(mid, tuple(1 if d in axes else a.shape[d] for d in range(a.ndim)))
     return mid
+
+
+def unique(a, /, size, return_index=False, return_inverse=False, return_counts=False, fill_value=None):
+    """The sorted unique elements of the flattened `a`, `size` of them (MLX's static-size
+    unique): fewer unique elements pad with `fill_value` (default: the smallest unique
+    element), count 0 and index that of the first; more keep the `size` smallest.
+
+        mr.unique(mr.array([2, 1, 2, 3, 1]), 4, return_counts=True, fill_value=0)
+        # (array([1, 2, 3, 0]), array([2, 2, 1, 0]))
+
+    Optional results, in this order: the flat index of each element's first occurrence
+    (uint32), the inverse (the slot of each element of `a`, clamped to the last one when
+    truncated; uint32, shaped as `a`) and the counts (int32). Each NaN is its own element,
+    as NaN != NaN."""
+    from .creation import full, zeros
+    from .indexing import take
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+        raise TypeError(f"unique: size must be an int, got {type(size).__name__}{where_text()}")
+    if size < 0:
+        raise ValueError(f"[unique] Received negative size {size}.{where_text()}")
+    a = _arr(a)
+    flat = sh.reshape(a, (-1,))
+    n, size = flat.shape[0], int(size)
+    if fill_value is not None:
+        fv = _arr(fill_value)
+        if fv.size != 1:
+            raise ValueError(f"[unique] Fill value must have one element, but got shape {fv.shape}.{where_text()}")
+        fill_value = ew.astype(sh.reshape(fv, ()), a.dtype)
+    elif n == 0 and size > 0:
+        raise ValueError(f"[unique] A fill value is required for an empty input with a non-zero size.{where_text()}")
+    if n == 0 or size == 0:  # nothing to scatter into or from
+        values = full((size,), fill_value, dtype=a.dtype) if size else flat[:0]
+        results = [values, zeros((size,), dt.uint32), zeros(a.shape, dt.uint32), zeros((size,), dt.int32)]
+    else:
+        perm = ew.astype(argsort(flat, axis=0), dt.int32)
+        s = take(flat, perm)
+        # an element starts a new group when it differs from the one before (NaN always does)
+        is_new = sh.concatenate([ew.astype(array([True]), dt.bool_), ew.not_equal(s[1:], s[:-1])])
+        group = red.cumsum(ew.astype(is_new, dt.int32)) - 1
+        slot = ew.where(is_new, group, size)  # scatters drop positions past the end
+        first = s[0] if fill_value is None else fill_value
+        values = full((size,), first, dtype=a.dtype).at[slot].set(s)
+        index = full((size,), perm[0], dtype=dt.int32).at[slot].set(perm)  # stable: perm[start] comes first
+        counts = zeros((size,), dt.int32).at[group].add(1)
+        clamped = ew.clip(group, 0, max(size - 1, 0))
+        inverse = zeros((n,), dt.int32).at[perm].set(clamped)
+        results = [values, ew.astype(index, dt.uint32), ew.astype(sh.reshape(inverse, a.shape), dt.uint32), counts]
+    wanted = [True, return_index, return_inverse, return_counts]
+    picked = [r for r, want in zip(results, wanted) if want]
+    return picked[0] if len(picked) == 1 else tuple(picked)
 
 
 def _nan_if_any(mid, sorted_rows, axis):
