@@ -451,9 +451,8 @@ def _remainder(b, x, y, d):
 
 def _ipow(b, x, y, d):
     """x ** y for integers by binary exponentiation, unrolled over the exponent's bits
-    (math.ipowi has no lowering to LLVM or SPIR-V without outlining a function). As C
-    and math.ipowi: wrapping products; a negative exponent gives 1/x**|y| truncated
-    (1 for x = 1, +-1 for x = -1, else 0)."""
+    (math.ipowi has no lowering to LLVM or SPIR-V without outlining a function):
+    wrapping products; a negative exponent gives 0, as MLX."""
     t = d.signless
     one = b.const(1, t)
     zero = b.const(0, t)
@@ -466,13 +465,7 @@ def _ipow(b, x, y, d):
     if d.kind == "u":
         return acc
     neg = b.op(f"arith.cmpi slt, {y}, {zero} : {t}")
-    is_one = b.op(f"arith.cmpi eq, {x}, {one} : {t}")
-    minus = b.const(-1, t)
-    is_m1 = b.op(f"arith.cmpi eq, {x}, {minus} : {t}")
-    odd_y = b.op(f"arith.cmpi ne, {b.op(f'arith.andi {y}, {one} : {t}')}, {zero} : {t}")
-    m1 = b.op(f"arith.select {odd_y}, {minus}, {one} : {t}")
-    inv = b.op(f"arith.select {is_one}, {one}, {b.op(f'arith.select {is_m1}, {m1}, {zero} : {t}')} : {t}")
-    return b.op(f"arith.select {neg}, {inv}, {acc} : {t}")
+    return b.op(f"arith.select {neg}, {zero}, {acc} : {t}")
 
 
 def _powf(b, x, y, d):

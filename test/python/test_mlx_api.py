@@ -638,3 +638,12 @@ def test_array_format_buffers_inplace_dtype_and_scalar_masks():
     assert np.array(a).tolist() == [5.0, 5.0, 5.0]
     assert repr(mr.array([1 + 1j, 1 - 1j])) == "array([1+1j, 1-1j], dtype=complex64)"
     assert repr(mr.ones((2, 2, 2), mr.int32)).count("\n\n") == 0
+
+
+def test_integer_power_negative_exponent_complex_median_nan_softmax_0d():
+    for d in (mr.int8, mr.int16, mr.int32, mr.int64):
+        got = mr.power(mr.array([2, -2, 1, 3], d), mr.array([-1, -3, -9, 2], d))
+        assert np.array(got).tolist() == [0, 0, 0, 9]  # MLX: a negative exponent gives 0
+    assert bool(mr.isnan(mr.median(mr.array([1 + 0j, complex(np.nan, 0), 0j]))))
+    with pytest.raises(ValueError):
+        mr.softmax(mr.array(1.0), axis=-1)

@@ -190,6 +190,8 @@ def logsumexp(a, axis=None, keepdims=False) -> Array:
 def softmax(a, axis=None, precise=False) -> Array:
     """exp(a) / sum(exp(a)) over `axis` (all axes when None), as `mx.softmax`."""
     a = _inexact(_arr(a))
+    if a.ndim == 0 and axis is not None:  # MLX: a 0-d array has no axis to normalise over
+        raise MiraxError(f"softmax: axis {axis} is out of bounds for an array of 0 dimensions{where_text()}")
     axes = _axes(a, axis, "softmax")
     if not axes:
         return ew.exp(ew.subtract(a, a))  # over no axes every element is its own softmax: 1

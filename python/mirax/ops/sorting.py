@@ -15,6 +15,8 @@ valid partition for every `kth`.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..array import Array, array, where_text
@@ -196,7 +198,6 @@ def unique(a, /, size, return_index=False, return_inverse=False, return_counts=F
     truncated; uint32, shaped as `a`) and the counts (int32). Each NaN is its own element,
     as NaN != NaN."""
     from .creation import full, zeros
-    from .indexing import take
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
         raise TypeError(f"unique: size must be an int, got {type(size).__name__}{where_text()}")
     if size < 0:
@@ -215,31 +216,49 @@ def unique(a, /, size, return_index=False, return_inverse=False, return_counts=F
         values = full((size,), fill_value, dtype=a.dtype) if size else flat[:0]
         results = [values, zeros((size,), dt.uint32), zeros(a.shape, dt.uint32), zeros((size,), dt.int32)]
     else:
-        perm = ew.astype(argsort(flat, axis=0), dt.int32)
-        s = take(flat, perm)
-        # an element starts a new group when it differs from the one before (NaN always does)
-        is_new = sh.concatenate([ew.astype(array([True]), dt.bool_), ew.not_equal(s[1:], s[:-1])])
-        group = red.cumsum(ew.astype(is_new, dt.int32)) - 1
-        slot = ew.where(is_new, group, size)  # scatters drop positions past the end
-        first = s[0] if fill_value is None else fill_value
-        values = full((size,), first, dtype=a.dtype).at[slot].set(s)
-        index = full((size,), perm[0], dtype=dt.int32).at[slot].set(perm)  # stable: perm[start] comes first
-        counts = zeros((size,), dt.int32).at[group].add(1)
-        clamped = ew.clip(group, 0, max(size - 1, 0))
-        inverse = zeros((n,), dt.int32).at[perm].set(clamped)
-        results = [values, ew.astype(index, dt.uint32), ew.astype(sh.reshape(inverse, a.shape), dt.uint32), counts]
+        key = (size, fill_value is not None)
+        body = _UNIQUE.get(key)
+        if body is None:  # eagerly one fused kernel per size and shape, not one per op
+            from ..compile import compile
+            body = _UNIQUE[key] = compile(functools.partial(_unique_body, *key))
+        values, index, inverse, counts = body(flat, *([] if fill_value is None else [fill_value]))
+        results = [values, index, sh.reshape(inverse, a.shape), counts]
     wanted = [True, return_index, return_inverse, return_counts]
     picked = [r for r, want in zip(results, wanted) if want]
     return picked[0] if len(picked) == 1 else tuple(picked)
 
 
+_UNIQUE: dict = {}
+
+
+def _unique_body(size, has_fill, flat, fill=None):
+    """unique's values, first indices, inverse (flat) and counts of a non-empty 1-D `flat`
+    (padded with `fill`, else the smallest element)."""
+    from .creation import full, zeros
+    from .indexing import take
+    n = flat.shape[0]
+    perm = ew.astype(argsort(flat, axis=0), dt.int32)
+    s = take(flat, perm)
+    # an element starts a new group when it differs from the one before (NaN always does)
+    is_new = sh.concatenate([ew.astype(array([True]), dt.bool_), ew.not_equal(s[1:], s[:-1])])
+    group = red.cumsum(ew.astype(is_new, dt.int32)) - 1
+    slot = ew.where(is_new, group, size)  # scatters drop positions past the end
+    values = sh.broadcast_to(fill if has_fill else s[0], (size,)).at[slot].set(s)
+    index = full((size,), perm[0], dtype=dt.int32).at[slot].set(perm)  # stable: perm[start] comes first
+    counts = zeros((size,), dt.int32).at[group].add(1)
+    inverse = zeros((n,), dt.int32).at[perm].set(ew.clip(group, 0, max(size - 1, 0)))
+    return values, ew.astype(index, dt.uint32), ew.astype(inverse, dt.uint32), counts
+
+
 def _nan_if_any(mid, sorted_rows, axis):
     """numpy: a median over values holding a NaN is NaN (the sort puts NaNs last, so the
     middle element alone would not show it)."""
-    if sorted_rows.dtype.kind != "f" or sorted_rows.shape[axis] == 0:
+    if sorted_rows.dtype.kind not in "fc" or sorted_rows.shape[axis] == 0:
         return mid
     last = sorted_rows[..., -1]
-    return ew.where(ew.isnan(last), ew.astype(last, mid.dtype), mid)
+    nan = ew.logical_or(ew.isnan(ew.real(last)), ew.isnan(ew.imag(last))) if last.dtype.kind == "c" \
+        else ew.isnan(last)
+    return ew.where(nan, ew.astype(last, mid.dtype), mid)
 
 
 def _mean_dtype(a):
