@@ -647,3 +647,15 @@ def test_integer_power_negative_exponent_complex_median_nan_softmax_0d():
     assert bool(mr.isnan(mr.median(mr.array([1 + 0j, complex(np.nan, 0), 0j]))))
     with pytest.raises(ValueError):
         mr.softmax(mr.array(1.0), axis=-1)
+
+
+def test_complex_matmul_and_its_gradient():
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((2, 3, 4)) + 1j * rng.standard_normal((2, 3, 4))).astype(np.complex64)
+    b = (rng.standard_normal((4, 5)) + 1j * rng.standard_normal((4, 5))).astype(np.complex64)
+    np.testing.assert_allclose(np.array(mr.array(a) @ mr.array(b)), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(mr.matmul(mr.array(a[0, 0]), mr.array(b))), a[0, 0] @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(mr.array(a[0]) @ mr.array(b.real)), a[0] @ b.real, rtol=1e-5, atol=1e-5)
+    # d/da sum(real(a @ b)) = conj of the row sums of b^T, as the holomorphic rule gives
+    g = np.array(mr.grad(lambda x: mr.real(x @ mr.array(b)).sum())(mr.array(a)))
+    np.testing.assert_allclose(g, np.broadcast_to(np.conj(b.sum(axis=1)), a.shape), rtol=1e-5, atol=1e-5)

@@ -35,8 +35,12 @@ def matmul(a, b) -> Array:
     d = dt.promote(a.dtype, b.dtype)
     if d.kind == "b":
         raise _err(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
-    if d.kind == "c":
-        raise _err(f"matmul: complex operands are not supported (shapes {a.shape} and {b.shape})")
+    if d.kind == "c":  # four real products: (ar br - ai bi) + i (ar bi + ai br)
+        ar, ai = ew.real(ew.astype(a, d)), ew.imag(ew.astype(a, d))
+        br, bi = ew.real(ew.astype(b, d)), ew.imag(ew.astype(b, d))
+        re = matmul(ar, br) - matmul(ai, bi)
+        im = matmul(ar, bi) + matmul(ai, br)
+        return ew.add(ew.astype(re, d), ew.multiply(ew.astype(im, d), array(1j, d)))
     a, b = ew.astype(a, d), ew.astype(b, d)
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     shapeless = _shapeless.active()  # sizes inferred (-1) and batch dims broadcast implicitly
