@@ -659,3 +659,12 @@ def test_complex_matmul_and_its_gradient():
     # d/da sum(real(a @ b)) = conj of the row sums of b^T, as the holomorphic rule gives
     g = np.array(mr.grad(lambda x: mr.real(x @ mr.array(b)).sum())(mr.array(a)))
     np.testing.assert_allclose(g, np.broadcast_to(np.conj(b.sum(axis=1)), a.shape), rtol=1e-5, atol=1e-5)
+
+
+def test_linspace_endpoint():
+    for num in (0, 1, 2, 5, 50):
+        np.testing.assert_allclose(np.array(mr.linspace(0, 10, num, endpoint=False)),
+                                   np.linspace(0, 10, num, endpoint=False), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mr.linspace(0, 1, 5)), np.linspace(0, 1, 5), rtol=1e-6)
+    d = mr.linspace(0, 10, 5, False, mr.int64)
+    assert d.dtype == mr.int64 and np.array(d).tolist() == [0, 2, 4, 6, 8]

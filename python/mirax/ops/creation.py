@@ -99,10 +99,15 @@ def arange(start, stop=None, step=None, dtype=None) -> Array:
     return apply_typed("arange", [], Aval((n,), d), start=float(start), step=float(step))
 
 
-def linspace(start, stop, num=50, dtype=dt.float32) -> Array:
+def linspace(start, stop, num=50, endpoint=True, dtype=dt.float32) -> Array:
+    """`num` evenly spaced values from `start` to `stop` (included unless `endpoint=False`,
+    then the step is (stop - start) / num), as numpy and MLX."""
+    if isinstance(endpoint, dt.Dtype):  # linspace(a, b, n, mr.int32): the old positional dtype
+        endpoint, dtype = True, endpoint
     if num < 0:
         raise MiraxError(f"linspace: num must be non-negative, got {num}{where_text()}")
-    step = (stop - start) / (num - 1) if num > 1 else 0.0
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
     return apply_typed("arange", [], Aval((int(num),), dt.to_dtype(dtype)), start=float(start), step=float(step))
 
 
