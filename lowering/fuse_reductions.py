@@ -90,7 +90,8 @@ def _is_row_op(op, rows, inside):
     if op.name == "linalg.fill":
         s = _shape(op.results[0].type)
         return bool(s) and s[0] == rows
-    if _kinds(op)[0] != "parallel":
+    kinds = _kinds(op)
+    if not kinds or kinds[0] != "parallel":  # a 0-d op has no loop to share
         return False
     ext = _extents(op)
     if ext is None or ext[0] != rows:

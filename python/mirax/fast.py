@@ -333,29 +333,51 @@ def gated_delta_update(q, k, v, gamma, beta, initial_state=None, mask=None, stre
         f32 = dt.float32
         if Hv != Hk:
             q, k = ops.repeat(q, Hv // Hk, axis=2), ops.repeat(k, Hv // Hk, axis=2)
-        q, k, v, gamma, beta = (a.astype(f32) for a in (q, k, v, gamma, beta))
         if initial_state is None:
             state = ops.zeros((B, Hv, Dv, Dk), f32)
         else:
             state = asarray(initial_state)
             if state.shape != (B, Hv, Dv, Dk):
                 raise _err(op, f"initial_state must have shape {(B, Hv, Dv, Dk)} but got {state.shape}.")
-            state = state.astype(f32)
-        ys = []
-        for t in range(T):
-            kt = ops.expand_dims(k[:, t], 2)                               # (B, Hv, 1, Dk)
-            new = state * gamma[:, t, :, None, None]
-            delta = (v[:, t] - ops.sum(new * kt, axis=-1)) * beta[:, t, :, None]   # (B, Hv, Dv)
-            new = new + kt * ops.expand_dims(delta, -1)
-            y = ops.sum(new * ops.expand_dims(q[:, t], 2), axis=-1)          # (B, Hv, Dv)
-            if mask is not None:
-                keep = mask[:, t, None, None]
-                new = ops.where(ops.expand_dims(keep, -1), new, state)
-                y = ops.where(keep, y, 0.0)
-            state = new
-            ys.append(y)
-        y = ops.stack(ys, axis=1) if ys else ops.zeros((B, 0, Hv, Dv), f32)
+        if T == 0:
+            return [ops.zeros((B, 0, Hv, Dv), out_dtype), state.astype(f32)]
+        args = [q, k, v, gamma, beta, state] + ([] if mask is None else [mask])
+        y, state = _compiled(_gated_delta_steps, mask is not None)(*args)
         return [y.astype(out_dtype), state]
+
+
+def _gated_delta_steps(masked, q, k, v, gamma, beta, state, mask=None):
+    """The recurrence of gated_delta_update, q and k already repeated to v's heads."""
+    f32 = dt.float32
+    q, k, v, gamma, beta, state = (a.astype(f32) for a in (q, k, v, gamma, beta, state))
+    ys = []
+    for t in range(q.shape[1]):
+        kt = ops.expand_dims(k[:, t], 2)                                         # (B, Hv, 1, Dk)
+        new = state * gamma[:, t, :, None, None]
+        delta = (v[:, t] - ops.sum(new * kt, axis=-1)) * beta[:, t, :, None]    # (B, Hv, Dv)
+        new = new + kt * ops.expand_dims(delta, -1)
+        y = ops.sum(new * ops.expand_dims(q[:, t], 2), axis=-1)                 # (B, Hv, Dv)
+        if masked:
+            keep = mask[:, t, None, None]
+            new = ops.where(ops.expand_dims(keep, -1), new, state)
+            y = ops.where(keep, y, 0.0)
+        state = new
+        ys.append(y)
+    return ops.stack(ys, axis=1), state
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(fn, *params):
+    """`fn` with its leading static `params` bound, compiled once: eagerly one fused kernel
+    per shape instead of one per op (inside a trace it is inlined)."""
+    import functools
+    key = (fn, params)
+    if key not in _COMPILED:
+        from .compile import compile
+        _COMPILED[key] = compile(functools.partial(fn, *params))
+    return _COMPILED[key]
 
 
 __all__ += ["cross_entropy", "gated_delta_update"]

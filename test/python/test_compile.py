@@ -336,3 +336,11 @@ def test_outputs_are_freed_without_the_garbage_collector_and_buffers_recycled():
         assert len(buffers._pool) <= before + 1
     finally:
         gc.enable()
+
+
+def test_row_reductions_beside_0d_ops_compile():
+    """mirax-fuse-reductions met a 0-d generic (a traced scalar) beside a row reduction."""
+    f = mr.compile(lambda x, s: (x.reshape(-1, 1) * s + 1).sum(axis=1) + (s * 2))
+    np.testing.assert_allclose(np.asarray(f(mr.arange(6.0), mr.array(3.0))), np.arange(6.0) * 3 + 1 + 6)
+    g = mr.compile(lambda x, s: mr.softmax(x, axis=-1) * (s + 1) + s * s)
+    np.testing.assert_allclose(np.asarray(g(mr.ones((2, 3)), mr.array(2.0))), np.full((2, 3), 5.0), rtol=1e-6)

@@ -158,7 +158,7 @@ def test_quantize_defaults_and_stream():
     (lambda w: mr.quantize(w[:, :96], 96, 4), "group size 96 is not supported"),
     (lambda w: mr.quantize(w, 64, 7), "number of bits 7 is not supported"),
     (lambda w: mr.quantize(w, mode="int4"), "Invalid quantization mode 'int4'"),
-    (lambda w: mr.quantize(w, mode="mxfp4"), "mode 'mxfp4' is not supported"),
+    (lambda w: mr.quantize(w, 64, mode="mxfp4"), "mxfp4 quantization requires group size 32 but got 64"),
     (lambda w: mr.quantize(w.astype(mr.int32)), "Only real floating types can be quantized"),
     (lambda w: mr.quantize(w[0]), "at least 2 dimensions"),
     (lambda w: mr.quantize(w, global_scale=mr.array(1.0)), "Global scale"),

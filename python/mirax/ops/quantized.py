@@ -1,4 +1,5 @@
-"""MLX's affine quantization, written with other mirax ops (so eager, compile, grad, vmap
+"""MLX's quantization (affine, and the floating-point modes mxfp4, mxfp8 and nvfp4 below),
+written with other mirax ops (so eager, compile, grad, vmap
 and the GPU all work from the ops it is made of). The packed format is MLX's: each row
 of `w` is split into groups of `group_size` elements that share a scale and a bias, and
 every element becomes a `bits`-bit integer laid end to end, lowest bits first, in
@@ -8,6 +9,8 @@ eagerly, quantize and dequantize each run as one compiled kernel.
     w_q, scales, biases = mr.quantize(w, group_size=64, bits=4)   # w: (N, K) float
     w_hat = mr.dequantize(w_q, scales, biases, group_size=64, bits=4)
     y = mr.quantized_matmul(x, w_q, scales, biases)               # x @ w_hat.T
+    w_q, scales = mr.quantize(w, mode="mxfp8")                    # no biases in the fp modes
+    y = mr.qqmm(x, w)                                             # x and w both nvfp4
 """
 from __future__ import annotations
 
@@ -39,13 +42,38 @@ def _err(op, msg):
     return MiraxError(f"[{op}] {msg}{where_text()}")
 
 
+# each mode's default (group_size, bits); the floating-point modes allow only these
+_DEFAULTS = {"affine": (64, 4), "mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}
+
+
 def _params(op, mode, group_size, bits):
     """Check the mode and fill MLX's per-mode defaults of group_size and bits."""
     if mode not in _MODES:
         raise _err(op, f"Invalid quantization mode '{mode}'; valid modes are {', '.join(_MODES)}.")
-    if mode != "affine":
-        raise _err(op, f"mode '{mode}' is not supported by mirax; only 'affine' quantization is.")
-    return (64 if group_size is None else int(group_size)), (4 if bits is None else int(bits))
+    gs, b = _DEFAULTS[mode]
+    return (gs if group_size is None else int(group_size)), (b if bits is None else int(bits))
+
+
+def _check_fp_params(op, mode, group_size, bits):
+    gs, b = _DEFAULTS[mode]
+    if group_size != gs:
+        raise _err(op, f"{mode} quantization requires group size {gs} but got {group_size}.")
+    if bits != b:
+        raise _err(op, f"{mode} quantization requires bits to be {b} but got {bits}.")
+
+
+def _check_global_scale(op, mode, global_scale):
+    if global_scale is None:
+        return None
+    if mode != "nvfp4":
+        raise _err(op, "Global scale is only supported for 'nvfp4' quantization mode.")
+    global_scale = _arr(global_scale)
+    if global_scale.size != 1:
+        raise _err(op, f"Global scale must be a scalar but got shape {global_scale.shape}.")
+    if global_scale.dtype is not dt.float32:
+        raise _err(op, f"Global scale must have dtype float32 but got {global_scale.dtype.name}.")
+    # (1, 1), not (): a 0-d operand trips mirax-fuse-reductions (IndexError in _is_row_op)
+    return sh.reshape(global_scale, (1, 1))
 
 
 def _layout(bits):
@@ -122,8 +150,6 @@ def quantize(w, group_size=None, bits=None, mode="affine", *, global_scale=None)
     """
     group_size, bits = _params("quantize", mode, group_size, bits)
     w = _arr(w)
-    if global_scale is not None:
-        raise _err("quantize", "Global scale is only supported for 'nvfp4' quantization mode.")
     if w.dtype.kind != "f":
         raise _err("quantize", f"Only real floating types can be quantized but w has type {w.dtype.name}.")
     if w.ndim < 2:
@@ -131,6 +157,11 @@ def quantize(w, group_size=None, bits=None, mode="affine", *, global_scale=None)
     if w.shape[-1] % group_size:
         raise _err("quantize", f"The last dimension of the matrix needs to be divisible by the quantization "
                                f"group size {group_size}. However the provided matrix has shape {w.shape}.")
+    global_scale = _check_global_scale("quantize", mode, global_scale)
+    if mode != "affine":
+        _check_fp_params("quantize", mode, group_size, bits)
+        args = (w,) if global_scale is None else (w, global_scale)
+        return tuple(_fused(_fp_quantize, group_size, bits, global_scale is not None)(*args))
     if group_size not in (32, 64, 128):
         raise _err("quantize", f"The requested group size {group_size} is not supported. "
                                "The supported group sizes are 32, 64, and 128.")
@@ -219,11 +250,14 @@ def dequantize(w, scales, biases=None, group_size=None, bits=None, mode="affine"
     group_size, bits = _params("dequantize", mode, group_size, bits)
     w, scales = _arr(w), _arr(scales)
     biases = None if biases is None else _arr(biases)
-    if global_scale is not None:
-        raise _err("dequantize", "Global scale is only supported for 'nvfp4' quantization mode.")
     if dtype is not None and dt.to_dtype(dtype).kind != "f":
         raise _err("dequantize", f"Only real floating types are supported but output dtype == "
                                  f"{dt.to_dtype(dtype).name}.")
+    if mode != "affine":
+        return _fp_dequantize_checked("dequantize", w, scales, biases, group_size, bits, mode, global_scale,
+                                      dt.bfloat16 if dtype is None else dt.to_dtype(dtype))
+    if global_scale is not None:
+        raise _err("dequantize", "Global scale is only supported for 'nvfp4' quantization mode.")
     _check_packed("dequantize", w, scales, biases, group_size, bits)
     out = _fused(_dequantize, group_size, bits, dt.promote(scales.dtype, biases.dtype))(w, scales, biases)
     return out if dtype is None else ew.astype(out, dt.to_dtype(dtype))
@@ -233,6 +267,16 @@ def _prepare_qmm(op, x, w, scales, biases, transpose, group_size, bits, mode):
     group_size, bits = _params(op, mode, group_size, bits)
     x, w, scales = _arr(x), _arr(w), _arr(scales)
     biases = None if biases is None else _arr(biases)
+    if mode != "affine":
+        if x.dtype.kind != "f":
+            raise _err(op, f"Only real floating types are supported but x.dtype == {x.dtype.name}.")
+        w_hat = _fp_dequantize_checked(op, w, scales, biases, group_size, bits, mode, None, x.dtype)
+        inner, outer = (w_hat.shape[-1], w_hat.shape[-2]) if transpose else w_hat.shape[-2:]
+        if x.ndim == 0 or x.shape[-1] != inner:
+            raise _err(op, f"Last dimension of first input with shape (..., {x.shape[-1] if x.ndim else ''}) "
+                           f"does not match the expanded quantized matrix ({inner}, {outer}) computed from shape "
+                           f"{w.shape} with group_size={group_size}, bits={bits} and transpose={transpose}")
+        return x, (sh.swapaxes(w_hat, -1, -2) if transpose else w_hat)
     width = _check_packed(op, w, scales, biases, group_size, bits)
     inner = width if transpose else w.shape[-2]
     outer = w.shape[-2] if transpose else width
@@ -272,6 +316,94 @@ def gather_qmm(x, w, scales, biases=None, lhs_indices=None, rhs_indices=None, tr
         if idx is not None and _arr(idx).dtype.kind not in "iu":
             raise _err("gather_qmm", f"{name} must be an integer array, got {_arr(idx).dtype.name}.")
     return gather_mm(x, w_hat, lhs_indices, rhs_indices, sorted_indices=sorted_indices)
+
+
+# ---- the floating-point modes: mxfp4, mxfp8 (e8m0 scales) and nvfp4 (e4m3 scales) -------------
+# MLX's reference formats: mxfp4 and nvfp4 store each element as an fp4 e2m1 nibble (the
+# 16 values of _FP4, eight to a uint32 word, lowest first), mxfp8 as an fp8 e4m3 byte;
+# a group's scale is a power of two stored as its biased exponent (e8m0) for mx*, an e4m3
+# byte for nvfp4 (times 448 * 6 / global_scale when a global scale is given).
+
+_FP4 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _fp_quantize(group_size, bits, has_global, w, global_scale=None):
+    from .bits import to_fp8, from_fp8, view
+    shape = w.shape
+    wq = sh.reshape(w, (-1, group_size))
+    scales = red.max(ew.abs(wq), axis=-1, keepdims=True) / ew.astype(array(6.0 if bits == 4 else 448.0), w.dtype)
+    if group_size == 16:  # nvfp4: e4m3 scales
+        encode = (array(np.float32(448.0 * 6.0)) / global_scale) if has_global else array(np.float32(1.0))
+        scales = to_fp8(scales * encode)
+        wq = wq / from_fp8(scales, w.dtype) * encode
+    else:  # e8m0: the exponent, rounded up (the group's largest element fits)
+        exponent = ew.where(scales == 0, 0, _ceil_log2(scales))
+        wq = wq / ew.power(ew.astype(array(2.0), w.dtype), ew.astype(exponent, w.dtype))
+        scales = ew.astype(exponent + 127, dt.uint8)
+    if bits == 4:
+        lut = ew.astype(array(np.array(_FP4, np.float32)), w.dtype)
+        code = ew.astype(red.argmin(ew.abs(sh.expand_dims(wq, -1) - lut), axis=-1), dt.uint32)  # nearest, first on ties
+        code = sh.reshape(code, (-1, 8))
+        wq = red.sum(ew.left_shift(code, _u32(np.arange(0, 32, 4))), axis=-1)
+    else:
+        wq = view(to_fp8(wq), dt.uint32)
+    return sh.reshape(wq, shape[:-1] + (-1,)), sh.reshape(scales, shape[:-1] + (-1,))
+
+
+def _ceil_log2(x):
+    """ceil(log2(x)) of positive floats, exactly (int32), read from the float32 bits: the
+    exponent, plus one unless the mantissa is 0 (log2's polynomial is off by ulps at
+    powers of two, which ceil would turn into a whole step)."""
+    from .bits import view
+    x = ew.astype(x, dt.float32)
+    tiny = x < np.float32(2.0 ** -126)   # subnormal: scaled into the normal range first
+    x = ew.where(tiny, x * np.float32(2.0 ** 64), x)
+    bits = view(x, dt.uint32)
+    exponent = ew.astype(ew.right_shift(bits, _u32(23)), dt.int32) - 127
+    inexact = ew.astype(ew.bitwise_and(bits, _u32(0x7FFFFF)) != 0, dt.int32)
+    return exponent + inexact - ew.where(tiny, 64, 0)
+
+
+def _fp_dequantize(group_size, bits, dtype, has_global, w, scales, global_scale=None):
+    from .bits import from_fp8, view
+    shape = w.shape[:-1] + (-1,)
+    if bits == 4:
+        byte = view(w, dt.uint8)
+        lo = ew.bitwise_and(byte, array(np.uint8(0x0F)))
+        hi = ew.right_shift(byte, array(np.uint8(4)))
+        code = sh.reshape(sh.stack([lo, hi], axis=-1), byte.shape[:-1] + (-1,))
+        out = take(ew.astype(array(np.array(_FP4, np.float32)), dtype), ew.astype(code, dt.int32))
+    else:
+        out = from_fp8(view(w, dt.uint8), dtype)
+    out = sh.reshape(out, (-1, group_size))
+    scales = sh.reshape(scales, (-1, 1))
+    if group_size == 16:
+        scale = from_fp8(scales, dtype)
+        if has_global:
+            scale = scale * (ew.astype(global_scale, dtype) / ew.astype(array(np.float32(448.0 * 6.0)), dtype))
+    else:
+        scale = ew.power(ew.astype(array(2.0), dtype), ew.astype(scales, dtype) - ew.astype(array(127.0), dtype))
+    return sh.reshape(out * scale, shape)
+
+
+def _fp_dequantize_checked(op, w, scales, biases, group_size, bits, mode, global_scale, dtype):
+    """MLX's checks of a floating-point-mode packed matrix; its values in `dtype`."""
+    if scales.dtype is not dt.uint8:
+        raise _err(op, f"Scale type must be uint8 but received type {scales.dtype.name}.")
+    if biases is not None:
+        raise _err(op, f"Biases must be null for quantization mode '{mode}'.")
+    if w.dtype is not dt.uint32:
+        raise _err(op, "The matrix should be given as a uint32")
+    if w.ndim < 2:
+        raise _err(op, f"The matrix to be dequantized must have at least 2 dimension but it has only {w.ndim}.")
+    global_scale = _check_global_scale(op, mode, global_scale)
+    _check_fp_params(op, mode, group_size, bits)
+    if w.ndim != scales.ndim or w.shape[:-1] != scales.shape[:-1] or \
+            w.shape[-1] * 32 // bits != scales.shape[-1] * group_size:
+        raise _err(op, f"Shape of scales does not match the matrix given the quantization parameters. Provided "
+                       f"matrix of shape {w.shape} and scales of shape {scales.shape}.")
+    args = (w, scales) if global_scale is None else (w, scales, global_scale)
+    return _fused(_fp_dequantize, group_size, bits, dt.to_dtype(dtype), global_scale is not None)(*args)
 
 
 # ---- quantized x quantized: qqmm, gather_qqmm --------------------------------------------------
@@ -331,9 +463,23 @@ def qqmm(x, w, scales=None, group_size=None, bits=None, mode="nvfp4", global_sca
         raise _err("qqmm", f"Only 2D inputs are supported but x.ndim == {x.ndim} and w.ndim == {w.ndim}.")
     _check_qq("qqmm", x, w, scales, mode, gx, gw)
     group_size, bits = _params("qqmm", mode, group_size, bits)
-    out = matmul(_round_trip(x, None, group_size, bits, mode, gx, x.dtype),
-                 sh.swapaxes(_round_trip(w, scales, group_size, bits, mode, gw, x.dtype), -1, -2))
+    out = _qq_product(group_size, bits, mode, x, w, scales, gx, gw)
     return sh.reshape(out, (out.shape[-1],) if lead is None else lead + (out.shape[-1],))
+
+
+def _qq_product(group_size, bits, mode, x, w, scales, gx, gw, lhs_indices=None, rhs_indices=None):
+    """x_hat @ w_hat.T (gathered when indices are given), as one compiled function."""
+    optional = [a for a in (scales, gx, gw, lhs_indices, rhs_indices) if a is not None]
+    present = tuple(a is not None for a in (scales, gx, gw, lhs_indices, rhs_indices))
+    return _fused(_qq_core, group_size, bits, mode, present)(x, w, *optional)
+
+
+def _qq_core(group_size, bits, mode, present, x, w, *optional):
+    it = iter(optional)
+    scales, gx, gw, lhs, rhs = (next(it) if p else None for p in present)
+    x_hat = _round_trip(x, None, group_size, bits, mode, gx, x.dtype)
+    w_hat = sh.swapaxes(_round_trip(w, scales, group_size, bits, mode, gw, x.dtype), -1, -2)
+    return matmul(x_hat, w_hat) if lhs is None else gather_mm(x_hat, w_hat, lhs, rhs)
 
 
 def gather_qqmm(x, w, /, scales=None, lhs_indices=None, rhs_indices=None, group_size=None, bits=None,
@@ -356,13 +502,12 @@ def gather_qqmm(x, w, /, scales=None, lhs_indices=None, rhs_indices=None, group_
         if idx is not None and _arr(idx).dtype.kind not in "iu":
             raise _err("gather_qqmm", f"{name} must be an integer array, got {_arr(idx).dtype.name}.")
     group_size, bits = _params("gather_qqmm", mode, group_size, bits)
-    x_hat = _round_trip(x, None, group_size, bits, mode, gx, x.dtype)
-    w_hat = _round_trip(w, scales, group_size, bits, mode, gw, x.dtype)
+    # sorted_indices only lets MLX's kernels go faster: the result does not depend on it
     if lhs_indices is None:
         lhs_indices = sh.reshape(_arange_batch(x), x.shape[:-2])
     if rhs_indices is None:
         rhs_indices = sh.reshape(_arange_batch(w), w.shape[:-2])
-    return gather_mm(x_hat, sh.swapaxes(w_hat, -1, -2), lhs_indices, rhs_indices, sorted_indices=sorted_indices)
+    return _qq_product(group_size, bits, mode, x, w, scales, gx, gw, _arr(lhs_indices), _arr(rhs_indices))
 
 
 def _arange_batch(a):
