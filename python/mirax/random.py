@@ -70,10 +70,20 @@ def seed(s: int) -> None:
     state[0] = key(s)
 
 
+_batch_keys = []  # the per-example keys of the vmaps being traced, innermost last
+
+
 def _next(k):
-    """The key to use: `k`, or a fresh subkey of the global state."""
+    """The key to use: `k`, or a fresh subkey of the global state. Inside `vmap` the
+    global stream is the example's own key (an argument vmap batches), so every example
+    draws different numbers, as MLX's vmap of global-state random does."""
     if k is not None:
         return _as_key(k)
+    if _batch_keys:
+        slot = _batch_keys[-1]
+        slot["used"] = True
+        slot["key"], sub = split(slot["key"])
+        return sub
     state[0], sub = split(state[0])
     return sub
 

@@ -668,3 +668,20 @@ def test_linspace_endpoint():
     np.testing.assert_allclose(np.array(mr.linspace(0, 1, 5)), np.linspace(0, 1, 5), rtol=1e-6)
     d = mr.linspace(0, 10, 5, False, mr.int64)
     assert d.dtype == mr.int64 and np.array(d).tolist() == [0, 2, 4, 6, 8]
+
+
+def test_vmap_of_global_state_random_draws_per_example():
+    mr.random.seed(4)
+    out = np.array(mr.vmap(lambda x: x + mr.random.normal(()))(mr.zeros(8)))
+    assert len(set(out.tolist())) == 8  # each example its own draw (as MLX)
+    nested = np.array(mr.vmap(mr.vmap(lambda x: x + mr.random.uniform()))(mr.zeros((2, 3))))
+    assert len(set(nested.reshape(-1).tolist())) == 6
+    mr.random.seed(4)
+    again = np.array(mr.vmap(lambda x: x + mr.random.normal(()))(mr.zeros(8)))
+    np.testing.assert_array_equal(out, again)  # reproducible from the seed
+    k = mr.random.key(0)  # an explicit key is the same key for every example
+    same = np.array(mr.vmap(lambda x: x + mr.random.normal((), key=k))(mr.zeros(3)))
+    assert len(set(same.tolist())) == 1
+    f = mr.compile(mr.vmap(lambda x: x + mr.random.normal(())), inputs=[mr.random.state], outputs=[mr.random.state])
+    a, b = np.array(f(mr.zeros(3))), np.array(f(mr.zeros(3)))
+    assert len(set(a.tolist())) == 3 and not np.array_equal(a, b)

@@ -351,8 +351,27 @@ def vmap(fun, in_axes=0, out_axes=0):
         # trace fun on one example (placeholders of the unbatched shapes)
         tracer = Tracer("vmap-example")
         examples = [placeholder(a, tracer, i) for i, a in enumerate(example_avals)]
-        t = Traced(fun, tree_unflatten(treedef, examples))
-        t.leaves = leaves
+        # global-state random draws inside `fun` are per example (as MLX): the function gets
+        # one more argument, a key per example, that mirax.random draws from while tracing
+        from .. import random as _random
+        from ..dialect import dtypes as _dt
+        from ..dialect.core import Aval
+        key_ph = placeholder(Aval((2,), _dt.uint32), tracer, len(examples))
+        slot = {"key": None, "used": False}
+
+        def with_key(*a):
+            slot["key"] = a[-1]
+            _random._batch_keys.append(slot)
+            try:
+                return fun(*a[:-1])
+            finally:
+                _random._batch_keys.pop()
+        t = Traced(with_key, list(tree_unflatten(treedef, examples)) + [key_ph])
+        from ..ops import zeros
+        keys = _random.split(_random._next(None), size) if slot["used"] else zeros((size, 2), _dt.uint32)
+        t.leaves = leaves + [keys]
+        ia = list(ia) + [0]
+        leaves = leaves + [keys]
         outs = t.raw_out
         oa = _leaf_axes(out_axes, list(outs) if isinstance(outs, (list, tuple)) else [outs], "out_axes")
         in_axes_all = [None if a is None else a % x.ndim for x, a in zip(leaves, ia)] + [None] * len(t.lifted)
