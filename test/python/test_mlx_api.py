@@ -685,3 +685,9 @@ def test_vmap_of_global_state_random_draws_per_example():
     f = mr.compile(mr.vmap(lambda x: x + mr.random.normal(())), inputs=[mr.random.state], outputs=[mr.random.state])
     a, b = np.array(f(mr.zeros(3))), np.array(f(mr.zeros(3)))
     assert len(set(a.tolist())) == 3 and not np.array_equal(a, b)
+
+
+def test_grad_of_an_integer_argument_is_both_type_and_value_error():
+    for err in (TypeError, ValueError):  # numpy-style TypeError, MLX's ValueError
+        with pytest.raises(err):
+            mr.grad(lambda x: x.astype(mr.float32).sum())(mr.array([1, 2], dtype=mr.uint8))

@@ -131,8 +131,9 @@ def _value_and_grad(fun, argnums, args, scalar_only=False, always_tuple=False):
     for j, a in enumerate(nums):
         for i in t.leaf_range(j):
             if not t.leaves[i].dtype.is_inexact:
-                raise TypeError(f"grad: argument {a} has dtype {t.leaves[i].dtype.name}; only floating-point "
-                                f"(and complex) arrays can be differentiated{where_text()}")
+                raise TransformInputError(f"grad: argument {a} has dtype {t.leaves[i].dtype.name}; only "
+                                          f"floating-point (and complex) arrays can be differentiated"
+                                          f"{where_text()}")
     if 0 in t.out_constants or not t.out_avals or t.out_avals[0].shape != () \
             or not t.out_avals[0].dtype.is_inexact:
         got = (type(t.out_constants[0]).__name__ if 0 in t.out_constants
