@@ -155,12 +155,27 @@ def _uniform(input_dims, shape):
     return mrandom.uniform(low=-scale, high=scale, shape=shape)
 
 
-class AllToShardedLinear(Module):
+class _ShardedLinear(Module):
+    """What the two sharded linear layers share: building one from a `Linear`, each rank
+    keeping its slice of the parameters (`_predicate`: how each is cut)."""
+
+    @classmethod
+    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1,
+                    group: Optional[distributed.Group] = None):
+        group = group or distributed.init()
+        output_dims, input_dims = linear_layer.weight.shape
+        sl = cls(input_dims, output_dims, "bias" in linear_layer, group)
+        sl.update(_shard(linear_layer.parameters(), cls._predicate(segments), group))
+        return sl
+
+
+class AllToShardedLinear(_ShardedLinear):
     """A linear layer of which each rank computes a slice of the outputs: the input is
     the same on every rank, the output is sharded (its gradient summed over the ranks).
 
     >>> layer = nn.AllToShardedLinear(8, 16)   # on 2 ranks: (.., 8) -> (.., 8) each
     """
+    _predicate = staticmethod(_all_to_sharded)
 
     def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
                  group: Optional[distributed.Group] = None):
@@ -183,22 +198,14 @@ class AllToShardedLinear(Module):
             return ops.addmm(self["bias"], x, self["weight"].T)
         return x @ self["weight"].T
 
-    @classmethod
-    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1,
-                    group: Optional[distributed.Group] = None):
-        group = group or distributed.init()
-        output_dims, input_dims = linear_layer.weight.shape
-        sl = cls(input_dims, output_dims, "bias" in linear_layer, group)
-        sl.update(_shard(linear_layer.parameters(), _all_to_sharded(segments), group))
-        return sl
 
-
-class ShardedToAllLinear(Module):
+class ShardedToAllLinear(_ShardedLinear):
     """A linear layer of which each rank holds a slice of the inputs: the partial
     products are summed over the ranks, so every rank gets the whole output.
 
     >>> layer = nn.ShardedToAllLinear(16, 8)   # on 2 ranks: (.., 8) each -> (.., 8)
     """
+    _predicate = staticmethod(_sharded_to_all)
 
     def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
                  group: Optional[distributed.Group] = None):
@@ -220,15 +227,6 @@ class ShardedToAllLinear(Module):
         if "bias" in self:
             x = x + self["bias"]
         return x
-
-    @classmethod
-    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1,
-                    group: Optional[distributed.Group] = None):
-        group = group or distributed.init()
-        output_dims, input_dims = linear_layer.weight.shape
-        sl = cls(input_dims, output_dims, "bias" in linear_layer, group)
-        sl.update(_shard(linear_layer.parameters(), _sharded_to_all(segments), group))
-        return sl
 
 
 class _QuantizedSharded(Module):

@@ -83,22 +83,21 @@ def isfinite(a):
     return ew.logical_not(ew.logical_or(ew.isnan(a), ew.isinf(a)))
 
 
-def isposinf(a):
+def _is_inf(a, value):
     a = _arr(a)
     if a.dtype.kind == "c":  # as MLX: the real part
         a = ew.real(a)
     if a.dtype.kind not in "f":
         return zeros(a.shape, dt.bool_)
-    return ew.equal(a, math.inf)
+    return ew.equal(a, value)
+
+
+def isposinf(a):
+    return _is_inf(a, math.inf)
 
 
 def isneginf(a):
-    a = _arr(a)
-    if a.dtype.kind == "c":  # as MLX: the real part
-        a = ew.real(a)
-    if a.dtype.kind not in "f":
-        return zeros(a.shape, dt.bool_)
-    return ew.equal(a, -math.inf)
+    return _is_inf(a, -math.inf)
 
 
 def nan_to_num(a, nan=0.0, posinf=None, neginf=None):

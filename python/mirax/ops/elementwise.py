@@ -288,39 +288,19 @@ def _ne(self, other):
     return not_equal(self, other) if _operand_ok(other) else True
 
 
-Array.__add__ = _checked(add, "add")
-Array.__radd__ = _checked(_rev(add), "add")
-Array.__sub__ = _checked(subtract, "sub")
-Array.__rsub__ = _checked(_rev(subtract), "sub")
-Array.__mul__ = _checked(multiply, "mul")
-Array.__rmul__ = _checked(_rev(multiply), "mul")
-Array.__truediv__ = _checked(divide, "truediv")
-Array.__rtruediv__ = _checked(_rev(divide), "truediv")
-Array.__floordiv__ = _checked(floor_divide, "floordiv")
-Array.__rfloordiv__ = _checked(_rev(floor_divide), "floordiv")
-Array.__mod__ = _checked(remainder, "mod")
-Array.__rmod__ = _checked(_rev(remainder), "mod")
-Array.__pow__ = _checked(power, "pow")
-Array.__rpow__ = _checked(_rev(power), "pow")
+# binary operators and their reflected forms (`2 - x` calls x.__rsub__)
+for _name, _fn in (("add", add), ("sub", subtract), ("mul", multiply), ("truediv", divide),
+                   ("floordiv", floor_divide), ("mod", remainder), ("pow", power), ("and", bitwise_and),
+                   ("or", bitwise_or), ("xor", bitwise_xor), ("lshift", left_shift), ("rshift", right_shift)):
+    setattr(Array, f"__{_name}__", _checked(_fn, _name))
+    setattr(Array, f"__r{_name}__", _checked(_rev(_fn), _name))
+for _name, _fn in (("lt", less), ("le", less_equal), ("gt", greater), ("ge", greater_equal)):
+    setattr(Array, f"__{_name}__", _checked(_fn, _name))
 Array.__neg__ = negative
 Array.__abs__ = lambda self: globals()["abs"](self)
 Array.__eq__ = _eq
 Array.__ne__ = _ne
-Array.__lt__ = _checked(less, "lt")
-Array.__le__ = _checked(less_equal, "le")
-Array.__gt__ = _checked(greater, "gt")
-Array.__ge__ = _checked(greater_equal, "ge")
 Array.__invert__ = lambda self: bitwise_invert(self)
-Array.__and__ = _checked(bitwise_and, "and")
-Array.__rand__ = _checked(_rev(bitwise_and), "and")
-Array.__or__ = _checked(bitwise_or, "or")
-Array.__ror__ = _checked(_rev(bitwise_or), "or")
-Array.__xor__ = _checked(bitwise_xor, "xor")
-Array.__rxor__ = _checked(_rev(bitwise_xor), "xor")
-Array.__lshift__ = _checked(left_shift, "lshift")
-Array.__rlshift__ = _checked(_rev(left_shift), "lshift")
-Array.__rshift__ = _checked(right_shift, "rshift")
-Array.__rrshift__ = _checked(_rev(right_shift), "rshift")
 Array.__hash__ = object.__hash__
 Array.astype = astype
 Array.real = property(lambda self: real(self))
