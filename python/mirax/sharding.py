@@ -28,6 +28,7 @@ from mlir import ir
 
 from .array import STATE, Array, _host, eval as _eval
 from .dialect.core import Aval, MiraxError
+from .compile import _run as _stage_text  # run passes on a module, return its text
 from .runtime import buffers, mpi
 
 STAGES = ("mirax", "linalg", "sharded", "mpi", "llvm")
@@ -45,15 +46,6 @@ def _specs(spec, count, what):
         if s is not None and (not isinstance(s, int) or isinstance(s, bool) or s < 0):
             raise TypeError(f"compile: {what} entries are an axis (int >= 0) or None, got {s!r}")
     return spec
-
-
-def _stage_text(module, add):
-    from mlir.passmanager import PassManager
-    pm = PassManager("builtin.module", context=module.context)
-    add(pm)
-    with module.context, ir.Location.unknown():
-        pm.run(module.operation)
-    return str(module)
 
 
 class ShardedExecutable:
