@@ -32,6 +32,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import mirax as mr  # noqa: E402
 from mirax.lowering import tuning  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+from _host import describe  # noqa: E402
 from mirax.runtime import cpu  # noqa: E402
 
 try:
@@ -150,6 +152,7 @@ def np_layer_norm(x):
 def main():
     small = "--small" in sys.argv
     shape = (8, 1000, 4096) if small else (32, 1000, 4096)
+    print(describe())
     print(f"threads {tuning.threads()} (OpenMP: {tuning.openmp_library()}), rounds {ROUNDS}, "
           f"scipy {'yes' if sp_erf else 'no'}, jax {'yes' if jax else 'no'}")
     if "--rowwise" not in sys.argv:

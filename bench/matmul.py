@@ -1,7 +1,12 @@
 """matmul GFLOP/s: mirax (optimize_matmuls, two OpenMP threads) vs numpy (BLAS) vs jax.jit.
 
-    .venv/bin/python bench/matmul.py                 # 1024^3 f32
+    .venv/bin/python bench/matmul.py                 # the targets: 1024^3, 4096x4096x1024,
+                                                     # 1000^3, batched 64x256x256 (f32)
     .venv/bin/python bench/matmul.py --shape 1000,1030,999 --rounds 15
+    .venv/bin/python bench/matmul.py --shape 64:256,256,256          # batch:M,N,K
+
+The header names the host and the tiles in force (measured by `python -m mirax.tune` or
+derived from the host's features).
 
 Each contender runs in its own worker process, all three alive at once; rounds
 interleave them (mirax, numpy, jax, mirax, ...) and each round times `--calls` calls, so
@@ -23,16 +28,28 @@ import numpy as np
 
 
 def _inputs(shape, seed=0):
-    m, n, k = shape
+    batch, m, n, k = shape
+    lead = (batch,) if batch else ()
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    return rng.standard_normal(lead + (m, k), dtype=np.float32), rng.standard_normal(lead + (k, n), dtype=np.float32)
+
+
+def parse(text):
+    """'M,N,K' or 'B:M,N,K' -> (B or None, M, N, K)."""
+    batch, _, mnk = text.rpartition(":")
+    m, n, k = (int(x) for x in mnk.replace("x", ",").split(","))
+    return (int(batch) if batch else None), m, n, k
+
+
+def show(shape):
+    batch, m, n, k = shape
+    return (f"{batch}x" if batch else "") + f"{m}x{k} @ " + (f"{batch}x" if batch else "") + f"{k}x{n}"
 
 
 def _mirax_fn(shape):
     """The user's path: `mr.compile(lambda a, b: a @ b)` (trace, mirax-cpu-pipeline with
     lowering/matmul_codegen.py, JIT), called on mirax arrays."""
     import mirax as mr
-    m, n, k = shape
     a, b = _inputs(shape)
     am, bm = mr.array(a), mr.array(b)
     mm = mr.compile(lambda x, y: x @ y)
@@ -48,7 +65,7 @@ def _mirax_fn(shape):
 
 def _numpy_fn(shape):
     a, b = _inputs(shape)
-    c = np.empty((shape[0], shape[1]), np.float32)
+    c = np.matmul(a, b)
     return lambda: np.matmul(a, b, out=c)
 
 
@@ -87,7 +104,8 @@ def start(name, shape):
     if name == "numpy":
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
-    p = subprocess.Popen([sys.executable, __file__, "--worker", name, "--shape", ",".join(map(str, shape))],
+    spec = (f"{shape[0]}:" if shape[0] else "") + ",".join(map(str, shape[1:]))
+    p = subprocess.Popen([sys.executable, __file__, "--worker", name, "--shape", spec],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     msg = json.loads(p.stdout.readline() or '{"unavailable": "worker died"}')
     if "unavailable" in msg:
@@ -98,20 +116,37 @@ def start(name, shape):
     return p
 
 
+TARGET_SHAPES = ["1024,1024,1024", "4096,4096,1024", "1000,1000,1000", "64:256,256,256"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", default="1024,1024,1024", help="M,N,K")
+    ap.add_argument("--shape", action="append", help="M,N,K or B:M,N,K (repeatable; default: the targets)")
     ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--calls", type=int, default=10, help="calls per contender per round")
+    ap.add_argument("--calls", type=int, default=10, help="calls per contender per round (fewer for big shapes)")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between contenders")
     ap.add_argument("--only", default="mirax,numpy,jax")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    shape = tuple(int(x) for x in args.shape.split(","))
     if args.worker:
-        return worker(args.worker, shape)
+        return worker(args.worker, parse(args.shape[0]))
+    sys.path.insert(0, os.path.dirname(__file__))
+    from _host import describe
+    print(describe())
+    summary = []
+    for spec in args.shape or TARGET_SHAPES:
+        shape = parse(spec)
+        summary.append((shape, run_shape(shape, args)))
+    print("\nsummary (target: mirax >= 1.0x numpy on every shape)")
+    for shape, med in summary:
+        r = {ref: med["mirax"] / med[ref] for ref in ("numpy", "jax") if "mirax" in med and ref in med}
+        print(f"  {show(shape):>28}: " + ", ".join(f"{k} {v:.2f}x" for k, v in r.items())
+              + ("" if "numpy" not in r else "   " + ("met" if r["numpy"] >= 1.0 else "MISSED")))
 
-    flop = 2.0 * shape[0] * shape[1] * shape[2]
+
+def run_shape(shape, args):
+    flop = 2.0 * (shape[0] or 1) * shape[1] * shape[2] * shape[3]
+    calls = max(1, min(args.calls, int(0.2 / (flop / 300e9))))  # ~0.2 s a round at 300 GFLOP/s
     load0 = os.getloadavg()[0]
     procs = {n: start(n, shape) for n in args.only.split(",")}
     procs = {n: p for n, p in procs.items() if p is not None}
@@ -119,7 +154,7 @@ def main(argv=None):
     for _ in range(args.rounds):
         for name, p in procs.items():
             time.sleep(args.pause)
-            p.stdin.write(f"{args.calls}\n")
+            p.stdin.write(f"{calls}\n")
             p.stdin.flush()
             rounds[name].append(float(np.median(json.loads(p.stdout.readline()))))
     for p in procs.values():
@@ -128,8 +163,8 @@ def main(argv=None):
 
     gf = {n: flop / np.array(ts) / 1e9 for n, ts in rounds.items()}
     med = {n: float(np.median(g)) for n, g in gf.items()}
-    print(f"matmul {shape[0]}x{shape[2]} @ {shape[2]}x{shape[1]} f32, {args.rounds} interleaved rounds "
-          f"x {args.calls} calls, {os.cpu_count()} cpus, load average {load0:.1f} -> {os.getloadavg()[0]:.1f} "
+    print(f"\nmatmul {show(shape)} f32, {args.rounds} interleaved rounds x {calls} calls, "
+          f"{os.cpu_count()} cpus, load average {load0:.1f} -> {os.getloadavg()[0]:.1f} "
           "(other work on the machine lowers every figure)")
     print(f"{'':8}{'GFLOP/s median':>16}{'min':>9}{'max':>9}{'ms':>9}")
     for n, g in gf.items():
@@ -137,6 +172,7 @@ def main(argv=None):
     for ref in ("numpy", "jax"):
         if "mirax" in med and ref in med:
             print(f"mirax / {ref}: {med['mirax'] / med[ref]:.2f}x")
+    return med
 
 
 if __name__ == "__main__":

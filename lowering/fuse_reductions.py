@@ -193,7 +193,7 @@ def groups(block):
 def row_block(rows, row_elems, threads):
     """Rows per block: the largest divisor of `rows` whose block holds at most the tuning
     table's `block_elements`, leaving at least `threads` blocks."""
-    cfg = tuning.TUNING["row_fusion"]
+    cfg = tuning.table()["row_fusion"]
     cap = max(1, min(cfg["block_elements"] // max(row_elems, 1), rows // max(threads, 1) or 1))
     for r in range(cap, 0, -1):
         if rows % r == 0:
@@ -265,7 +265,7 @@ class MiraxFuseReductions(MiraxPass):
 
     def run(self, module: ir.Operation):
         threads = int(self.opts["threads"]) or tuning.threads()
-        cfg = tuning.TUNING["row_fusion"]
+        cfg = tuning.table()["row_fusion"]
         min_el = int(self.opts["min-elements"]) or cfg["min_elements"]
         with module.context, ir.Location.unknown():
             i64 = ir.IntegerType.get_signless(64)
@@ -283,9 +283,9 @@ class MiraxFuseReductions(MiraxPass):
                     p.attributes[PROD] = ir.IntegerAttr.get(i64, 1000 * gid + k)
                     pids.append(1000 * gid + k)
                 split = []
-                width = cfg["partial_sums"]
                 for k, r in enumerate(reds):
                     kinds, rext = _kinds(r), _extents(r)
+                    width = tuning.row_fusion_config(rext[-1] if rext else 0)["partial_sums"]
                     if (kinds.count("reduction") != 1 or kinds[-1] != "reduction"
                             or rext[-1] < max(2 * width, cfg["split_min"]) or not _combiner_ok(r)):
                         continue

@@ -9,7 +9,7 @@ before bufferization). Every f32 matmul with static shapes that is large enough 
           scf.for k (step 1)                  C's mr x nr block in registers
             vector.fma (outer products)
 
-built by a transform-dialect script (text generated here per op from `TUNING`) and
+built by a transform-dialect script (text generated here per op from `tuning.matmul_config`) and
 applied with `transform.interpreter.apply_named_sequence`. Shapes that do not divide
 the micro tile are padded with zeros (`transform.structured.pad`), and the result is a
 slice of the padded product; other ops (other dtypes, dynamic or small shapes) are
@@ -38,32 +38,23 @@ tests and bench/matmul.py):
 """
 from __future__ import annotations
 
-import ctypes.util
-import glob
+import ctypes
 import os
-import sys
 import warnings
 
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
+from . import tuning
 from .pass_base import walk_ops
 
-# Tile sizes per (op family, element type), chosen on a 2-core AMD EPYC (Zen 4, AVX-512,
-# 32 KiB L1d, 1 MiB L2 per core). One thread, 1024^3, thread CPU time (robust to other
-# load): 8x32 ~98-101 GFLOP/s, 4x64 ~100-103, 6x64 ~98, 12x32 ~85, 2x128 ~78; kc 128/256
-# equal, 512 worse; nc 256/512/1024 within noise. OpenBLAS on one thread: ~100.
+# Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
+# vector registers and caches, or the tuner's measured choice for the op's shape class.
 #   forall_m  rows of C per parallel task (scf.forall -> OpenMP)
-#   nc, kc    cache tiles: a kc x nc block of B (512 KiB) stays in L2 across a task's rows
-#   mr, nr    register tile: mr x nr accumulators (8 x 2 zmm = 16 registers), k step 1
+#   nc, kc    cache tiles: a kc x nc block of B stays in L2 across a task's rows
+#   mr, nr    register tile: mr x nr accumulators, k step 1
 #   min_flops smaller products are left to the generic lowering
 #   max_pad   padding may grow M*N by at most this factor, else the op is left alone
-TUNING = {
-    ("linalg.matmul", "f32"): dict(forall_m=64, nc=512, kc=256, mr=8, nr=32, min_flops=2 * 64 ** 3,
-                                   max_pad=1.5),
-    ("linalg.batch_matmul", "f32"): dict(forall_m=64, nc=512, kc=256, mr=8, nr=32, min_flops=2 * 64 ** 3,
-                                         max_pad=1.5),
-}
 
 MARK = "__mirax_matmul_codegen"
 DYNAMIC_SCHEDULE = "mirax.omp_dynamic_schedule"  # on a module whose matmuls were tiled
@@ -129,22 +120,7 @@ def strided_copies_to_linalg(module) -> None:
             op.erase()
 
 
-def openmp_library():
-    """Path of an LLVM-compatible OpenMP runtime (`__kmpc_*`), or None.
-
-    GNU libgomp lacks those symbols; Debian's `libomp5` and PyPI's `intel-openmp` have them.
-    """
-    candidates = [os.path.join(sys.prefix, "lib", n) for n in ("libomp.so", "libomp.so.5", "libiomp5.so")]
-    candidates += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
-    candidates += sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so.5"), reverse=True)
-    for name in ("omp", "iomp5"):
-        found = ctypes.util.find_library(name)
-        if found:
-            candidates.append(found)
-    for c in candidates:
-        if os.path.isabs(c) and os.path.exists(c):
-            return c
-    return candidates[-1] if candidates and not os.path.isabs(candidates[-1]) else None
+openmp_library = tuning.openmp_library
 
 
 def _static_shape(value):
@@ -157,9 +133,10 @@ def _static_shape(value):
     return list(t.shape), str(t.element_type)
 
 
-def plan(op):
+def plan(op, config=None):
     """Tile sizes for one linalg.matmul/batch_matmul op, or None to leave it alone.
 
+    `config` (the tuner's candidates, tests) replaces the tuning table's entries.
     Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc, kc, mr, nr)."""
     name = op.name
     if len(op.operands) != 3 or len(op.results) != 1:
@@ -170,9 +147,7 @@ def plan(op):
     dtypes = {s[1] for s in shapes}
     if len(dtypes) != 1:
         return None
-    cfg = TUNING.get((name, dtypes.pop()))
-    if cfg is None:
-        return None
+    dtype = dtypes.pop()
     # only the default (row-major, untransposed) indexing maps
     if "indexing_maps" in op.attributes and name == "linalg.matmul":
         maps = str(op.attributes["indexing_maps"])
@@ -184,10 +159,23 @@ def plan(op):
         batch, (M, K), (_, N) = a[0], a[1:], b[1:]
     else:
         batch, (M, K), (_, N) = None, a, b
+    cfg = tuning.matmul_config(name, dtype, batch, M, N, K)
+    if cfg is None:
+        return None
+    cfg.update(config or {})
     if 2 * (batch or 1) * M * N * K < cfg["min_flops"]:
         return None
     mr, nr = cfg["mr"], cfg["nr"]
     Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+    if Mp * Np > cfg["max_pad"] * M * N and config is None:
+        # the tile (measured for a neighbouring shape class, or derived) pads this shape
+        # too much: the host's first register tile that does not
+        from .host_cpu import host
+        for mr, nr in tuning.register_tiles(host()):
+            Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+            if Mp * Np <= cfg["max_pad"] * M * N:
+                cfg.update(tuning.matmul_tiles(host(), mr, nr))
+                break
     if Mp * Np > cfg["max_pad"] * M * N:
         return None
     # largest multiple of mr dividing Mp, at most forall_m, and with two tasks when possible
@@ -279,18 +267,18 @@ def matmul_ops(module):
     return _walk(root, "linalg.matmul") + _walk(root, "linalg.batch_matmul")
 
 
-def optimize_matmuls(module, *, return_script: bool = False):
+def optimize_matmuls(module, *, return_script: bool = False, config=None):
     """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
 
     Ops it cannot help (dtype, dynamic or small shapes, transposed maps) are left as they
     are. If the script fails, the module is restored from a copy (with a warning) for the
     generic lowering. With `return_script`, returns the script text that was applied
-    (None when no op qualified)."""
+    (None when no op qualified). `config` overrides the tuning table's tiles (the tuner)."""
     root = module.operation  # an ir.Module, or the module op a Python pass receives
     items = []
     with root.context, ir.Location.unknown():
         for op in matmul_ops(root):
-            p = plan(op)
+            p = plan(op, config)
             if p is None:
                 continue
             op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(items))
@@ -338,7 +326,7 @@ def _descriptor(a):
     return d
 
 
-def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int = 3):
+def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int = 3, config=None):
     """JIT `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
     optimize_matmuls + lower_to_llvm. Returns `call(inputs, outputs)` writing outputs in place.
 
@@ -351,7 +339,7 @@ def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level
     with ctx, ir.Location.unknown():
         module = ir.Module.parse(text)
         if optimize:
-            optimize_matmuls(module)
+            optimize_matmuls(module, config=config)
         lower_to_llvm(module)
         libs = [os.path.join(os.path.dirname(ir.__file__), "lib", "libmlir_c_runner_utils.so")]
         omp = openmp_library()
@@ -378,21 +366,31 @@ def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level
 
 
 def main(argv=None):
-    """`python -m mirax.lowering.matmul_codegen FILE.mlir [-split-input-file] [--script]`:
-    print FILE after optimize_matmuls (or the transform script it applies)."""
+    """`python -m mirax.lowering.matmul_codegen FILE.mlir [-split-input-file] [--script]
+    [--tiles mr=8,nr=32,...] [--host avx2|avx512|neon|sve]`: print FILE after
+    optimize_matmuls (or the transform script it applies), with this host's tiles, fixed
+    ones, or those derived for a preset host of another ISA family."""
     import argparse
+    from . import host_cpu
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("file")
     ap.add_argument("-split-input-file", "--split-input-file", dest="split", action="store_true")
     ap.add_argument("--script", action="store_true", help="print the transform script instead")
+    ap.add_argument("--tiles", default="", help="fixed tiles: mr=8,nr=32,kc=256,nc=512,forall_m=64")
+    ap.add_argument("--host", choices=sorted(host_cpu.PRESETS), help="the tiles derived for a preset host")
     args = ap.parse_args(argv)
+    config = None
+    if args.host:
+        config = dict(tuning.derive(host_cpu.PRESETS[args.host])["matmul"][("linalg.matmul", "f32")])
+    if args.tiles:
+        config = dict(config or {}, **{k: int(v) for k, v in (kv.split("=") for kv in args.tiles.split(","))})
     text = open(args.file).read()
     chunks = text.split("// -----") if args.split else [text]
     outs = []
     for chunk in chunks:
         with ir.Context(), ir.Location.unknown():
             module = ir.Module.parse(chunk)
-            script = optimize_matmuls(module, return_script=True)
+            script = optimize_matmuls(module, return_script=True, config=config)
             outs.append(str(script) if args.script else str(module))
     print("\n// -----\n".join(outs))
 

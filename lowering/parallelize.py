@@ -96,7 +96,7 @@ def plan(op, threads):
         return None
     ext, kinds = r
     n = math.prod(ext)
-    if n < tuning.TUNING[family(op, kinds)]["parallel_min_elements"]:
+    if n < tuning.table()[family(op, kinds)]["parallel_min_elements"]:
         return None
     return choose_dim(ext, kinds, threads)
 

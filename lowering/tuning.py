@@ -1,52 +1,272 @@
-"""The CPU code generator's tuning table: one row per op family, nothing hard-coded in passes.
+"""The CPU code generator's tuning table, derived from the host and refined by measurement.
 
-    from mirax.lowering.tuning import TUNING, threads
-    TUNING["elementwise"]["parallel_min_elements"]   # below this a kernel stays on one thread
+    from mirax.lowering import tuning
+    tuning.table()["elementwise"]["parallel_min_elements"]   # below this a kernel stays serial
+    tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)  # tiles for one op
+    tuning.derive(host_cpu.PRESETS["avx2"])                  # the table another host would get
 
-Measured on the 2-core AVX-512 development machine (medians, interleaved runs):
-- threads lose below ~1M elements (OpenMP fork/join ~5-20 us against ~1 ns an element);
-- fused elementwise kernels are vectorized by LLVM's loop vectorizer (16 f32 lanes,
-  zmm) once their bodies are plain arithmetic (lowering/approx.py), and then run at the
-  memory's speed: a gelu reads and writes as fast as a copy of the same bytes.
+Two layers, both keyed by the host (lowering/host_cpu.py: LLVM's CPU name and features,
+cores, caches):
+1. `derive(host)`: every tile size, vector width and threshold computed from the host's
+   facts, no constant chosen for one machine:
+   - matmul register tile mr x nr: nr a multiple (1, 2 or 4) of the f32 vector lanes,
+     mr x (nr/lanes) accumulators + nr/lanes B vectors + 1 broadcast of A within the
+     vector registers, the pair with the best flops per load (mr*v / (mr + v)) first;
+   - cache tiles: B's kc x nr micro panel in half of L1d, the kc x nc block in half of L2,
+     A's rows per parallel task (forall_m) so their kc-wide strip fits a quarter of L2;
+   - threads: an op goes parallel once its f32 data outgrows one core's L2 (below that,
+     moving it to another core costs more than the compute; the old constant 2^20, found
+     by measurement on 1 MiB-L2 Zen 4/5, is this rule there);
+   - row reductions: 4 vectors of partial sums (LLVM keeps them in registers).
+2. the tuner's measurements (`python -m mirax.tune`, mirax/tune.py), stored per host in
+   `$MIRAX_CACHE_DIR/tuning/<host key>.json`: the fastest measured candidate per op and
+   shape class; a compile uses the entry of the nearest tuned shape class of its op.
 
 `MIRAX_NUM_THREADS` caps the threads (1 turns OpenMP off); the OpenMP runtime is the
 first LLVM-compatible one found (`openmp_library`); without one, kernels stay serial.
+`MIRAX_TUNING=off` ignores stored measurements (the derived table only).
 """
 from __future__ import annotations
 
 import ctypes.util
+import contextlib
+import functools
 import glob
+import hashlib
+import json
+import math
 import os
 import sys
 
-TUNING = {
-    # all-parallel linalg.generic (after fusion): split the outermost splittable dim
-    # across the threads when the op has at least this many iterations
-    "elementwise": dict(parallel_min_elements=1 << 20),
-    # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
-    "reduction": dict(parallel_min_elements=1 << 20),
-    # fills, copies, transposes, broadcasts that survived fusion: memory-bound, threads
-    # help only on large ones
-    "other": dict(parallel_min_elements=1 << 21),
-    # mirax-fuse-reductions: reductions + their elementwise producers/consumers over the
-    # same rows in one row-block loop. Groups smaller than min_elements stay as they are
-    # (and cost no transform-interpreter time). A block holds at most block_elements (at
-    # least one row): several rows a block made LLVM unroll the row loop, 3-20x the JIT
-    # time (softmax 1024x256: 0.7-3 s) for no measured gain, so blocks are single rows.
-    # Reductions over at least split_min columns keep partial_sums independent
-    # accumulators (vector lanes); below that the accumulator loop's short constant trip
-    # count gets fully unrolled by LLVM, again at a large JIT cost.
-    "row_fusion": dict(min_elements=1 << 16, block_elements=1, partial_sums=64, split_min=2048),
-    # LLVM's optimization level in the JIT. O3 costs ~3x O2 on big functions (a
-    # transformer training step, 143 KB of mirax IR: 10 s vs 3.3 s) for no measured
-    # speed-up there; small kernels keep O3.
-    "jit": dict(opt_level=3, large_module_chars=20_000, large_opt_level=2),
-}
+from . import host_cpu
+
+FORMAT = 1
+MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul")
+
+
+# ---- layer 1: derived from the host -------------------------------------------------------
+
+def register_tiles(h: host_cpu.HostCPU) -> list[tuple[int, int]]:
+    """(mr, nr) register tiles that fit the host's vector registers, best first."""
+    lanes, regs = h.f32_lanes, h.vector_registers
+    tiles = []
+    # nr = 3 lanes (v12f32, v48f32) is left out: LLVM legalizes those vectors badly
+    # (8x48 on AVX-512 ran at 3% of 8x32, measured).
+    for v in (1, 2, 4):
+        for mr in range(2, 17, 2):
+            if mr * v + v + 1 <= regs:
+                tiles.append((mr, v * lanes, mr * v / (mr + v)))
+    tiles.sort(key=lambda t: (-t[2], -t[1]))
+    return [(mr, nr) for mr, nr, _ in tiles]
+
+
+def _round_down(x: int, step: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, (x // step) * step))
+
+
+def matmul_tiles(h: host_cpu.HostCPU, mr: int, nr: int, kc: int | None = None) -> dict:
+    """Cache tiles around an mr x nr register tile on host `h`."""
+    if kc is None:  # B's kc x nr micro panel in half of L1d
+        kc = _round_down(h.l1d // 2 // (nr * 4), 32, 32, 512)
+    nc = _round_down(h.l2 // 2 // (kc * 4), nr, nr, 4096)     # B's kc x nc block in half of L2
+    forall_m = _round_down(h.l2 // 4 // (kc * 4), mr, mr, 8 * mr)  # A's strip per task
+    return dict(mr=mr, nr=nr, kc=kc, nc=nc, forall_m=forall_m)
+
+
+def derive(h: host_cpu.HostCPU | None = None) -> dict:
+    """The whole table for host `h` (default: this one) from its features alone."""
+    h = h or host_cpu.host()
+    lanes = h.f32_lanes
+    mr, nr = register_tiles(h)[0]
+    mm = matmul_tiles(h, mr, nr)
+    # smaller products go to the generic lowering: fewer than 8 micro tiles of depth 64
+    mm.update(min_flops=2 * 8 * mr * nr * 64, max_pad=1.5)
+    parallel = max(1 << 14, h.l2)  # elements (f32: 4 bytes each) beyond one core's L2
+    return {
+        "host": h.key(),
+        # all-parallel linalg.generic (after fusion): split the outermost splittable dim
+        "elementwise": dict(parallel_min_elements=parallel),
+        # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
+        "reduction": dict(parallel_min_elements=parallel),
+        # fills, copies, transposes, broadcasts that survived fusion: memory-bound
+        "other": dict(parallel_min_elements=2 * parallel),
+        # mirax-fuse-reductions: reductions + their elementwise producers/consumers over the
+        # same rows in one row loop. min_elements is a compile-time bound, not a hardware
+        # one (smaller groups cost no transform-interpreter time); blocks are single rows
+        # (several rows a block made LLVM unroll the row loop: 3-20x the JIT time). Rows of
+        # at least split_min columns keep partial_sums independent accumulators (4 vectors);
+        # shorter rows' short constant trip counts get fully unrolled by LLVM.
+        "row_fusion": dict(min_elements=1 << 16, block_elements=1, partial_sums=4 * lanes,
+                           split_min=128 * lanes),
+        "matmul": {("linalg.matmul", "f32"): dict(mm), ("linalg.batch_matmul", "f32"): dict(mm)},
+        # LLVM's optimization level in the JIT. O3 costs ~3x O2 on big functions (a
+        # transformer training step, 143 KB of mirax IR: 10 s vs 3.3 s) for no measured
+        # speed-up there; small kernels keep O3. (Compile time, not the host.)
+        "jit": dict(opt_level=3, large_module_chars=20_000, large_opt_level=2),
+    }
+
+
+# ---- layer 2: the tuner's measurements ---------------------------------------------------
+
+def store_path(h: host_cpu.HostCPU | None = None):
+    """Where the tuner keeps this host's measurements (None: no cache directory)."""
+    try:
+        from ..runtime.disk_cache import cache_root
+    except ImportError:
+        return None
+    root = cache_root()
+    h = h or host_cpu.host()
+    return None if root is None else root / "tuning" / f"{h.key()}.json"
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: str, mtime: float) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if data.get("format") == FORMAT else {}
+
+
+_override: dict = {}
+
+
+@contextlib.contextmanager
+def override(**sections):
+    """Use these entries instead of the stored measurements (the tuner trying candidates):
+    `with tuning.override(row_fusion={"4096": {"partial_sums": 32}}): ...`."""
+    old = dict(_override)
+    _override.update(sections)
+    try:
+        yield
+    finally:
+        _override.clear()
+        _override.update(old)
+
+
+def measured() -> dict:
+    """This host's stored measurements ({} when untuned or `MIRAX_TUNING=off`), with any
+    `override` in force on top."""
+    if _override:
+        return {**_stored(), **_override}
+    return _stored()
+
+
+def _stored() -> dict:
+    if os.environ.get("MIRAX_TUNING", "").lower() in ("off", "0", "no"):
+        return {}
+    path = store_path()
+    if path is None:
+        return {}
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return {}
+    return _read(str(path), mtime)
+
+
+def save(section: str, key: str, entry: dict) -> None:
+    """Record one measured choice (atomically; other processes may read the file)."""
+    path = store_path()
+    if path is None:
+        raise RuntimeError("mirax tuning: no cache directory (MIRAX_CACHE_DIR is empty or the disk cache is off)")
+    data = json.loads(json.dumps(_stored())) or {"format": FORMAT, "host": host_cpu.host().to_json()}
+    data.setdefault(section, {})[key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+    _read.cache_clear()
+
+
+def _bucket(x: int) -> int:
+    return max(0, math.ceil(math.log2(max(x, 1))))
+
+
+def shape_class(op: str, batch, m: int, n: int, k: int) -> str:
+    """Shapes whose sizes round to the same powers of two share a tuning entry."""
+    b = f"b{_bucket(batch)}:" if batch else ""
+    return f"{op.split('.')[-1]}:{b}{_bucket(m)}x{_bucket(n)}x{_bucket(k)}"
+
+
+def _class_dims(key: str):
+    op, _, rest = key.partition(":")
+    parts = rest.split(":")
+    b = int(parts[0][1:]) if len(parts) == 2 else None
+    return op, b, [int(x) for x in parts[-1].split("x")]
+
+
+def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
+    """The stored entry of the nearest measured shape class of `op` (within a factor of 4
+    per dimension), or None."""
+    entries = measured().get("matmul", {})
+    want_op, want_b, want = _class_dims(shape_class(op, batch, m, n, k))
+    best, dist = None, None
+    for key, e in entries.items():
+        if e.get("dtype", "f32") != dtype:
+            continue
+        o, b, dims = _class_dims(key)
+        if o != want_op or (b is None) != (want_b is None):
+            continue
+        d = [abs(x - y) for x, y in zip(dims, want)] + ([abs(b - want_b)] if b is not None else [])
+        if max(d) > 2:
+            continue
+        if dist is None or sum(d) < dist:
+            best, dist = e, sum(d)
+    return best
+
+
+def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | None:
+    """Tiles for one matmul: the measured entry of its shape class (or the nearest), else
+    the derived default; None for an op/dtype the code generator does not handle."""
+    base = table()["matmul"].get((op, dtype))
+    if base is None:
+        return None
+    cfg = dict(base)
+    tuned = nearest_measured(op, dtype, batch, m, n, k)
+    if tuned:
+        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m") if x in tuned})
+    return cfg
+
+
+def row_fusion_config(row_elems: int) -> dict:
+    cfg = dict(table()["row_fusion"])
+    tuned = measured().get("row_fusion", {})
+    if tuned:  # the nearest measured row length
+        key = min(tuned, key=lambda r: abs(_bucket(int(r)) - _bucket(row_elems)))
+        if abs(_bucket(int(key)) - _bucket(row_elems)) <= 2:
+            cfg["partial_sums"] = tuned[key]["partial_sums"]
+    return cfg
+
+
+@functools.lru_cache(maxsize=1)
+def _derived() -> dict:
+    return derive(host_cpu.host())
+
+
+def table() -> dict:
+    """This host's derived table with the measured thresholds applied."""
+    t = _derived()
+    thresholds = measured().get("parallel", {})
+    if thresholds:
+        t = dict(t)
+        for fam, v in thresholds.items():
+            t[fam] = dict(t[fam], parallel_min_elements=v["parallel_min_elements"])
+    return t
+
+
+def fingerprint() -> str:
+    """What the generated code depends on here (for the kernel cache's key)."""
+    h = hashlib.sha256(repr(sorted(_derived().items(), key=str)).encode())
+    h.update(json.dumps(measured(), sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 def jit_opt_level(module_text: str) -> int:
-    t = TUNING["jit"]
+    t = table()["jit"]
     return t["large_opt_level"] if len(module_text) > t["large_module_chars"] else t["opt_level"]
+
 
 # op families by linalg op name; linalg.generic is classified by its iterators
 FAMILY_OF = {"linalg.fill": "other", "linalg.copy": "other", "linalg.transpose": "other",

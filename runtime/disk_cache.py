@@ -171,7 +171,7 @@ def runtime_description() -> str:
     parts = [str(cp.describe())] if hasattr(cp, "describe") else []
     try:
         from ..lowering import tuning
-        parts += [f"threads={tuning.threads()}", repr(getattr(tuning, "TUNING", None))]
+        parts += [f"threads={tuning.threads()}", f"tuning={tuning.fingerprint()}"]
     except Exception:  # noqa: BLE001 - no tuning module: nothing more to describe
         pass
     return "\n".join(parts)

@@ -168,7 +168,7 @@ def test_openmp_runtime_and_thread_cap(monkeypatch):
 
 def test_tuning_table_covers_the_families():
     for fam in ["elementwise", "reduction", "other"]:
-        assert tuning.TUNING[fam]["parallel_min_elements"] >= 1
+        assert tuning.table()[fam]["parallel_min_elements"] >= 1
 
 
 # ---- row-wise fusion (lowering/fuse_reductions.py) ----------------------------------------

@@ -1,0 +1,276 @@
+"""`python -m mirax.tune`: measure the code generator's choices on this host and remember them.
+
+    python -m mirax.tune                       # the default shape classes, ~2-4 minutes
+    python -m mirax.tune --budget 60           # stop searching after 60 s
+    python -m mirax.tune --matmul 1024x1024x1024 64:256x256x256   # M x N x K, batch:...
+    python -m mirax.tune --show                # the host, the derived table, what was measured
+    python -m mirax.tune --reset               # forget this host's measurements
+
+For each matmul shape it compiles the candidate tilings the host admits
+(`lowering/tuning.py`: register tiles that fit the vector registers x cache tiles from
+L1/L2), checks every candidate's product against numpy, times them interleaved (medians)
+and stores the fastest with its shape class; later compiles of any matmul of that class
+(or the nearest measured one) use it. Row reductions (softmax, layer norm: the partial
+sums of mirax-fuse-reductions) and the threads threshold of elementwise kernels are
+measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
+(`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
+each one's choices. `MIRAX_TUNING=off` ignores them.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from .lowering import host_cpu, tuning
+
+# the shapes of bench/ and of the examples' training steps (MLP 784-512-512-10, batch 256;
+# transformer LM)
+DEFAULT_MATMULS = ["1024x1024x1024", "4096x4096x1024", "1000x1000x1000", "64:256x256x256",
+                   "256x512x784", "256x512x512", "512x512x256", "256x256x256"]
+DEFAULT_ROWS = [(4096, 4096), (1024, 1024)]
+
+
+def parse_shape(s: str):
+    """'M x N x K' or 'batch:M x N x K' -> (batch or None, M, N, K)."""
+    batch, _, mnk = s.rpartition(":")
+    m, n, k = (int(x) for x in mnk.lower().split("x"))
+    return (int(batch) if batch else None), m, n, k
+
+
+def matmul_text(batch, m, n, k) -> str:
+    lead = f"{batch}x" if batch else ""
+    a, b, c = (f"tensor<{lead}{x}x{y}xf32>" for x, y in ((m, k), (k, n), (m, n)))
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    return f"""
+func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %f = linalg.fill ins(%z : f32) outs(%e : {c}) -> {c}
+  %r = {op} ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
+  return %r : {c}
+}}"""
+
+
+def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6) -> list[dict]:
+    """The tilings the tuner may pick on host `h`: the best `register_tiles` register
+    tiles by the register model, each with the derived kc and half and twice it."""
+    h = h or host_cpu.host()
+    out = []
+    for mr, nr in tuning.register_tiles(h)[:register_tiles]:
+        base = tuning.matmul_tiles(h, mr, nr)["kc"]
+        for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
+            out.append(tuning.matmul_tiles(h, mr, nr, kc))
+    return out
+
+
+def _timed(fn, calls: int) -> float:
+    ts = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def _race(fns: dict, rounds: int, calls: int) -> dict:
+    """Median seconds per call of each contender, rounds interleaved (load hits all alike)."""
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(_timed(fn, calls))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = True) -> dict | None:
+    """Search the candidates for one matmul shape; store and return the winner."""
+    from .lowering import matmul_codegen as mc
+    batch, m, n, k = parse_shape(shape)
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    rng = np.random.default_rng(0)
+    lead = (batch,) if batch else ()
+    a = rng.standard_normal(lead + (m, k), dtype=np.float32)
+    b = rng.standard_normal(lead + (k, n), dtype=np.float32)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    c = np.empty(lead + (m, n), np.float32)
+    text = matmul_text(batch, m, n, k)
+    deadline = time.monotonic() + budget
+    flop = 2.0 * (batch or 1) * m * n * k
+    calls = max(1, min(20, int(0.05 / max(flop / 100e9, 1e-6))))  # ~50 ms a round at 100 GFLOP/s
+    fns, cfgs = {}, {}
+    for i, cand in enumerate(matmul_candidates()):
+        if time.monotonic() > deadline and fns:
+            break
+        cfg = dict(cand, min_flops=0)
+        try:
+            with tuning.override(matmul={}):  # plan from the candidate, not from stored entries
+                fn = mc.compile_standalone(text, "mm", config=cfg)
+        except Exception as err:  # noqa: BLE001 - a candidate that does not compile is skipped
+            log(f"  {shape}: candidate {cand} failed to compile: {err}")
+            continue
+        c.fill(np.nan)
+        fn([a, b], [c])
+        err = float(np.abs(c - ref).max() / max(np.abs(ref).max(), 1e-30))
+        if not err < 1e-4:
+            log(f"  {shape}: candidate {cand} is wrong (relative error {err:.1e}); skipped")
+            continue
+        fns[i] = (lambda fn=fn: fn([a, b], [c]))
+        cfgs[i] = cand
+    if not fns:
+        return None
+    first = _race(fns, 1, calls)  # one round each, then the best four again, interleaved
+    best4 = sorted(first, key=first.get)[:4]
+    final = _race({i: fns[i] for i in best4}, 5, calls)
+    win = min(final, key=final.get)
+    numpy_t = _race({"numpy": lambda: np.matmul(a, b, out=c)}, 3, calls)["numpy"]
+    entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1),
+                 numpy_gflops=round(flop / numpy_t / 1e9, 1), shape=shape, candidates=len(fns))
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} "
+        f"{entry['gflops']} GFLOP/s (numpy {entry['numpy_gflops']}; {len(fns)} candidates)")
+    if save:
+        tuning.save("matmul", tuning.shape_class(op, batch, m, n, k), entry)
+    return entry
+
+
+def row_candidates(h: host_cpu.HostCPU | None = None) -> list[int]:
+    """partial_sums widths the tuner may pick: 1, 2, 4 and 8 vectors of f32 lanes."""
+    lanes = (h or host_cpu.host()).f32_lanes
+    return [v * lanes for v in (1, 2, 4, 8)]
+
+
+def tune_rows(rows: int, cols: int, *, log=print, save: bool = True) -> dict | None:
+    """partial_sums for row reductions of `cols` columns (softmax and layer norm timed)."""
+    import mirax as mr
+    rng = np.random.default_rng(0)
+    x = mr.array(rng.standard_normal((rows, cols), dtype=np.float32))
+    ref = np.asarray(mr.softmax(x, axis=-1))
+
+    def layer_norm(v):
+        mu = v.mean(axis=-1, keepdims=True)
+        return (v - mu) * mr.rsqrt(((v - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+    fns = {}
+    for width in row_candidates():
+        if cols < 2 * width:
+            continue
+        with tuning.override(row_fusion={str(cols): {"partial_sums": width}}):
+            sm = mr.compile(lambda v: mr.softmax(v, axis=-1))
+            ln = mr.compile(layer_norm)
+            mr.eval(sm(x), ln(x))  # compiled with this width
+            got = np.asarray(sm(x))
+        if not np.allclose(got, ref, rtol=1e-4, atol=1e-6):
+            log(f"  rows {rows}x{cols}: partial_sums={width} is wrong; skipped")
+            continue
+        fns[width] = (lambda sm=sm, ln=ln: mr.eval(sm(x), ln(x)))
+    if not fns:
+        return None
+    final = _race(fns, 5, 3)
+    win = min(final, key=final.get)
+    entry = dict(partial_sums=win, ms=round(final[win] * 1e3, 3),
+                 others={str(w): round(t * 1e3, 3) for w, t in final.items()})
+    log(f"  rows {rows}x{cols}: partial_sums={win} ({entry['ms']} ms softmax + layer norm; {entry['others']})")
+    if save:
+        tuning.save("row_fusion", str(cols), entry)
+    return entry
+
+
+def tune_threads(*, sizes=None, log=print, save: bool = True) -> dict | None:
+    """The size from which an elementwise kernel is faster on all threads than on one."""
+    import os
+    import mirax as mr
+    n = tuning.threads()
+    if n <= 1:
+        log("  threads: one thread (or no OpenMP runtime): nothing to tune")
+        return None
+    sizes = sizes or [1 << p for p in range(14, 23)]
+    found = None
+    for size in sizes:
+        x = mr.array(np.random.default_rng(0).standard_normal(size, dtype=np.float32))
+        fns = {}
+        for t in (1, n):
+            os.environ["MIRAX_NUM_THREADS"] = str(t)
+            try:
+                with tuning.override(parallel={"elementwise": {"parallel_min_elements": 1}}):
+                    f = mr.compile(lambda v: v * 0.5 + 1.0)
+                    mr.eval(f(x))
+            finally:
+                os.environ.pop("MIRAX_NUM_THREADS", None)
+            fns[t] = (lambda f=f: mr.eval(f(x)))
+        calls = max(3, min(200, (1 << 22) // size))
+        r = _race(fns, 5, calls)
+        if r[n] < 0.9 * r[1]:
+            found = size
+            break
+    if found is None:
+        found = sizes[-1] * 2
+    log(f"  threads: elementwise kernels gain from {n} threads from {found} elements on")
+    entry = {"elementwise": {"parallel_min_elements": found},
+             "reduction": {"parallel_min_elements": found},
+             "other": {"parallel_min_elements": 2 * found}}
+    if save:
+        for fam, e in entry.items():
+            tuning.save("parallel", fam, e)
+    return entry
+
+
+def show() -> None:
+    h = host_cpu.host()
+    print(f"host: {h.describe()}\nkey: {h.key()}\nstore: {tuning.store_path()}")
+    t = tuning.derive(h)
+    print("derived:")
+    for k, v in t.items():
+        print(f"  {k}: {v}")
+    m = tuning.measured()
+    print("measured:" + ("" if m else " nothing yet (python -m mirax.tune)"))
+    for section in ("matmul", "row_fusion", "parallel"):
+        for key, e in sorted(m.get(section, {}).items()):
+            print(f"  {section} {key}: {e}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mirax.tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--matmul", nargs="*", default=None, help="shapes MxNxK or B:MxNxK (default: bench's)")
+    ap.add_argument("--rows", nargs="*", default=None, help="row reductions RxC (default: 4096x4096 1024x1024)")
+    ap.add_argument("--no-threads", action="store_true", help="do not measure the threads threshold")
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole search")
+    ap.add_argument("--show", action="store_true")
+    ap.add_argument("--reset", action="store_true")
+    args = ap.parse_args(argv)
+    if args.show:
+        show()
+        return 0
+    path = tuning.store_path()
+    if path is None:
+        print("mirax.tune: no cache directory (MIRAX_CACHE_DIR is empty or the disk cache is off)", file=sys.stderr)
+        return 1
+    if args.reset:
+        path.unlink(missing_ok=True)
+        print(f"removed {path}")
+        return 0
+    h = host_cpu.host()
+    print(f"host: {h.describe()}\nstore: {path}")
+    start = time.monotonic()
+    shapes = DEFAULT_MATMULS if args.matmul is None else args.matmul
+    rows = DEFAULT_ROWS if args.rows is None else [tuple(int(x) for x in r.lower().split("x")) for r in args.rows]
+    jobs = len(shapes) + len(rows) + (0 if args.no_threads else 1)
+    for i, s in enumerate(shapes):
+        left = args.budget - (time.monotonic() - start)
+        if left <= 0:
+            print(f"budget spent: {len(shapes) - i} matmul shapes left untuned")
+            break
+        tune_matmul(s, budget=left / max(1, jobs - i))
+    for r, c in rows:
+        if time.monotonic() - start < args.budget:
+            tune_rows(r, c)
+    if not args.no_threads and time.monotonic() - start < args.budget:
+        tune_threads()
+    print(f"done in {time.monotonic() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Host-aware tuning (lowering/host_cpu.py, lowering/tuning.py) and the tuner (mirax.tune):
+the table derived for each ISA family, every candidate the tuner may pick computing the
+right product, measurements stored per host and used by later compiles."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from mlir import ir
+
+from mirax import tune
+from mirax.lowering import host_cpu, matmul_codegen as mc, tuning
+
+FAMILIES = sorted(host_cpu.PRESETS)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A private cache directory: measurements written here touch no other test."""
+    monkeypatch.setenv("MIRAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("MIRAX_TUNING", raising=False)
+    tuning._read.cache_clear()
+    yield tmp_path
+    tuning._read.cache_clear()
+
+
+def test_host_is_detected():
+    h = host_cpu.host()
+    assert h.isa in ("avx512", "avx2", "sse", "neon", "sve", "scalar")
+    assert h.vector_bits in (64, 128, 256, 512) and h.f32_lanes == h.vector_bits // 32
+    assert h.cores >= 1 and h.l1d > 0 and h.l2 > 0
+    assert h.name and h.name in h.describe() and h.key().startswith(h.arch)
+    assert host_cpu.HostCPU.from_json(json.loads(json.dumps(h.to_json()))) == h
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="Linux only")
+def test_llvm_features_agree_with_the_kernel():
+    flags = open("/proc/cpuinfo").read().split("\n\n")[0]
+    h = host_cpu.detect()
+    if " avx512f" in flags:
+        assert h.isa == "avx512"
+    elif " avx2" in flags and " fma" in flags:
+        assert h.isa == "avx2"
+    elif "asimd" in flags:
+        assert h.isa in ("neon", "sve")
+
+
+def test_host_is_remembered_on_disk(store):
+    host_cpu.host.cache_clear()
+    try:
+        first = host_cpu.host()
+        files = list((store / "host").glob("*.json"))
+        assert len(files) == 1
+        host_cpu.host.cache_clear()
+        assert host_cpu.host() == first  # read back, not detected again
+    finally:
+        host_cpu.host.cache_clear()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_derived_table_fits_the_family(family):
+    h = host_cpu.PRESETS[family]
+    t = tuning.derive(h)
+    lanes, regs = h.f32_lanes, h.vector_registers
+    assert {"avx2": 8, "avx512": 16, "neon": 4, "sve": 4}[family] == lanes
+    for (mr, nr) in tuning.register_tiles(h):
+        v = nr // lanes
+        assert nr % lanes == 0 and mr * v + v + 1 <= regs  # accumulators + B + A broadcast
+    for cfg in t["matmul"].values():
+        assert (cfg["mr"], cfg["nr"]) == tuning.register_tiles(h)[0]
+        assert cfg["kc"] * cfg["nr"] * 4 <= h.l1d // 2 or cfg["kc"] == 32
+        assert cfg["kc"] * cfg["nc"] * 4 <= h.l2 // 2 or cfg["nc"] == cfg["nr"]
+        assert cfg["nc"] % cfg["nr"] == 0 and cfg["forall_m"] % cfg["mr"] == 0
+    assert t["row_fusion"]["partial_sums"] % lanes == 0
+    assert t["elementwise"]["parallel_min_elements"] == max(1 << 14, h.l2)
+
+
+def test_families_get_different_tiles():
+    tiles = {f: tuning.register_tiles(host_cpu.PRESETS[f])[0] for f in FAMILIES}
+    assert tiles["avx2"] == (6, 16)          # the classic AVX2 kernel: 12 ymm accumulators
+    assert tiles["avx512"][1] % 16 == 0 and tiles["neon"][1] % 4 == 0
+    assert tiles["avx2"] != tiles["avx512"]
+
+
+def _all_candidates():
+    seen = {}
+    for f in FAMILIES:
+        for c in tune.matmul_candidates(host_cpu.PRESETS[f]):
+            seen.setdefault(tuple(sorted(c.items())), c)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}".format(**c))
+def test_every_candidate_computes_the_product(cand, rng):
+    """Whatever the tuner picks on any family is correct here: padded M and N, K not a
+    multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
+    m, n, k = 2 * cand["forall_m"] + 3, 2 * cand["nr"] + 5, cand["kc"] + 37
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    cfg = dict(cand, min_flops=0, max_pad=100, nc=min(cand["nc"], cand["nr"]))
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, m, n, k))
+        assert mc.optimize_matmuls(module, config=cfg, return_script=True) is not None
+    fn = mc.compile_standalone(tune.matmul_text(None, m, n, k), "mm", config=cfg)
+    out = np.full((m, n), np.nan, np.float32)
+    fn([a, b], [out])
+    ref = a.astype(np.float64) @ b
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_batched_candidate_of_each_family(family, rng):
+    cand = tune.matmul_candidates(host_cpu.PRESETS[family])[0]
+    m, n, k = cand["mr"] * 3 + 1, cand["nr"] + 3, 70
+    a = rng.standard_normal((3, m, k), dtype=np.float32)
+    b = rng.standard_normal((3, k, n), dtype=np.float32)
+    fn = mc.compile_standalone(tune.matmul_text(3, m, n, k), "mm", config=dict(cand, min_flops=0, max_pad=100))
+    out = np.full((3, m, n), np.nan, np.float32)
+    fn([a, b], [out])
+    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+
+
+def test_shape_classes():
+    assert tuning.shape_class("linalg.matmul", None, 1000, 1000, 1000) == \
+        tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024)
+    assert tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024) != \
+        tuning.shape_class("linalg.matmul", None, 4096, 4096, 1024)
+    assert tuning.shape_class("linalg.batch_matmul", 64, 256, 256, 256).startswith("batch_matmul:b6:")
+
+
+def test_measurements_are_used_by_later_compiles(store):
+    before = tuning.fingerprint()
+    derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
+    entry = dict(mr=4, nr=2 * host_cpu.host().f32_lanes, kc=64, nc=4 * host_cpu.host().f32_lanes,
+                 forall_m=16, dtype="f32")
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024), entry)
+    assert tuning.store_path().exists()
+    assert tuning.fingerprint() != before  # the kernel cache keys change with it
+    for shape in ((1024, 1024, 1024), (1000, 1000, 900), (2048, 1024, 1024)):  # same or nearest class
+        cfg = tuning.matmul_config("linalg.matmul", "f32", None, *shape)
+        assert (cfg["mr"], cfg["kc"]) == (4, 64)
+    far = tuning.matmul_config("linalg.matmul", "f32", None, 64, 64, 64)
+    assert (far["mr"], far["kc"]) == (derived["mr"], derived["kc"])
+    assert tuning.matmul_config("linalg.batch_matmul", "f32", 8, 1024, 1024, 1024)["kc"] == derived["kc"]
+    script, _ = _transformed(1024, 1024, 1024)
+    assert "tile_sizes [0, %d, 64]" % entry["nc"] in script and "tile_sizes [4, %d, 1]" % entry["nr"] in script
+    os.environ["MIRAX_TUNING"] = "off"
+    try:
+        assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)["kc"] == derived["kc"]
+    finally:
+        del os.environ["MIRAX_TUNING"]
+
+
+def _transformed(m, n, k):
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, m, n, k))
+        return mc.optimize_matmuls(module, return_script=True), str(module)
+
+
+def test_a_measured_tile_that_pads_too_much_falls_back(store):
+    lanes = host_cpu.host().f32_lanes
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 256, 64, 256),
+                dict(mr=4, nr=4 * lanes, kc=64, nc=4 * lanes, forall_m=16, dtype="f32"))
+    # N = 40 would pad to 4 vectors (>1.5x): a narrower register tile is used instead
+    p = None
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, 256, 40, 256))
+        for op in mc.matmul_ops(module.operation):
+            p = mc.plan(op)
+    assert p is not None and p["pad"][1] <= 1.5 * 40
+
+
+def test_row_fusion_measurements(store):
+    assert tuning.row_fusion_config(4096)["partial_sums"] == tuning.derive()["row_fusion"]["partial_sums"]
+    tuning.save("row_fusion", "4096", {"partial_sums": 8})
+    assert tuning.row_fusion_config(4000)["partial_sums"] == 8
+    assert tuning.row_fusion_config(64)["partial_sums"] != 8 or tuning.derive()["row_fusion"]["partial_sums"] == 8
+    with tuning.override(row_fusion={"4096": {"partial_sums": 16}}):
+        assert tuning.row_fusion_config(4096)["partial_sums"] == 16
+    assert tuning.row_fusion_config(4096)["partial_sums"] == 8
+
+
+def test_tuner_picks_a_correct_winner(store):
+    entry = tune.tune_matmul("96x128x64", budget=30, log=lambda *_: None)
+    assert entry is not None and entry["gflops"] > 0
+    cls = tuning.shape_class("linalg.matmul", None, 96, 128, 64)
+    assert tuning.measured()["matmul"][cls]["mr"] == entry["mr"]
+    cands = [(c["mr"], c["nr"], c["kc"]) for c in tune.matmul_candidates()]
+    assert (entry["mr"], entry["nr"], entry["kc"]) in cands
+
+
+def test_tuner_rows_and_threads(store):
+    lanes = host_cpu.host().f32_lanes
+    e = tune.tune_rows(8, 256 * lanes, log=lambda *_: None)
+    assert e["partial_sums"] in tune.row_candidates()
+    t = tune.tune_threads(sizes=[1 << 12, 1 << 13], log=lambda *_: None)
+    if t is not None:  # more than one thread here
+        assert tuning.table()["elementwise"]["parallel_min_elements"] == t["elementwise"]["parallel_min_elements"]
+
+
+def test_command_line(store):
+    env = dict(os.environ, MIRAX_CACHE_DIR=str(store))
+    out = subprocess.run([sys.executable, "-m", "mirax.tune", "--matmul", "64x64x128", "--rows",
+                          "--no-threads", "--budget", "60"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "host:" in out.stdout and "64x64x128" in out.stdout
+    shown = subprocess.run([sys.executable, "-m", "mirax.tune", "--show"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert "matmul:6x6x7" in shown.stdout and host_cpu.host().name in shown.stdout
+    subprocess.run([sys.executable, "-m", "mirax.tune", "--reset"], env=env, check=True, timeout=120,
+                   capture_output=True)
+    assert not tuning.store_path().exists()
