@@ -60,7 +60,7 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
     tiles by the register model, each with the derived kc and half and twice it."""
     h = h or host_cpu.host()
     out = []
-    for mr, nr in tuning.register_tiles(h)[:register_tiles]:
+    for mr, nr in tuning.register_tiles(h, every=True)[:register_tiles]:
         base = tuning.matmul_tiles(h, mr, nr)["kc"]
         for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
             out.append(tuning.matmul_tiles(h, mr, nr, kc))
