@@ -24,7 +24,9 @@ cores, caches):
 
 `MIRAX_NUM_THREADS` caps the threads (1 turns OpenMP off); the OpenMP runtime is the
 first LLVM-compatible one found (`openmp_library`); without one, kernels stay serial.
-`MIRAX_TUNING=off` ignores stored measurements (the derived table only).
+`MIRAX_TUNING=off` ignores stored measurements (the derived table only);
+`MIRAX_TUNE_ON_FIRST_USE=seconds` searches an unmeasured matmul shape class when a compile
+first meets it (once per process and class, within that many seconds) and stores it.
 """
 from __future__ import annotations
 
@@ -236,6 +238,8 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
         return None
     cfg = dict(base)
     tuned = nearest_measured(op, dtype, batch, m, n, k)
+    if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
+        tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
     if tuned:
         cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m") if x in tuned})
         return cfg
@@ -248,6 +252,25 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
             cfg.update(matmul_tiles(h, mr, nr))
             break
     return cfg
+
+
+_tried: set = set()
+
+
+def _tune_now(op, batch, m, n, k, budget):
+    """`MIRAX_TUNE_ON_FIRST_USE=seconds`: search this shape class now, within the budget,
+    once per process (the tuner compiles its candidates with explicit tiles, so it does not
+    come back here)."""
+    cls = shape_class(op, batch, m, n, k)
+    if cls in _tried or store_path() is None:
+        return None
+    _tried.add(cls)
+    from mirax.tune import tune_matmul
+    spec = (f"{batch}:" if batch else "") + f"{m}x{n}x{k}"
+    try:
+        return tune_matmul(spec, budget=budget, log=lambda *_: None)
+    except Exception:  # noqa: BLE001 - tuning is an optimisation: the derived tiles remain
+        return None
 
 
 def row_fusion_config(row_elems: int) -> dict:

@@ -212,3 +212,15 @@ def test_command_line(store):
     subprocess.run([sys.executable, "-m", "mirax.tune", "--reset"], env=env, check=True, timeout=120,
                    capture_output=True)
     assert not tuning.store_path().exists()
+
+
+def test_tuning_on_first_use(store, monkeypatch, rng):
+    import mirax as mr
+    monkeypatch.setenv("MIRAX_TUNE_ON_FIRST_USE", "20")
+    tuning._tried.clear()
+    a = rng.standard_normal((96, 80), dtype=np.float32)
+    b = rng.standard_normal((80, 128), dtype=np.float32)
+    out = mr.compile(lambda x, y: x @ y)(mr.array(a), mr.array(b))
+    np.testing.assert_allclose(np.asarray(out), a @ b, rtol=1e-4, atol=1e-4)
+    cls = tuning.shape_class("linalg.matmul", None, 96, 128, 80)
+    assert cls in tuning.measured().get("matmul", {})
