@@ -240,7 +240,7 @@ def plan(op, config=None):
     if cfg is None:
         return None
     cfg.update(config or {})
-    if 2 * (batch or 1) * M * N * K < cfg["min_flops"]:
+    if 2 * (batch or 1) * M * N * K < cfg["min_flops"] or K < 8:  # (K < 8: outer products)
         return None
     mr, nr = cfg["mr"], cfg["nr"]
     Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
@@ -298,13 +298,22 @@ def op_script(i, name, p):
     if (Mp, Np) == (M, N):
         s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
                  f"%forall{i} : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)")
-    s.append(f"%t{i}b, %n{i}, %k{i} = transform.structured.tile_using_for %t{i}a tile_sizes "
-             f"{_sizes(lead + [0, p['nc'], p['kc']])} : {_handles(3)}")
+    # a cache tile as large as its dimension would make a one-trip loop, which the
+    # canonicalization below folds away under a live handle: such dims are not tiled
+    K = p["dims"][2]
+    nc = p["nc"] if p["nc"] < Np else 0
+    kc = p["kc"] if p["kc"] < K else 0
+    loops = [f"%n{i}"] * bool(nc) + [f"%k{i}"] * bool(kc)
+    if loops:
+        s.append(f"%t{i}b, {', '.join(loops)} = transform.structured.tile_using_for %t{i}a tile_sizes "
+                 f"{_sizes(lead + [0, nc, kc])} : {_handles(1 + len(loops))}")
+    else:
+        s.append(f"%t{i}b = transform.cast %t{i}a : !transform.any_op to !transform.any_op")
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
              f"{_sizes(lead + [p['mr'], p['nr'], 1])} : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
     # patterns run on the whole function: constants must leave the loops for the hoisting
-    s.append(f"%par{i} = transform.get_parent_op %k{i} {{op_name = \"func.func\"}} : "
+    s.append(f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
              f"(!transform.any_op) -> !transform.any_op")
     s.append(f"transform.apply_patterns to %par{i} {{\n"
              f"  transform.apply_patterns.canonicalization\n"
@@ -319,7 +328,8 @@ def op_script(i, name, p):
                  f"}} : !transform.any_op")
     # C's register tile out of the k loops: read once before, written once after
     s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i}r : !transform.any_op")
-    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i} : !transform.any_op")
+    if kc:
+        s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i} : !transform.any_op")
     s.append(f"transform.apply_patterns to %par{i} {{\n"
              f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
              f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"

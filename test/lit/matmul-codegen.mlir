@@ -1,8 +1,8 @@
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288 | FileCheck %s
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288 --script | FileCheck %s --check-prefix=SCRIPT
 // The tiles each ISA family's host derives (lowering/tuning.py) from its vector registers
-// and caches: AVX2 (16 ymm) 6x16, AVX-512 (32 zmm) 6x64, NEON (32 q registers) 6x16 with
-// kc from L1d and nc from L2.
+// and caches: AVX2 (16 ymm) 6x16, AVX-512 (32 zmm) 14x32, NEON (32 q registers) 14x8,
+// with kc from L1d and nc from L2 (a cache tile covering its whole dim is not tiled).
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --script | FileCheck %s --check-prefix=AVX2
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx512 --script | FileCheck %s --check-prefix=AVX512
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=neon --script | FileCheck %s --check-prefix=NEON
@@ -10,10 +10,11 @@
 // AVX2: transform.structured.pad {{.+}} pad_to_multiple_of [6, 16, 1]
 // AVX2: tile_using_for {{.+}} tile_sizes [0, 256, 256]
 // AVX2: tile_using_for {{.+}} tile_sizes [6, 16, 1]
-// AVX512: tile_using_for {{.+}} tile_sizes [0, 1024, 64]
-// AVX512: tile_using_for {{.+}} tile_sizes [6, 64, 1]
+// AVX512: transform.structured.pad {{.+}} pad_to_multiple_of [14, 32, 1]
+// AVX512: tile_using_for {{.+}} tile_sizes [0, 0, 128]
+// AVX512: tile_using_for {{.+}} tile_sizes [14, 32, 1]
 // NEON: tile_using_for {{.+}} tile_sizes [0, 512, 512]
-// NEON: tile_using_for {{.+}} tile_sizes [6, 16, 1]
+// NEON: tile_using_for {{.+}} tile_sizes [14, 8, 1]
 // AVX2-IR-LABEL: func.func @square
 // AVX2-IR: vector.transfer_read {{.+}} vector<6x16xf32>
 // AVX2-IR-COUNT-6: vector.fma {{.+}} : vector<16xf32>
