@@ -38,18 +38,21 @@ _FREE = _free_refcount()  # references a pooled array has when nothing else hold
 _active = [0, 0]  # [active, peak]
 
 
-_watch: dict = {}  # id(weakref) -> weakref whose callback gives the array's bytes back
+_watch: dict = {}  # id(weakref) -> (weakref, bytes): its callback gives the array's bytes back
+
+
+def _released(r):
+    entry = _watch.pop(id(r), None)
+    if entry is not None:
+        _active[0] -= entry[1]
 
 
 def _counted(a: np.ndarray, nbytes: int) -> np.ndarray:
     # a weakref with a callback (~1 us) rather than weakref.finalize (~6 us): this runs
-    # for every eager op's output
+    # for every eager op's output; one module-level callback, no closure per array
     if nbytes:
-        def released(r, n=nbytes):
-            _active[0] -= n
-            _watch.pop(id(r), None)
-        r = weakref.ref(a, released)
-        _watch[id(r)] = r
+        r = weakref.ref(a, _released)
+        _watch[id(r)] = (r, nbytes)
         with _lock:
             _active[0] += nbytes
             if _active[0] > _active[1]:
@@ -82,6 +85,8 @@ def empty(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, recycled from the pool when possible."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize  # (np.prod costs 3 us: this runs per eager op)
+    if nbytes < MIN_BYTES:  # small: straight from numpy (the pool holds only large arrays)
+        return _counted(np.empty(shape, dtype), nbytes)
     return _counted(_empty(shape, dtype, nbytes), nbytes)
 
 

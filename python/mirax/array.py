@@ -232,6 +232,23 @@ class Array:
         a._origin = None
         return a
 
+    @staticmethod
+    def _host_result(data, aval):
+        """An evaluated CPU array of `aval` holding `data` (a numpy array of that shape,
+        of the dtype's storage): `_leaf` without making the aval again (compiled calls)."""
+        a = Array.__new__(Array)
+        a.aval = aval
+        a._dev = _device.cpu
+        a._prim = None
+        a._inputs = ()
+        a._params = None
+        a._data = data
+        a._tracer = None
+        a._loc = (STATE.loc or user_frame()) if STATE.tracing else None
+        a._users = None
+        a._origin = None
+        return a
+
     # ---- properties ------------------------------------------------------------------
     @property
     def shape(self):
@@ -562,6 +579,13 @@ def apply_typed(name: str, inputs, aval: Aval, **params) -> Array:
 
 def _topo(outputs):
     """Unevaluated nodes reachable from `outputs`, inputs before users."""
+    if len(outputs) == 1:  # one op on evaluated inputs (eager code): no walk
+        o = outputs[0]
+        for x in o._inputs:
+            if x._data is None:
+                break
+        else:
+            return [o] if o._data is None else []
     order, seen = [], set()
     stack = [(o, False) for o in outputs if o._data is None]
     while stack:
@@ -619,8 +643,14 @@ def eval(*trees) -> None:
     """Evaluate every array in `trees` (arrays, lists, tuples, dicts). Inside grad, vjp
     and jvp, evaluating a traced value is allowed (as MLX) and changes nothing; a traced
     value that outlived its transform (kept in a closure) gets its value here."""
-    from .tree import tree_leaves
-    outs = [x for x in tree_leaves(trees) if isinstance(x, Array) and x._data is None]
+    outs = []
+    for t in trees:  # arrays given directly (the common case) need no tree walk
+        if type(t) is not Array:
+            from .tree import tree_leaves
+            outs = [x for x in tree_leaves(trees) if isinstance(x, Array) and x._data is None]
+            break
+        if t._data is None:
+            outs.append(t)
     if not outs:
         return
     traced = [o for o in outs if o._tracer is not None]
@@ -640,17 +670,20 @@ def eval(*trees) -> None:
                 "cannot evaluate an array inside a traced function (transform or compile): "
                 "its value is not known while tracing; evaluate the results instead"
                 + where_text())
-    used = set()
+    used = []
+    gpu = _device.DeviceType.gpu
     for node in _topo(outs):
         if node._prim is None:
             raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
         dev = node._dev
-        if dev.type is _device.DeviceType.gpu:
-            ins = [_move_to(x, dev) for x in node._inputs]
+        inputs = node._inputs
+        if dev.type is gpu:
+            ins = [_move_to(x, dev) for x in inputs]
         else:
-            ins = [_on(dev, x._data, x.aval) for x in node._inputs]
-        node._data = dev.run(node._prim, node._params, [x.aval for x in node._inputs], node.aval, ins)
-        used.add(dev)
+            ins = [x._data if type(x._data) is np.ndarray else _on(dev, x._data, x.aval) for x in inputs]
+        node._data = dev.run(node._prim, node._params, [x.aval for x in inputs], node.aval, ins)
+        if not used or (used[0] is not dev and dev not in used):
+            used.append(dev)
         node._prim = None  # now a leaf holding data, like an array made from values
         node._inputs = ()
         node._params = None

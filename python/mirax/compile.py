@@ -23,6 +23,7 @@ import weakref
 import numpy as np
 from mlir import ir
 
+from . import device as _device
 from . import shapeless as _shapeless
 from .array import STATE, Array, _host, _move_to, _on, eval as _eval, where_text
 from .dialect.core import MiraxError
@@ -162,17 +163,31 @@ class Executable:
 
     def run(self, arrays, device=None):
         """Call on evaluated input arrays; returns the output arrays."""
-        from .device import DeviceType, current_device
-        dev = device or current_device()
-        if dev.type is DeviceType.gpu:
+        dev = device or _device.current_device()
+        if dev.type is _device.DeviceType.gpu:
             return self._run_gpu(arrays, dev)
-        ins = [_on(dev, a._data, a.aval) for a in arrays] + self.lifted
-        if self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
+        ins = [a._data if type(a._data) is np.ndarray else _on(dev, a._data, a.aval) for a in arrays]
+        if self.lifted:
+            ins += self.lifted
+        if self._host is not False and self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
             outs = self.host_program(ins)
             return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+        kernel = self._kernel or self.kernel
         outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.out_avals]
-        self.kernel(ins, outs)
-        return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+        kernel(ins, outs)
+        return [Array._host_result(o, a) for o, a in zip(outs, self.out_avals)]
+
+    def call(self, arrays):
+        """A compiled call on positional input arrays (no captured state): evaluate the
+        pending inputs, run, and give the outputs in the traced function's tree."""
+        for a in arrays:
+            if a._data is None:
+                _eval(*[a for a in arrays if a._data is None])
+                break
+        outs = self.run(arrays)
+        if self.out_tree.kind == "leaf":
+            return outs[0]
+        return tree_unflatten(self.out_tree, outs)
 
     def _run_gpu(self, arrays, dev):
         backend = dev.backend
@@ -183,6 +198,20 @@ class Executable:
         outs = [backend.empty(a.shape, a.dtype.storage) for a in self.out_avals]
         backend.run(prog, ins + self._lifted_gpu, outs)
         return [Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.out_avals)]
+
+
+def _fast_key(args):
+    """(shape, dtype, shape, dtype, ...) of positional arguments that are all arrays of
+    no trace, else None: with the argument count it decides the specialization exactly
+    as `_specialization`'s key does for such calls."""
+    key = []
+    for x in args:
+        if type(x) is not Array or x._tracer is not None:
+            return None
+        av = x.aval
+        key.append(av.shape)
+        key.append(av.dtype)
+    return tuple(key)
 
 
 _CACHE: dict = {}  # function key -> {call key -> Executable or traced module}
@@ -237,6 +266,9 @@ class Compiled:
         self.outputs = outputs
         self.shapeless = shapeless
         self._key = _fun_key(fun)
+        # positional arrays only, no captured state: the executable by the arguments'
+        # shapes and dtypes, found without building _specialization's key (a cache hit's path)
+        self._fast = {} if inputs is None and outputs is None and not shapeless else None
 
     @property
     def trace_count(self):
@@ -252,6 +284,13 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         if not _ENABLED[0] or STATE.tracing:
             return self.fun(*args, **kwargs)  # disabled, or inside a trace: inline
+        fast = self._fast
+        if fast is not None and not kwargs:
+            fk = _fast_key(args)
+            if fk is not None:
+                exe = fast.get(fk)
+                if exe is not None:
+                    return exe.call(args)
         if kwargs:
             # keywords as MLX: arrays are traced, Python scalars join the cache key; the
             # tree (positional list, keyword dict) is unpacked again by _call_fun
@@ -264,6 +303,10 @@ class Compiled:
             if type(x) is Array and x._tracer is not None:
                 return self.fun(*args, **kwargs)  # called on traced values: inline
         exe, arrays = self._specialization(args, leaves, treedef)
+        if fast is not None and not kwargs and exe.n_state_out == 0:
+            fk = _fast_key(args)
+            if fk is not None:
+                fast[fk] = exe
         pending = [a for a in arrays if a._data is None]
         if pending:
             _eval(*pending)

@@ -20,6 +20,7 @@ import threading
 import numpy as np
 
 from .dialect.core import MiraxError, op_text
+from .runtime import buffers as _buffers
 
 
 class DeviceType(enum.Enum):
@@ -54,6 +55,20 @@ def _params_key(params):
     return tuple(sorted((k, str(v) if k == "value" else v) for k, v in params.items()))
 
 
+def kernel_key(name, params, in_avals, out_aval):
+    """The eager kernel cache's key: (op, attributes, operand and result shapes and dtypes),
+    made of tuples, ints, strings and Dtypes only, so hashing and comparing it runs no
+    Python code (an Aval's dataclass hash and eq would, several times per lookup)."""
+    pk = _params_key(params) if params else ()
+    if len(in_avals) == 1:
+        a = in_avals[0]
+        return (name, pk, a.shape, a.dtype, out_aval.shape, out_aval.dtype)
+    if len(in_avals) == 2:
+        a, b = in_avals
+        return (name, pk, a.shape, a.dtype, b.shape, b.dtype, out_aval.shape, out_aval.dtype)
+    return (name, pk, tuple((a.shape, a.dtype) for a in in_avals), out_aval.shape, out_aval.dtype)
+
+
 def kernel_module_text(prim, params, in_avals, out_aval, c_interface=True) -> str:
     """A module whose `@kernel` applies one primitive: the eager kernel's source."""
     args = [f"%arg{i}" for i in range(len(in_avals))]
@@ -77,7 +92,7 @@ class _Runner:
         out = b.empty(out_aval.shape, out_aval.dtype.storage)
         if out_aval.size == 0:
             return out
-        key = (prim.name, _params_key(params), tuple(in_avals), out_aval)
+        key = kernel_key(prim.name, params, in_avals, out_aval)
         kernel = self.kernels.get(key)
         if kernel is None:
             kernel = self._build(key, prim, params, in_avals, out_aval)
@@ -86,6 +101,18 @@ class _Runner:
 
     def synchronize(self):
         self.backend.synchronize()
+
+
+_host_mod = None
+
+
+def _host():
+    """runtime/host.py (imported on first use; an import statement per op costs ~1 us)."""
+    global _host_mod
+    if _host_mod is None:
+        from .runtime import host
+        _host_mod = host
+    return _host_mod
 
 
 class CpuDevice(_Runner, Device):
@@ -108,10 +135,23 @@ class CpuDevice(_Runner, Device):
         return to_host(x)
 
     def run(self, prim, params, in_avals, out_aval, inputs):
-        from .runtime import host
-        if host.is_host(prim.name):  # a numpy/LAPACK function, not a JIT kernel
+        """_Runner.run for the CPU, inlined: this is the whole eager path of an op whose
+        kernel is cached (the output from runtime/buffers.py, the kernel called on numpy
+        buffers), so it avoids the generic path's extra calls."""
+        name = prim.name
+        host = _host()
+        if host.is_host(name):  # a numpy/LAPACK function, not a JIT kernel
             return host.run(prim, params, inputs, out_aval)
-        return super().run(prim, params, in_avals, out_aval, inputs)
+        ins = [x if type(x) is np.ndarray else to_host(x) for x in inputs]
+        out = _buffers.empty(out_aval.shape, out_aval.dtype.storage)
+        if out_aval.size == 0:
+            return out
+        key = kernel_key(name, params, in_avals, out_aval)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self._build(key, prim, params, in_avals, out_aval)
+        kernel(ins, [out])
+        return out
 
     def _build(self, key, prim, params, in_avals, out_aval):
         return self.backend.program(kernel_module_text(prim, params, in_avals, out_aval, c_interface=True),

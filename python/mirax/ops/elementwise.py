@@ -115,7 +115,8 @@ def _prepare(name, a, b, dtype=None):
 
 def _binary(name, float_only=False, bool_only=False, integer_only=False):
     def op(a, b):
-        d = result_dtype(a, b)
+        same = type(a) is Array and type(b) is Array and a.aval.dtype is b.aval.dtype
+        d = a.aval.dtype if same else result_dtype(a, b)
         if float_only and d.kind not in "fc":
             d = dt.float32
         if bool_only:
@@ -125,6 +126,8 @@ def _binary(name, float_only=False, bool_only=False, integer_only=False):
                 raise MiraxError(f"mirax.{name}: needs integer or bool operands, got {d.name}{where_text()}")
             if name.endswith("shift") and d.kind == "b":
                 d = dt.uint8  # numpy shifts bools as small integers
+        if same and a.aval.dtype is d and a.aval.shape == b.aval.shape and not _shapeless.active():
+            return apply(name, [a, b])  # what _prepare would give: nothing to promote or broadcast
         x, y = _prepare(name, a, b, d)
         return apply(name, [x, y])
     op.__name__ = name
