@@ -130,6 +130,22 @@ def _compose_transpose(op: ir.Operation):
     return new.results[0]
 
 
+def _broadcast_splat(const: ir.Operation, op: ir.Operation):
+    """A broadcast of a splat constant (a Python scalar beside an array: `x * 2`) as the
+    same splat at the new shape: no kernel to compile and run (a cold one costs ~40 ms,
+    once per new shape), None when the constant is not a plain splat."""
+    try:
+        value = ir.DenseElementsAttr(const.attributes["value"])
+        if not value.is_splat:
+            return None
+        attr = ir.DenseElementsAttr.get_splat(op.results[0].type, value.get_splat_value())
+    except (ValueError, TypeError, KeyError):
+        return None
+    with op.context, op.location, ir.InsertionPoint(op):
+        new = ir.Operation.create("mirax.constant", results=[op.results[0].type], attributes={"value": attr})
+    return new.results[0]
+
+
 def _fold(op: ir.Operation):
     """A new mirax.constant holding `op`'s value when all its operands are constants."""
     name = op.name[len("mirax."):]
@@ -146,6 +162,10 @@ def _fold(op: ir.Operation):
         return None
     if out.size > FOLD_LIMIT or any(a.dtype in (dt.bfloat16, dt.complex64) for a in ins + [out]):
         return None
+    if name == "broadcast_to":
+        splat = _broadcast_splat(consts[0], op)
+        if splat is not None:
+            return splat
     from ..dialect.creation import attr_to_numpy, dense_attr
     from ..device import cpu
     try:

@@ -382,3 +382,22 @@ def test_tool_versions_match_the_installed_distributions():
             assert version == importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             assert version is None
+
+
+def test_scalar_broadcasts_fold_without_kernels():
+    """`x * 2` on a small array: mirax-simplify folds the broadcast of the splat 2 as a
+    splat of the new shape (no eager kernel built); the values and the IR stay as before."""
+    import math
+    f = mr.compile(lambda x: x * (1 + mr.erf(x / math.sqrt(2))) / 2 + mr.where(x > 0, 1, -7))
+    shape = (3, 17)  # a shape no other test uses: its broadcast kernels would be new
+    x = np.linspace(-2, 2, 51, dtype=np.float32).reshape(shape)
+    before = cpu_device.kernels.compiles
+    text = f.lower(mr.array(x)).as_text("simplified")
+    assert cpu_device.kernels.compiles == before  # folded as splats: nothing compiled
+    assert "dense<2.000000e+00> : tensor<3x17xf32>" in text and "dense<-7> : tensor<3x17xi32>" in text
+    assert "mirax.broadcast_to" not in text
+    ref = x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) / 2 + np.where(x > 0, 1, -7)
+    np.testing.assert_allclose(np.asarray(f(mr.array(x))), ref, rtol=1e-5, atol=1e-5)
+    # a broadcast of a constant that is not a splat still folds through its kernel
+    g = mr.compile(lambda x: x + mr.array(np.arange(17, dtype=np.float32)))
+    np.testing.assert_array_equal(np.asarray(g(mr.array(x))), x + np.arange(17, dtype=np.float32))
