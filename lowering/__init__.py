@@ -6,8 +6,10 @@
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
+from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions
+from .lower_barriers import MiraxLowerBarriers
 from .gpu_map import MiraxGpuMap
 from .gpu_pipeline import MiraxGpuLaunch, MiraxGpuPipeline
 from .mirax_simplify import MiraxSimplify
@@ -15,11 +17,13 @@ from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
 from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
+from .vectorize_transposes import MiraxVectorizeTransposes
 from .verify import MiraxVerify
 
 PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimplify, MiraxVerify,
                                MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
                                MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
-                               MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline]}
+                               MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
+                               MiraxEarlyDealloc, MiraxVectorizeTransposes]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

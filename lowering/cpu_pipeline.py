@@ -12,7 +12,10 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
     (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
     mirax-parallelize           large ops -> scf.forall over the threads (tuning.py)
+    mirax-vectorize-transposes  transposes as blocks of vector shuffles (not gathers)
+    mirax-lower-barriers        optimization barriers (checkpoint) -> their operands
     bufferize                   into the caller's buffers
+    mirax-early-dealloc         each temporary freed after its last use (not at the return)
     mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
@@ -24,11 +27,14 @@ from __future__ import annotations
 from . import tuning
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
+from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions
+from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
+from .vectorize_transposes import MiraxVectorizeTransposes
 
 NAME = "mirax-cpu-pipeline"
 
@@ -117,11 +123,13 @@ class MiraxCpuPipeline(MiraxPass):
 
     def add_to(self, pm):
         threads = self.add_tensor_passes(pm)
+        MiraxLowerBarriers().add_to(pm)  # after the last CSE on tensors (dialect/barrier.py)
         for p in BUFFERIZE:
             if p.startswith("buffer-results-to-out-params"):
                 pm.add(distinct_results, name="mirax-distinct-results")
             pm.add(p)
         pm.add(_strided_copies, name="mirax-strided-copies")
+        MiraxEarlyDealloc().add_to(pm)
         MiraxOutlineKernels().add_to(pm)
         for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
             pm.add(p)
@@ -142,4 +150,5 @@ class MiraxCpuPipeline(MiraxPass):
             MiraxFuseReductions(threads=threads).add_to(pm)
         pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
         MiraxParallelize(threads=threads).add_to(pm)
+        MiraxVectorizeTransposes().add_to(pm)
         return threads

@@ -93,7 +93,7 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     mr, nr = register_tiles(h)[0]
     mm = matmul_tiles(h, mr, nr)
     # smaller products go to the generic lowering: fewer than 8 micro tiles of depth 64
-    mm.update(min_flops=2 * 8 * mr * nr * 64, max_pad=1.5)
+    mm.update(min_flops=2 * 8 * mr * nr * 64, max_pad=1.5, max_pad_skinny=4.0)
     parallel = max(1 << 14, h.l2)  # elements (f32: 4 bytes each) beyond one core's L2
     return {
         "host": h.key(),

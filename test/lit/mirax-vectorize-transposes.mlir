@@ -1,0 +1,49 @@
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes=lanes=16 | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes=lanes=8 | FileCheck %s --check-prefix=AVX2
+
+// A 2-d transpose becomes 16x16 (8x8 with AVX2's lanes) register blocks: contiguous
+// vector reads of the source, a transpose lowered to shuffles, contiguous writes.
+// CHECK-LABEL: func.func @square
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %arg0[%{{.+}}, %{{.+}}] [16, 16] [1, 1] : tensor<512x784xf32> to tensor<16x16xf32>
+// CHECK: vector.transfer_read {{.+}} : tensor<16x16xf32>, vector<16x16xf32>
+// CHECK: vector.shuffle
+// CHECK: vector.transfer_write {{.+}} : vector<16x16xf32>, tensor<16x16xf32>
+// CHECK-NOT: linalg.transpose
+// AVX2-LABEL: func.func @square
+// AVX2: vector.transfer_read {{.+}} : tensor<8x8xf32>, vector<8x8xf32>
+// AVX2: vector.shuffle
+func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
+  %e = tensor.empty() : tensor<784x512xf32>
+  %t = linalg.transpose ins(%a : tensor<512x784xf32>) outs(%e : tensor<784x512xf32>) permutation = [1, 0]
+  return %t : tensor<784x512xf32>
+}
+
+// -----
+
+// Attention's head split keeps the innermost dim (a strided copy LLVM vectorizes), and a
+// transpose whose dims the lanes do not divide, are left alone.
+// CHECK-LABEL: func.func @left_alone
+// CHECK: linalg.transpose {{.+}} permutation = [0, 2, 1, 3]
+// CHECK: linalg.transpose {{.+}} permutation = [1, 0]
+func.func @left_alone(%a: tensor<2x48x4x16xf32>, %b: tensor<10x512xf32>) -> (tensor<2x4x48x16xf32>, tensor<512x10xf32>) {
+  %e = tensor.empty() : tensor<2x4x48x16xf32>
+  %t = linalg.transpose ins(%a : tensor<2x48x4x16xf32>) outs(%e : tensor<2x4x48x16xf32>) permutation = [0, 2, 1, 3]
+  %f = tensor.empty() : tensor<512x10xf32>
+  %u = linalg.transpose ins(%b : tensor<10x512xf32>) outs(%f : tensor<512x10xf32>) permutation = [1, 0]
+  return %t, %u : tensor<2x4x48x16xf32>, tensor<512x10xf32>
+}
+
+// -----
+
+// Batched: the two dims that trade places are blocked, the batch dim tiled by 1.
+// CHECK-LABEL: func.func @batched
+// CHECK: vector.transfer_read {{.+}} : tensor<1x16x16xf32>, vector<1x16x16xf32>
+// CHECK: vector.shuffle
+// CHECK-NOT: linalg.transpose
+func.func @batched(%a: tensor<4x64x32xf32>) -> tensor<4x32x64xf32> {
+  %e = tensor.empty() : tensor<4x32x64xf32>
+  %t = linalg.transpose ins(%a : tensor<4x64x32xf32>) outs(%e : tensor<4x32x64xf32>) permutation = [0, 2, 1]
+  return %t : tensor<4x32x64xf32>
+}
