@@ -218,9 +218,15 @@ _CACHE: dict = {}  # function key -> {call key -> Executable or traced module}
 _TRACES: dict = {}  # function key -> number of traces
 
 
-def _fun_key(fun):
+def fun_identity(fun):
+    """(the object whose end ends the cache entries of `fun`, the key of `fun`): a bound
+    method is keyed by its function and its object. Shared with the transform cache."""
     f = getattr(fun, "__func__", fun)
-    key = (id(f), id(getattr(fun, "__self__", None)))
+    return f, (id(f), id(getattr(fun, "__self__", None)))
+
+
+def _fun_key(fun):
+    f, key = fun_identity(fun)
     if key not in _CACHE:
         _CACHE[key] = {}
         _TRACES[key] = 0

@@ -59,7 +59,8 @@ def _loc_text(loc):
 LIFT_SIZE = 64  # captured arrays larger than this become arguments, not constants
 
 
-def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, loc=None, lift_size=LIFT_SIZE):
+def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, loc=None, lift_size=LIFT_SIZE,
+                 lift_ids=()):
     """(text of `func.func @name`, lifted arrays): the function computing `outputs`
     from `placeholders`. With `lift`, captured concrete arrays of more than LIFT_SIZE
     elements become extra trailing arguments (returned, to be passed by the caller);
@@ -71,7 +72,9 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
     `loc` ((file, line, source); default: the user's frame) locates the function, its
     arguments and return, and ops without a source line of their own. `lift_size`
     replaces LIFT_SIZE (sharded compile lifts every captured array of 2 or more elements:
-    shard-partition cannot split a constant that is not a splat)."""
+    shard-partition cannot split a constant that is not a splat). With `lift`, the arrays
+    whose `id` is in `lift_ids` are lifted whatever their size (the transform cache lifts
+    the state a function closes over, whose values change between calls)."""
     from .array import STATE, user_frame
     floc = _loc_text(loc or STATE.loc or user_frame())
     at = f" {floc}" if floc else ""
@@ -124,7 +127,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
             if node._data is None:
                 raise TraceError("a traced array was used outside its transform (stored in a "
                                  "variable and used after the transform returned?)")
-            if lift and node.size > lift_size:
+            if lift and (node.size > lift_size or id(node) in lift_ids):
                 names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
                 lifted.append(node)
                 return

@@ -49,7 +49,7 @@ def value_and_grad(model: Module, fn: Callable):
     and the advanced random key leave it as extra outputs and are stored after the call,
     so no traced value leaks;
     everything else in the model is restored afterwards."""
-    from ..transforms import value_and_grad as _vg
+    from ..transforms.api import _NO, _value_and_grad, _vg_cached, _vg_spec
 
     @wraps(fn)
     def wrapped(*args, **kwargs):
@@ -60,30 +60,46 @@ def value_and_grad(model: Module, fn: Callable):
         # trace through `params` and `others`
         leaves, treedef = tree_flatten((args, kwargs), is_leaf=lambda x: isinstance(x, Module))
         arr_idx = [i for i, x in enumerate(leaves) if isinstance(x, Array)]
-        changed_names: list = []
-        key_changed = [False]
         key0 = mrandom.state[0]
 
         def inner(p, o, a, key):
             mrandom.state[0] = key
             model.update(p)
             _set(model, zip([k for k, _ in others], o))
-            before = _array_slots(model)
-            call_leaves = list(leaves)
-            for i, v in zip(arr_idx, a):
-                call_leaves[i] = v
-            cargs, ckwargs = tree_unflatten(treedef, call_leaves)
-            out = fn(*cargs, **ckwargs)
-            after = _array_slots(model)
-            changed = [(k, v) for k, v in after.items() if before.get(k) is not v]
-            changed_names[:] = [k for k, _ in changed]
-            key_changed[0] = mrandom.state[0] is not key
-            new_key = [mrandom.state[0]] if key_changed[0] else []
-            return out, [v for _, v in changed], new_key
+            try:
+                before = _array_slots(model)
+                call_leaves = list(leaves)
+                for i, v in zip(arr_idx, a):
+                    call_leaves[i] = v
+                cargs, ckwargs = tree_unflatten(treedef, call_leaves)
+                out = fn(*cargs, **ckwargs)
+                after = _array_slots(model)
+                changed = [(k, v) for k, v in after.items() if before.get(k) is not v]
+                new_key = [mrandom.state[0]] if mrandom.state[0] is not key else []
+                # the names of the slots `fn` stored into are Python values of the result,
+                # so that a cached trace (mirax/transforms/cache.py) gives them back too
+                return out, [v for _, v in changed], new_key, tuple(k for k, _ in changed)
+            finally:  # the model holds its own arrays again when the trace ends
+                model.update(params)
+                _set(model, others)
+                mrandom.state[0] = key0
 
+        inputs = (params, [v for _, v in others], [leaves[i] for i in arr_idx], key0)
+        spec = _vg_spec(0, (), inputs, {})
         try:
-            (value, new_state, new_key), grads = _vg(inner)(params, [v for _, v in others],
-                                                            [leaves[i] for i in arr_idx], key0)
+            # the trace depends on `fn`, the model (its state), the arguments that are not
+            # arrays (Python values, modules) and which arrays are not trained: cached on
+            # this function with those in the key (see `_vg_cached`)
+            statics = (treedef, tuple(_static_key(leaves[i]) for i in range(len(leaves)) if i not in arr_idx),
+                       tuple(k for k, _ in others))
+            out = _vg_cached(inner, spec, inputs, {}, False, identity=wrapped, extra_key=statics,
+                             roots=[wrapped] + [x for x in leaves if isinstance(x, Module)], arg_roots=())
+        except _Unkeyable:
+            out = _NO
+        try:
+            if out is _NO:
+                out = _value_and_grad(inner, 0, inputs)
+            (value, new_state, new_key, changed_names), grads = out
         finally:
             model.update(params)
             _set(model, others)
@@ -94,6 +110,25 @@ def value_and_grad(model: Module, fn: Callable):
         return value, grads
 
     return wrapped
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def _static_key(x):
+    """The cache key of an argument leaf that is not an array (compile's `_leaf_key`); a
+    module stands for its state, which the cache walks."""
+    import numpy as np
+    from ..compile import _leaf_key
+    if isinstance(x, Module):
+        return ("module",)
+    if isinstance(x, np.ndarray):  # compile keys it by shape; here it is a value fn reads
+        raise _Unkeyable
+    try:
+        return _leaf_key(x, False)
+    except (ValueError, TypeError):
+        raise _Unkeyable from None
 
 
 def checkpoint(module: Module, fn: Optional[Callable] = None):
