@@ -211,6 +211,12 @@ def _static_shape(value):
     return list(t.shape), str(t.element_type)
 
 
+DEFAULT_MAPS = ("[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                "affine_map<(d0, d1, d2) -> (d0, d1)>]")
+TRANSPOSED_A = ("[affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                "affine_map<(d0, d1, d2) -> (d0, d1)>]")
+
+
 def plan(op, config=None):
     """Tile sizes for one linalg.matmul/batch_matmul op, or None to leave it alone.
 
@@ -226,17 +232,20 @@ def plan(op, config=None):
     if len(dtypes) != 1:
         return None
     dtype = dtypes.pop()
-    # only the default (row-major, untransposed) indexing maps
+    # the default (row-major) indexing maps, or A transposed (stored K x M: the micro
+    # kernel then reads A's mr values of a k step contiguously)
+    transpose_a = False
     if "indexing_maps" in op.attributes and name == "linalg.matmul":
         maps = str(op.attributes["indexing_maps"])
-        if maps != "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, " \
-                   "affine_map<(d0, d1, d2) -> (d0, d1)>]":
+        if maps == TRANSPOSED_A:
+            transpose_a = True
+        elif maps != DEFAULT_MAPS:
             return None
     (a, _), (b, _), (c, _) = shapes
     if name == "linalg.batch_matmul":
         batch, (M, K), (_, N) = a[0], a[1:], b[1:]
     else:
-        batch, (M, K), (_, N) = None, a, b
+        batch, (M, K), (_, N) = None, (a[::-1] if transpose_a else a), b
     cfg = tuning.matmul_config(name, dtype, batch, M, N, K)
     if cfg is None:
         return None
@@ -360,6 +369,34 @@ def matmul_ops(module):
     return _walk(root, "linalg.matmul") + _walk(root, "linalg.batch_matmul")
 
 
+def fold_transposed_a(root, config=None) -> int:
+    """`linalg.matmul(linalg.transpose(x), b)` -> one linalg.matmul reading x transposed
+    (`indexing_maps` (k, m), (k, n), (m, n)), for the matmuls this code generator takes:
+    the micro kernel reads A's mr values of each k step contiguously from x, and the
+    transpose's copy goes (a gradient's `x.T @ g`). Returns how many were folded."""
+    from mlir.dialects import linalg
+    from .pass_base import defining_op
+    folded = 0
+    for op in _walk(root, "linalg.matmul"):
+        if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != DEFAULT_MAPS:
+            continue
+        t = defining_op(op.operands[0])
+        if t is None or t.name != "linalg.transpose" or list(ir.DenseI64ArrayAttr(t.attributes["permutation"])) != [1, 0]:
+            continue
+        if plan(op, config) is None:
+            continue
+        maps = [ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(i), ir.AffineDimExpr.get(j)])
+                for i, j in ((2, 0), (2, 1), (0, 1))]
+        with ir.InsertionPoint(op), op.location:
+            new = linalg.matmul(t.operands[0], op.operands[1], outs=[op.operands[2]], indexing_maps=maps)
+        op.results[0].replace_all_uses_with(new)
+        op.erase()
+        if not list(t.results[0].uses):
+            t.erase()
+        folded += 1
+    return folded
+
+
 def optimize_matmuls(module, *, return_script: bool = False, config=None):
     """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
 
@@ -370,6 +407,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     root = module.operation  # an ir.Module, or the module op a Python pass receives
     items = []
     with root.context, ir.Location.unknown():
+        fold_transposed_a(root, config)
         for op in matmul_ops(root):
             p = plan(op, config)
             if p is None:

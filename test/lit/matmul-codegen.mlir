@@ -103,3 +103,22 @@ func.func @skipped(%a: tensor<256x256xf64>, %c: tensor<256x256xf64>, %x: tensor<
   %s = linalg.matmul ins(%x, %y : tensor<16x16xf32>, tensor<16x16xf32>) outs(%y : tensor<16x16xf32>) -> tensor<16x16xf32>
   return %r, %s : tensor<256x256xf64>, tensor<16x16xf32>
 }
+
+// -----
+
+// A transposed first operand (a gradient's x.T @ g) is read in place: the transpose
+// folds into the matmul's indexing map and the micro kernel loads A's column of each k
+// step contiguously.
+// CHECK-LABEL: func.func @transposed_a
+// CHECK-NOT: linalg.transpose
+// CHECK: vector.transfer_read %arg0{{.+}} : tensor<256x784xf32>, vector<1x8xf32>
+// CHECK: vector.fma
+func.func @transposed_a(%x: tensor<256x784xf32>, %g: tensor<256x512xf32>) -> tensor<784x512xf32> {
+  %z = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<784x256xf32>
+  %xt = linalg.transpose ins(%x : tensor<256x784xf32>) outs(%et : tensor<784x256xf32>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<784x512xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<784x512xf32>) -> tensor<784x512xf32>
+  %r = linalg.matmul ins(%xt, %g : tensor<784x256xf32>, tensor<256x512xf32>) outs(%f : tensor<784x512xf32>) -> tensor<784x512xf32>
+  return %r : tensor<784x512xf32>
+}
