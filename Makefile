@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # compiled kernels persist here between test runs (any change to the compiler invalidates them)
 MIRAX_TEST_CACHE_DIR ?= $(CURDIR)/build/kernel-cache
 
-.PHONY: run test lit pytest bench fuzz setup clean
+.PHONY: run test lit pytest bench tune fuzz setup clean
 
 $(STAMP): pyproject.toml
 	@command -v python3 >/dev/null || (apt-get update -qq && apt-get install -y -qq python3 python3-venv)
@@ -56,9 +56,23 @@ fuzz: $(STAMP)
 	$(TEST_ENV) MIRAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q test/python/test_fuzz.py --hypothesis-show-statistics
 	$(PY) test/python/mlir_fuzz.py --cases $(FUZZ_MLIR_CASES) --save build/fuzz-failures
 
-bench: $(STAMP)
+# the benchmarks behind the README's table (installs the `bench` extra: jax, scipy);
+# `python -m mirax.tune` first, so the code generator uses this host's measured tiles
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(VENV)/bin/pip install -q -e '.[test,distributed,bench]'
+	touch $(BENCH_STAMP)
+
+tune: $(STAMP)
+	$(PY) -m mirax.tune
+
+bench: $(BENCH_STAMP)
 	$(PY) bench/eager_overhead.py
+	$(PY) bench/cache.py
 	$(PY) bench/elementwise.py
+	$(PY) bench/matmul.py
+	$(PY) bench/train_step.py
+	$(PY) bench/eager_grad.py
 
 clean:
 	rm -rf $(VENV) build test/lit/Output
