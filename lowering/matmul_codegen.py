@@ -301,6 +301,10 @@ def op_script(i, name, p):
                  f"[0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = {_sizes(range(len(lead), len(lead) + 3))}, "
                  f'copy_back_op = "none"}} : {_handles(3)}')
         h = f"{h}p"
+        # each task zero-fills its rows of the padded C: in parallel, and while they are
+        # in cache. (Fusing A's tensor.pad the same way leaves an i1 memref.store that
+        # MLIR 22's memref-to-llvm asserts on.)
+        s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
     else:
         # the zero fill of C moves into the parallel loop (one pass over C per task)
         s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : "
@@ -308,9 +312,13 @@ def op_script(i, name, p):
     forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
+    fuse = f": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
     if (Mp, Np) == (M, N):
         s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
-                 f"%forall{i} : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)")
+                 f"%forall{i} {fuse}")
+    else:
+        s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
+                 f"%forall{i} {fuse}")
     # a cache tile as large as its dimension would make a one-trip loop, which the
     # canonicalization below folds away under a live handle: such dims are not tiled
     K = p["dims"][2]
