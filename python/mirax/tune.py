@@ -67,9 +67,10 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
     return out
 
 
-# What a candidate costs: wall time by default; the command line counts the CPU time of
-# all the process's threads instead (OpenMP's idle threads told to sleep at once,
-# KMP_BLOCKTIME=0, so waiting costs nothing), which other load on the machine barely moves.
+# What a candidate costs: wall time by default (a serial part of a kernel counts fully).
+# On a busy machine the command line counts the CPU time of all the process's threads
+# instead (OpenMP's idle threads told to sleep at once, KMP_BLOCKTIME=0, so waiting costs
+# nothing), which other load barely moves but which cannot see serial parts.
 _clock = [time.perf_counter]
 
 
@@ -253,10 +254,15 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole search")
     ap.add_argument("--show", action="store_true")
     ap.add_argument("--reset", action="store_true")
-    ap.add_argument("--wall", action="store_true", help="time by the wall clock, not CPU time")
+    ap.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
+                    help="wall: what a call costs (serial parts count fully); cpu: the process's CPU "
+                         "time, robust to other load; auto: wall on an idle machine, else cpu")
     args = ap.parse_args(argv)
-    if not args.wall:
-        import os
+    import os
+    clock = args.clock
+    if clock == "auto":
+        clock = "wall" if os.getloadavg()[0] < 0.5 else "cpu"
+    if clock == "cpu":
         os.environ.setdefault("KMP_BLOCKTIME", "0")  # read when the OpenMP runtime loads
         _clock[0] = time.process_time
     if args.show:
@@ -271,7 +277,7 @@ def main(argv=None) -> int:
         print(f"removed {path}")
         return 0
     h = host_cpu.host()
-    print(f"host: {h.describe()}\nstore: {path}")
+    print(f"host: {h.describe()}\nstore: {path}\nclock: {clock} (load average {os.getloadavg()[0]:.1f})")
     start = time.monotonic()
     shapes = DEFAULT_MATMULS if args.matmul is None else args.matmul
     rows = DEFAULT_ROWS if args.rows is None else [tuple(int(x) for x in r.lower().split("x")) for r in args.rows]
