@@ -21,6 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import mirax as mr  # noqa: E402
 import mirax.nn as nn  # noqa: E402
 import mirax.optimizers as optim  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+from _host import describe  # noqa: E402
 
 
 def make_mirax(din, hidden, dout, lr):
@@ -112,6 +114,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     for fn, a, b in cands.values():  # warm up: trace, compile, caches
         fn(a, b)
+    print(describe())
     print(f"warm-up (includes compiling the step): {time.perf_counter() - t0:.2f} s")
     times = {k: [] for k in cands}
     for _ in range(args.rounds):
