@@ -85,6 +85,9 @@ def np_layer_norm(x):
 
 def main():
     small = "--small" in sys.argv
+    sys.path.insert(0, os.path.dirname(__file__))
+    from _host import describe
+    print(describe())
     if not mr.is_available(mr.gpu):
         print("no GPU:", vulkan.VulkanDevice.why_unavailable(), "-", vulkan.INSTALL_HINT)
         return 1
