@@ -481,6 +481,13 @@ irdl.dialect @mirax {
     irdl.operands(lhs: %in0, rhs: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @optimization_barrier {
+    // x, opaque to CSE and folding until bufferization
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+  }
   irdl.operation @pad {
     // constant padding: `low`/`high` elements before/after each axis
     %in0 = irdl.base "!builtin.tensor"

@@ -34,6 +34,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
+from .lower_barriers import MiraxLowerBarriers
 from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, user_op, walk_ops
 
 NAME = "mirax-gpu-pipeline"
@@ -119,6 +120,7 @@ def _strip_c_interface(op, *_):
 
 def _bufferize(pm):
     pm.add(_strip_c_interface, name="mirax-strip-c-interface")
+    MiraxLowerBarriers().add_to(pm)  # after the last CSE on tensors (dialect/barrier.py)
     from .cpu_pipeline import distinct_results
     for p in BUFFERIZE:
         if p.startswith("buffer-results-to-out-params"):

@@ -8,6 +8,7 @@ so mirax simplifies at its own level; every mirax op is pure.
   becomes %x. Ops whose operands are all `mirax.constant` and whose result has at most
 `FOLD_LIMIT` elements are evaluated by mirax's own CPU kernels (never numpy) and
 replaced by a `mirax.constant`. `stop_gradient` is kept: it means something to grad.
+`optimization_barrier` is never folded, merged or seen through (dialect/barrier.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .pass_base import MiraxPass
 NAME = "mirax-simplify"
 FOLD_LIMIT = 1024
 KEEP = {"stop_gradient"}  # never folded, CSE'd away from its uses, or removed
+OPAQUE = {"optimization_barrier"} | set(COMMUNICATING)  # never folded or merged
 
 
 def _aval(t: ir.Type) -> Aval:
@@ -204,7 +206,7 @@ def _simplify_block(block: ir.Block) -> bool:
         op = op.operation
         if not op.name.startswith("mirax.") or len(op.results) != 1:
             continue
-        if op.name[len("mirax."):] in COMMUNICATING:  # each one exchanges messages: never folded or merged
+        if op.name[len("mirax."):] in OPAQUE:  # a barrier, or one exchanging messages
             continue
         repl = None
         if op.name[len("mirax."):] not in KEEP:

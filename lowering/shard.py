@@ -33,6 +33,7 @@ from mlir.dialects import arith, func, linalg, shard, tensor
 from ..dialect.core import MiraxError
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import BUFFERIZE, OPENMP_ONLY, TO_LLVM, distinct_results
+from .lower_barriers import MiraxLowerBarriers
 from .pass_base import MiraxPass, PassError, isa, walk_ops
 
 GRID = "mesh"
@@ -172,6 +173,8 @@ class MiraxShard(MiraxPass):
 
     def add_to(self, pm):
         ConvertMiraxToLinalg().add_to(pm)
+        # sharding-propagation knows no mirax op: sharded, CSE merges a checkpoint's recomputation
+        MiraxLowerBarriers().add_to(pm)
         pm.add("canonicalize")
         pm.add("cse")
         pm.add(lambda op, *_: self.run(op), name="mirax-shard-annotate")
@@ -371,6 +374,7 @@ class MiraxMpiCpuPipeline(MiraxPass):
 
     def add_to(self, pm):
         pm.add(lambda op, *_: hide_mpi(op), name="mirax-hide-mpi")
+        MiraxLowerBarriers().add_to(pm)
         for p in BUFFERIZE:
             if p.startswith("buffer-results-to-out-params"):
                 pm.add(distinct_results, name="mirax-distinct-results")

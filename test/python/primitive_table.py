@@ -62,6 +62,7 @@ CASES["bitcast"] = ([([s], {"dtype": d}, dt.float32) for s in [(2,), (2, 4)] for
                     + [([()], {"dtype": "uint32"}, dt.float32), ([(0, 4)], {"dtype": "uint16"}, dt.int32)]
                     + [([(2, 4)], {"dtype": "int32"}, dt.float64), ([(3,)], {"dtype": "uint8"}, dt.bool_)])
 CASES["depends"] = [([(3,), (2,)], {}, None), ([(2, 3), ()], {}, None)]
+CASES["optimization_barrier"] = [([(3,)], {}, None), ([(2, 3)], {}, None), ([()], {}, None)]
 
 # operands that are indices: drawn as int32 in [-2, 2] (negative indices wrap)
 INDEX_OPERANDS = {"take": 1, "take_along_axis": 1, "scatter_add": 1, "scatter": 1, "scatter_prod": 1,

@@ -10,6 +10,12 @@ gradients, as `value_and_grad`).
 
 The forward pass records each op; the backward pass walks them in reverse and calls
 each primitive's vjp rule. Integer and bool values get no cotangent.
+
+A checkpoint's body is re-run in the backward pass on its inputs passed through
+`mirax.optimization_barrier`s, each `depends` on the cotangents of the body's results:
+no CSE can merge the recomputation with the forward values (which would keep those alive
+until the backward pass), and the traced order puts it after those cotangents, when the
+forward values it replaces are dead.
 """
 from __future__ import annotations
 
@@ -26,9 +32,9 @@ NAME_GRAD = "mirax-grad"
 class CallEntry:
     """A custom function or checkpoint on the tape: its rule, or its body to re-run."""
 
-    def __init__(self, module, callee, cf, num_args, ins, outs):
+    def __init__(self, module, callee, cf, num_args, ins, outs, kind=None):
         self.module, self.callee, self.cf, self.ins, self.outs = module, callee, cf, ins, outs
-        self.num_args = num_args
+        self.num_args, self.kind = num_args, kind
 
     def backward(self, cts):
         if self.cf is not None and self.cf._vjp is not None:
@@ -39,10 +45,24 @@ class CallEntry:
             primals = self.ins[0] if n == 1 else list(self.ins[:n])  # MLX: one argument unwrapped
             return as_list(self.cf._vjp(primals, ct, out)) + [None] * (len(self.ins) - n)
         # no rule: recompute the body's intermediates now, then pull back through them
+        ins = list(self.ins)
+        if self.kind == "checkpoint":  # kept apart from the forward values (module docstring)
+            ins = [_recompute_input(x, cts) for x in ins]
         tape = Tape(self.module)
-        outs = interpret(self.module, self.callee, list(self.ins), tape.record, tape.call)
+        outs = interpret(self.module, self.callee, ins, tape.record, tape.call)
         ct = backward(tape, outs, cts)
-        return [ct.get(id(x)) for x in self.ins]
+        return [ct.get(id(x)) for x in ins]
+
+
+def _recompute_input(x, cts):
+    """`x` as a recomputation's input: after the cotangents `cts` (None: zero) and
+    behind an optimization barrier."""
+    from ..array import apply
+    from ..dialect.barrier import optimization_barrier
+    for c in cts:
+        if c is not None:
+            x = apply("depends", [x, c])
+    return optimization_barrier(x)
 
 
 class Tape:
@@ -63,7 +83,7 @@ class Tape:
             return interpret(self.module, callee, ins, self.record, self.call)
         # custom function or checkpoint: keep only inputs and outputs
         outs = interpret(self.module, callee, ins, apply_op)
-        self.entries.append(CallEntry(self.module, callee, cf, n, list(ins), outs))
+        self.entries.append(CallEntry(self.module, callee, cf, n, list(ins), outs, kind))
         return outs
 
 
