@@ -273,8 +273,12 @@ def plan(op, config=None):
     limit = cfg["forall_m"] if tasks >= 2 or Mp < 2 * mr else min(cfg["forall_m"], Mp // 2)
     forall_m = max(d for d in range(mr, max(limit, mr) + 1, mr) if Mp % d == 0)
     nc = max(d for d in range(nr, max(cfg["nc"], nr) + 1, nr) if Np % d == 0)
+    pack_b = cfg.get("pack_b")
+    if pack_b is None:  # unmeasured: the host's rule (tuning.pack_b_default)
+        pack_b = tuning.pack_b_default(M, N, K, mr)
+    pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
-                kc=min(cfg["kc"], K), mr=mr, nr=nr)
+                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a)
 
 
 def _sizes(xs):
@@ -361,11 +365,136 @@ def op_script(i, name, p):
     return s
 
 
+def _zero_filled(value) -> bool:
+    """Whether `value` is a `linalg.fill` of 0.0 (a product that starts from zeros)."""
+    from .pass_base import defining_op
+    op = defining_op(value)
+    if op is None or op.name != "linalg.fill":
+        return False
+    c = defining_op(op.operands[0])
+    return c is not None and c.name == "arith.constant" and str(c.attributes["value"]).startswith("0.0")
+
+
+def _packed_text(p) -> str:
+    """The packed form of one matmul as a function of (A, B): B repacked into nr-wide
+    panels, [N/nr][K][nr], so the micro kernel reads B contiguously (the plain layout
+    reads it with B's row stride: on 4 KiB multiples every row maps to the same L1
+    sets, and each k step touches a new page); C is the same bytes as [M][N/nr][nr]."""
+    M, N, K = p["dims"]
+    Mp, Np = p["pad"]
+    nr, N1 = p["nr"], p["pad"][1] // p["nr"]
+    a_t = f"tensor<{K}x{M}xf32>" if p["transpose_a"] else f"tensor<{M}x{K}xf32>"
+    ap_t = f"tensor<{K}x{Mp}xf32>" if p["transpose_a"] else f"tensor<{Mp}x{K}xf32>"
+    pad = ("^bb0(%i: index, %j: index):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }")
+    L = [f"func.func @packed(%a: {a_t}, %b: tensor<{K}x{N}xf32>) -> tensor<{M}x{N}xf32> {{",
+         "  %z = arith.constant 0.0 : f32"]
+    a = "%a"
+    if Mp != M:
+        high = f"[0, {Mp - M}]" if p["transpose_a"] else f"[{Mp - M}, 0]"
+        L.append(f"  %ap = tensor.pad %a low[0, 0] high{high} {{\n  {pad} : {a_t} to {ap_t}")
+        a = "%ap"
+    b = "%b"
+    if Np != N:
+        L.append(f"  %bq = tensor.pad %b low[0, 0] high[0, {Np - N}] {{\n  {pad} : tensor<{K}x{N}xf32> to tensor<{K}x{Np}xf32>")
+        b = "%bq"
+    amap = "(b, m, n, k) -> (k, m)" if p["transpose_a"] else "(b, m, n, k) -> (m, k)"
+    L += [f"  %b3 = tensor.expand_shape {b} [[0], [1, 2]] output_shape [{K}, {N1}, {nr}] : "
+          f"tensor<{K}x{Np}xf32> into tensor<{K}x{N1}x{nr}xf32>",
+          f"  %eb = tensor.empty() : tensor<{N1}x{K}x{nr}xf32>",
+          f"  %bp = linalg.transpose ins(%b3 : tensor<{K}x{N1}x{nr}xf32>) outs(%eb : tensor<{N1}x{K}x{nr}xf32>) "
+          "permutation = [1, 0, 2]",
+          f"  %e = tensor.empty() : tensor<{Mp}x{N1}x{nr}xf32>",
+          f"  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{Mp}x{N1}x{nr}xf32>) -> tensor<{Mp}x{N1}x{nr}xf32>",
+          f"  %r = linalg.contract indexing_maps = [affine_map<{amap}>, affine_map<(b, m, n, k) -> (b, k, n)>, "
+          "affine_map<(b, m, n, k) -> (m, b, n)>]",
+          f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : tensor<{Mp}x{N1}x{nr}xf32>) "
+          f"-> tensor<{Mp}x{N1}x{nr}xf32>",
+          f"  %c = tensor.collapse_shape %r [[0], [1, 2]] : tensor<{Mp}x{N1}x{nr}xf32> into tensor<{Mp}x{Np}xf32>"]
+    out = "%c"
+    if (Mp, Np) != (M, N):
+        L.append(f"  %s = tensor.extract_slice %c[0, 0] [{M}, {N}] [1, 1] : tensor<{Mp}x{Np}xf32> to tensor<{M}x{N}xf32>")
+        out = "%s"
+    L += [f"  return {out} : tensor<{M}x{N}xf32>", "}"]
+    return "\n".join(L)
+
+
+def pack_b(op, p):
+    """Replace matmul `op` by its packed form (`_packed_text`), built in place; returns
+    the linalg.contract to tile."""
+    tmp = ir.Module.parse(_packed_text(p))  # kept alive while its ops are cloned
+    block = tmp.body.operations[0].operation.regions[0].blocks[0]
+    mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1]}
+    contract = result = None
+    for src in list(block.operations):
+        src = src.operation
+        if src.name == "func.return":
+            result = mapping[src.operands[0]]
+            break
+        new = src.clone(ir.InsertionPoint(op))
+        for i, v in enumerate(src.operands):
+            if v in mapping:
+                new.operands[i] = mapping[v]
+        for r_old, r_new in zip(src.results, new.results):
+            mapping[r_old] = r_new
+        if new.name == "linalg.contract":
+            contract = new
+    fill = op.operands[2].owner
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+    fill = fill.operation if hasattr(fill, "operation") else fill
+    if not list(fill.results[0].uses):
+        fill.erase()
+    return contract
+
+
+def packed_script(i, p):
+    """Transform IR for the packed product marked `i`: GotoBLAS's loop order. For each
+    nc-wide block of B's panels and kc-deep slice of K (a packed block that stays in L2),
+    the threads split the rows of C (scf.forall -> OpenMP), each running mr x nr
+    register tiles over the block (vector.fma outer products, C's tile in registers)."""
+    K = p["dims"][2]
+    nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
+    kc = p["kc"] if p["kc"] < K else 0
+    h = f"%m{i}"
+    s = [f'{h} = transform.structured.match ops{{["linalg.contract"]}} attributes{{{MARK} = {i} : i64}} in %root '
+         f": (!transform.any_op) -> !transform.any_op"]
+    loops = [f"%n{i}"] * bool(nb) + [f"%k{i}"] * bool(kc)
+    if loops:
+        s.append(f"%t{i}a, {', '.join(loops)} = transform.structured.tile_using_for {h} tile_sizes "
+                 f"{_sizes([nb, 0, 0, kc])} : {_handles(1 + len(loops))}")
+    else:
+        s.append(f"%t{i}a = transform.cast {h} : !transform.any_op to !transform.any_op")
+    s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
+             f"[0, {p['forall_m']}, 0, 0] : {_handles(2)}")
+    s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+             f"[1, {p['mr']}, 0, 1] : {_handles(4)}")
+    s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
+    s.append(f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
+             f"(!transform.any_op) -> !transform.any_op")
+    s.append(f"transform.apply_patterns to %par{i} {{\n"
+             f"  transform.apply_patterns.canonicalization\n"
+             f"  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
+             f"}} : !transform.any_op")
+    s.append(f"transform.apply_cse to %par{i} : !transform.any_op")
+    s.append(f"transform.apply_patterns to %par{i} {{\n"
+             f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
+             f"}} : !transform.any_op")
+    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i}r : !transform.any_op")
+    s.append(f"transform.apply_patterns to %par{i} {{\n"
+             f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
+             f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"
+             f"  transform.apply_patterns.vector.lower_transpose\n"
+             f"  transform.apply_patterns.vector.lower_broadcast\n"
+             f"  transform.apply_patterns.vector.lower_outerproduct\n"
+             f"}} : !transform.any_op")
+    return s
+
+
 def build_script(items):
     """The transform module for [(index, op name, plan)]."""
     body = []
     for i, name, p in items:
-        body += op_script(i, name, p)
+        body += packed_script(i, p) if p.get("pack") else op_script(i, name, p)
     inner = "\n    ".join(body)
     return ("module attributes {transform.with_named_sequence} {\n"
             "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
@@ -416,16 +545,19 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     items = []
     with root.context, ir.Location.unknown():
         fold_transposed_a(root, config)
+        backup = root.clone()  # before any rewrite: a failed script restores the plain ops
         for op in matmul_ops(root):
             p = plan(op, config)
             if p is None:
                 continue
+            if p["pack"]:
+                op = pack_b(op, p)
             op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(items))
             items.append((len(items), op.name, p))
         if not items:
+            backup.erase()
             return None
         script = build_script(items)
-        backup = root.clone()
         try:
             xf = ir.Module.parse(script)
             interpreter.apply_named_sequence(root, xf.body.operations[0], xf)
@@ -520,7 +652,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     config = None
     if args.host:
-        config = dict(tuning.derive(host_cpu.PRESETS[args.host])["matmul"][("linalg.matmul", "f32")])
+        config = dict(tuning.derive(host_cpu.PRESETS[args.host])["matmul"][("linalg.matmul", "f32")], pack_b=0)
     if args.tiles:
         config = dict(config or {}, **{k: int(v) for k, v in (kv.split("=") for kv in args.tiles.split(","))})
     text = open(args.file).read()

@@ -86,6 +86,20 @@ def matmul_tiles(h: host_cpu.HostCPU, mr: int, nr: int, kc: int | None = None) -
     return dict(mr=mr, nr=nr, kc=kc, nc=nc, forall_m=forall_m)
 
 
+def pack_b_default(m: int, n: int, k: int, mr: int, h: host_cpu.HostCPU | None = None) -> bool:
+    """Whether an unmeasured matmul repacks B into nr-wide panels (matmul_codegen.pack_b).
+
+    The copy of B (K x N) is repaid by a contiguous micro panel when B's rows would read
+    with a stride of whole pages (every row in the same L1 sets: 1024^3 on Zen 5, one
+    thread: 179 -> 222 GFLOP/s) or B is far larger than L2 (a new page each k step:
+    4096x4096x1024: 137 -> 185), and there are enough rows (16 register tiles) to
+    amortize it (256x512x784 ran 232 plain, 218 packed)."""
+    h = h or host_cpu.host()
+    if m < 16 * mr:
+        return False
+    return (n * 4) % 4096 == 0 or k * n * 4 > 4 * h.l2
+
+
 def derive(h: host_cpu.HostCPU | None = None) -> dict:
     """The whole table for host `h` (default: this one) from its features alone."""
     h = h or host_cpu.host()
@@ -241,7 +255,7 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
     if tuned:
-        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m") if x in tuned})
+        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m", "pack_b") if x in tuned})
         return cfg
     # unmeasured: of the host's best register tiles, the first that needs no padding
     # (padding copies A and slices C; per batch in a batched product: 64x256^3 ran at a

@@ -63,7 +63,8 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
     for mr, nr in tuning.register_tiles(h, every=True)[:register_tiles]:
         base = tuning.matmul_tiles(h, mr, nr)["kc"]
         for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
-            out.append(tuning.matmul_tiles(h, mr, nr, kc))
+            for pack in (0, 1):  # B as it is, or repacked into nr-wide panels
+                out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=pack))
     return out
 
 
@@ -113,6 +114,8 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     for i, cand in enumerate(matmul_candidates()):
         if time.monotonic() > deadline and fns:
             break
+        if batch and cand["pack_b"]:
+            continue  # batched products are not repacked
         cfg = dict(cand, min_flops=0)
         try:
             with tuning.override(matmul={}):  # plan from the candidate, not from stored entries
@@ -138,7 +141,7 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1), clock=clock,
                  shape=shape, candidates=len(fns))
     worst = max(final.values())
-    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']}: "
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']}: "
         f"{entry['gflops']} GFLOP per {clock} second ({len(fns)} candidates; the slowest of the "
         f"last four {flop / worst / 1e9:.1f})")
     if save:

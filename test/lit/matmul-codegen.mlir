@@ -1,5 +1,19 @@
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288 | FileCheck %s
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288 --script | FileCheck %s --check-prefix=SCRIPT
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0 | FileCheck %s
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0 --script | FileCheck %s --check-prefix=SCRIPT
+// With B repacked (pack_b): B becomes nr-wide panels [N/nr][K][nr] (a transpose of its
+// expanded form) and C is read as [M][N/nr][nr]; GotoBLAS's loop order: for each block of
+// panels and slice of K, the threads split C's rows.
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1 | FileCheck %s --check-prefix=PACKED
+// PACKED-LABEL: func.func @square
+// PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<1024x32x32xf32>
+// PACKED: linalg.transpose ins(%{{.+}} : tensor<1024x32x32xf32>) outs(%{{.+}} : tensor<32x1024x32xf32>) permutation = [1, 0, 2]
+// PACKED: scf.for
+// PACKED: scf.for
+// PACKED: scf.forall (%{{.+}}) in (16)
+// PACKED: vector.transfer_read %{{.+}} : tensor<32x1024x32xf32>, vector<32xf32>
+// PACKED-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// PACKED: tensor.collapse_shape {{.+}} into tensor<1024x1024xf32>
+// PACKED-NOT: linalg.contract
 // The tiles each ISA family's host derives (lowering/tuning.py) from its vector registers
 // and caches: AVX2 (16 ymm) 6x16, AVX-512 (32 zmm) 14x32, NEON (32 q registers) 14x8,
 // with kc from L1d and nc from L2 (a cache tile covering its whole dim is not tiled).

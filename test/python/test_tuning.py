@@ -85,14 +85,20 @@ def test_families_get_different_tiles():
 
 
 def _all_candidates():
-    seen = {}
+    """Every tiling without repacking, and repacked B once per register tile (the
+    repacked form's structure depends on mr and nr, not on the cache tiles)."""
+    seen, packed = {}, set()
     for f in FAMILIES:
         for c in tune.matmul_candidates(host_cpu.PRESETS[f]):
+            if c["pack_b"]:
+                if (c["mr"], c["nr"]) in packed:
+                    continue
+                packed.add((c["mr"], c["nr"]))
             seen.setdefault(tuple(sorted(c.items())), c)
     return list(seen.values())
 
 
-@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}".format(**c))
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}".format(**c))
 def test_every_candidate_computes_the_product(cand, rng):
     """Whatever the tuner picks on any family is correct here: padded M and N, K not a
     multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
@@ -134,7 +140,7 @@ def test_measurements_are_used_by_later_compiles(store):
     before = tuning.fingerprint()
     derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
     entry = dict(mr=4, nr=2 * host_cpu.host().f32_lanes, kc=64, nc=4 * host_cpu.host().f32_lanes,
-                 forall_m=16, dtype="f32")
+                 forall_m=16, dtype="f32", pack_b=0)
     tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024), entry)
     assert tuning.store_path().exists()
     assert tuning.fingerprint() != before  # the kernel cache keys change with it
