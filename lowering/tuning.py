@@ -91,13 +91,13 @@ def pack_b_default(m: int, n: int, k: int, mr: int, h: host_cpu.HostCPU | None =
 
     The copy of B (K x N) is repaid by a contiguous micro panel when B's rows would read
     with a stride of whole pages (every row in the same L1 sets: 1024^3 on Zen 5, one
-    thread: 179 -> 222 GFLOP/s) or B is far larger than L2 (a new page each k step:
-    4096x4096x1024: 137 -> 185), and there are enough rows (16 register tiles) to
-    amortize it (256x512x784 ran 232 plain, 218 packed)."""
+    thread: 179 -> 222 GFLOP/s) or B outgrows L2 twice over (a new page each k step:
+    4096x4096x1024 137 -> 185, 1000^3 184 -> 198), and there are enough rows (16 register
+    tiles) to amortize it (256x512x784 ran 232 plain, 218 packed)."""
     h = h or host_cpu.host()
     if m < 16 * mr:
         return False
-    return (n * 4) % 4096 == 0 or k * n * 4 > 4 * h.l2
+    return (n * 4) % 4096 == 0 or k * n * 4 > 2 * h.l2
 
 
 def derive(h: host_cpu.HostCPU | None = None) -> dict:

@@ -230,3 +230,11 @@ def test_tuning_on_first_use(store, monkeypatch, rng):
     np.testing.assert_allclose(np.asarray(out), a @ b, rtol=1e-4, atol=1e-4)
     cls = tuning.shape_class("linalg.matmul", None, 96, 128, 80)
     assert cls in tuning.measured().get("matmul", {})
+
+
+def test_repacking_rule():
+    h = host_cpu.PRESETS["avx512"]  # 1 MiB L2
+    assert tuning.pack_b_default(1024, 1024, 1024, 8, h)      # rows a page apart
+    assert tuning.pack_b_default(1000, 1000, 1000, 8, h)      # B 4 MB > 2 L2
+    assert not tuning.pack_b_default(256, 512, 784, 8, h)     # too few rows to repay the copy
+    assert not tuning.pack_b_default(784, 512, 256, 8, h)     # B fits the L2
