@@ -8,7 +8,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
 from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
-from .fuse_reductions import MiraxFuseReductions
+from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
 from .lower_barriers import MiraxLowerBarriers
 from .gpu_map import MiraxGpuMap
 from .gpu_pipeline import MiraxGpuLaunch, MiraxGpuPipeline
@@ -24,6 +24,6 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
                                MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
-                               MiraxEarlyDealloc, MiraxVectorizeTransposes]}
+                               MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -15,6 +15,7 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-vectorize-transposes  transposes as blocks of vector shuffles (not gathers)
     mirax-lower-barriers        optimization barriers (checkpoint) -> their operands
     bufferize                   into the caller's buffers
+    mirax-row-memory            row loops: next rows prefetched, row buffers on the stack
     mirax-early-dealloc         each temporary freed after its last use (not at the return)
     mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
@@ -29,7 +30,7 @@ from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
-from .fuse_reductions import MiraxFuseReductions
+from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
 from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
@@ -129,6 +130,7 @@ class MiraxCpuPipeline(MiraxPass):
                 pm.add(distinct_results, name="mirax-distinct-results")
             pm.add(p)
         pm.add(_strided_copies, name="mirax-strided-copies")
+        MiraxRowMemory(threads=threads).add_to(pm)  # rows prefetched, row buffers on the stack
         MiraxEarlyDealloc().add_to(pm)
         MiraxOutlineKernels().add_to(pm)
         for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:

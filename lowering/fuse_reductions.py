@@ -7,28 +7,49 @@ hold at least one reduction, tiles the group's last op into row blocks
 (`transform.structured.tile_using_forall ... tile_sizes [R, 0]`) and pulls every other op
 of the group into that loop, greedily from the consumer up
 (`transform.structured.fuse_into_containing_op`), so each block of R rows is read from
-memory once and its intermediates stay in cache:
+memory once and its intermediates stay in cache. Blocks are single rows (the tuning
+table's `block_elements`): a 4096-column row is 16 KiB, in L1 for every pass after the
+first.
 
-    %r = scf.forall (%i) in (4096) shared_outs(%o = %e) -> (tensor<4096x4096xf32>) {
-      %m = linalg.generic {"parallel", "reduction"} ... -> tensor<1xf32>        // max
-      %x = linalg.generic {"parallel", "parallel"} ... -> tensor<1x4096xf32>     // exp(x - m)
-      %s = scf.for %k = %c0 to %c4096 step %c64 iter_args(%a = %z) -> (tensor<1x64xf32>) {
-        ... linalg.generic {"parallel", "parallel"}                               // 64 partial sums
+The row loop is then vectorized in chunks of W columns (W = the tuning table's
+`partial_sums`, 4 vectors of the host's f32 lanes: 64 on AVX-512, 32 on AVX2). Each
+reduction over the columns is split into W partial results
+(`tile_reduction_using_for`), vectorized, and its accumulator hoisted out of the column
+loop (`hoist_loop_invariant_subsets`): a vector carried in registers, reduced to one value
+by a tree (`vector.reduction`, reassociated) once a row. The elementwise ops over whole
+rows become loops over W-column chunks (`tile_using_for`, vectorized); the per-row
+scalars (the max, a mean's divisor, rsqrt of a variance) are computed once a row outside
+those loops (`apply_licm`). A last partial chunk is peeled off (`loop.peel`) and
+vectorized at its own width. softmax then reads (64-wide chunks, abridged):
+
+    scf.forall (%i) in (4096) shared_outs(%o = %e) -> (tensor<4096x4096xf32>) {
+      %m = scf.for %k = 0 to 4096 step 64 iter_args(%a = -inf) -> (vector<1x64xf32>) {
+        %x = vector.transfer_read %arg0[%i, %k] : vector<64xf32>
+        ... arith.maximumf %x, %a : vector<64xf32> ...                            // max
       }
-      %t = linalg.reduce { arith.addf } ins(%s : tensor<1x64xf32>) ...         // 64 -> 1
-      %d = linalg.generic {"parallel", "parallel"} ... -> tensor<1x4096xf32>     // divide
+      %mx = vector.reduction <maximumf>, %m
+      %row = tensor.extract_slice %o[%i, 0] [1, 4096] [1, 1]
+      %ex = scf.for %k = 0 to 4096 step 64 iter_args(%r = %row) -> (tensor<1x4096xf32>) {
+        ... exp(x - mx) ... vector.transfer_write %e, %r[0, %k]                    // exp into the output row
+      }
+      %s = scf.for ... iter_args(%a = 0) -> (vector<1x64xf32>) { ... arith.addf ... }  // sum
+      %t = vector.reduction <add>, %s fastmath<reassoc>
+      %d = scf.for %k = 0 to 4096 step 64 iter_args(%r = %ex) -> (tensor<1x4096xf32>) {
+        %v = vector.transfer_read %r[0, %k] ... arith.divf %v, %t ... transfer_write %q, %r[0, %k]   // in place
+      }
       scf.forall.in_parallel { tensor.parallel_insert_slice %d into %o[%i, 0] [1, 4096] [1, 1] }
     }
 
-The exp is written straight into the output's rows and the divide rewrites it there, so
-there is no temporary array at all; a row is read from memory once (the max) and then
-from L1. Blocks are single rows by default (the tuning table's `block_elements`).
-
-Reductions over the innermost loop are split into `partial_sums` independent
-accumulators (`transform.structured.tile_reduction_using_for`): a loop over columns that
-is elementwise across the accumulators, which LLVM vectorizes (a single f32 accumulator
-would not be: that needs reassociation). The forall becomes OpenMP threads in the CPU
-pipeline (one row block an iteration, statically scheduled).
+An elementwise op that does not read its output and has a same-shaped input dead after
+it (softmax's divide of the exp, layer norm's scaling of x - mean) writes into that input
+(`_reuse_inputs`): bufferized, the exp goes into the output's row and the divide rewrites
+it there, with no temporary row. Groups that are not 2-d or whose vectorization does not
+apply keep the row loop and split reductions with LLVM's loop vectorizer (rows of at
+least the tuning table's `split_min` columns split; shorter rows keep one accumulator).
+The forall becomes OpenMP threads in the CPU pipeline (one row block an iteration,
+statically scheduled). After bufferization `mirax-row-memory` (below) prefetches each
+row's next rows during its busiest column loop and puts the row loop's small buffers on
+the stack.
 
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
@@ -43,10 +64,12 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from . import tuning
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, defining_op, isa, walk_ops
 
 NAME = "mirax-fuse-reductions"
 ROOT, PROD, RED = "mirax.fr_root", "mirax.fr_producer", "mirax.fr_reduction"
+EW, SMALL, FORALL, REM = "mirax.fr_elementwise", "mirax.fr_small", "mirax.fr_forall", "mirax.fr_rest"
+MARKS = (ROOT, PROD, RED, EW, SMALL, FORALL, REM)
 KINDS = ("linalg.generic", "linalg.fill")
 # combiners tile_reduction_using_for knows the identity of
 COMBINERS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.addi", "arith.muli",
@@ -201,28 +224,134 @@ def row_block(rows, row_elems, threads):
     return 1
 
 
-def script(root_id, rank, block, producers, split) -> str:
-    ts = ", ".join([str(block)] + ["0"] * (rank - 1))
-    L = [f"    %root = transform.structured.match attributes {{{ROOT} = {root_id} : i64}} in %arg0 "
-         ": (!transform.any_op) -> !transform.any_op",
-         f"    %tiled, %f0 = transform.structured.tile_using_forall %root tile_sizes [{ts}] "
-         ": (!transform.any_op) -> (!transform.any_op, !transform.any_op)"]
-    for k, pid in enumerate(producers):
-        L.append(f"    %p{k} = transform.structured.match attributes {{{PROD} = {pid} : i64}} in %arg0 "
-                 ": (!transform.any_op) -> !transform.any_op")
-        L.append(f"    %q{k}, %f{k + 1} = transform.structured.fuse_into_containing_op %p{k} into %f{k} "
-                 ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)")
-    last = f"%f{len(producers)}"
-    for k, (rid, sizes) in enumerate(split):
-        L.append(f"    %r{k} = transform.structured.match attributes {{{RED} = {rid} : i64}} in {last} "
-                 ": (!transform.any_op) -> !transform.any_op")
-        L.append(f"    %ri{k}, %rs{k}, %rc{k}, %rf{k} = transform.structured.tile_reduction_using_for %r{k} "
-                 f"by tile_sizes = [{', '.join(map(str, sizes))}] : (!transform.any_op) -> "
-                 "(!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)")
-    body = "\n".join(L)
+ANY = "!transform.any_op"
+FOR = '!transform.op<"scf.for">'
+
+
+def _wrap(lines) -> str:
+    body = "\n".join(lines)
     return ("module attributes {transform.with_named_sequence} {\n"
             "  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {\n"
             f"{body}\n    transform.yield\n  }}\n}}\n")
+
+
+def _fuse_steps(root_id, rank, block, producers) -> tuple[list[str], str]:
+    """Tile the root into row blocks and fuse the producers in; returns the steps and the
+    handle of the forall."""
+    ts = ", ".join([str(block)] + ["0"] * (rank - 1))
+    L = [f"    %root = transform.structured.match attributes {{{ROOT} = {root_id} : i64}} in %arg0 "
+         f": ({ANY}) -> {ANY}",
+         f"    %tiled, %f0 = transform.structured.tile_using_forall %root tile_sizes [{ts}] "
+         f": ({ANY}) -> ({ANY}, {ANY})"]
+    for k, pid in enumerate(producers):
+        L.append(f"    %p{k} = transform.structured.match attributes {{{PROD} = {pid} : i64}} in %arg0 "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    %q{k}, %f{k + 1} = transform.structured.fuse_into_containing_op %p{k} into %f{k} "
+                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+    return L, f"%f{len(producers)}"
+
+
+def _split_steps(forall, split) -> list[str]:
+    """Each marked reduction into `sizes` partial results (a loop over column chunks)."""
+    L = []
+    for k, (rid, sizes) in enumerate(split):
+        L.append(f"    %r{k} = transform.structured.match attributes {{{RED} = {rid} : i64}} in {forall} "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    %ri{k}, %rs{k}, %rc{k}, %rf{k} = transform.structured.tile_reduction_using_for %r{k} "
+                 f"by tile_sizes = [{', '.join(map(str, sizes))}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
+    return L
+
+
+def script(root_id, rank, block, producers, split) -> str:
+    """The transform script of one group left to LLVM's loop vectorizer: the row-block
+    loop with the producers fused in and the reductions split (`split`: [(mark, tile
+    sizes)])."""
+    L, forall = _fuse_steps(root_id, rank, block, producers)
+    return _wrap(L + _split_steps(forall, split))
+
+
+def fuse_script(root_id, rank, block, producers) -> str:
+    """First half of a vectorized group: the row-block loop, one copy of each producer
+    (fused once per consumer, then CSE'd)."""
+    L, forall = _fuse_steps(root_id, rank, block, producers)
+    L.append(f"    %func = transform.get_parent_op {forall} {{op_name = \"func.func\"}} : ({ANY}) -> {ANY}")
+    L.append(f"    transform.apply_cse to %func : {ANY}")
+    return _wrap(L)
+
+
+def _peeled(loop, tag, cols, width):
+    """Steps peeling the partial last chunk off `loop` (when `width` does not divide
+    `cols`); returns (steps, handle of the loop over whole chunks)."""
+    if cols % width == 0:
+        return [], loop
+    return [f"    %c{tag} = transform.cast {loop} : {ANY} to {FOR}",
+            f"    %m{tag}, %e{tag} = transform.loop.peel %c{tag} : ({FOR}) -> ({ANY}, {ANY})",
+            f"    transform.apply_patterns to %m{tag} {{ transform.apply_patterns.canonicalization }} : {ANY}",
+            f"    %v{tag} = transform.structured.match ops{{[\"linalg.generic\"]}} in %e{tag} : ({ANY}) -> {ANY}",
+            f"    transform.annotate %v{tag} \"{REM}\" : {ANY}"], \
+        f"%m{tag}"
+
+
+def _patterns(*names) -> list[str]:
+    inner = "".join(f"      transform.apply_patterns.{n}\n" for n in names)
+    return [f"    transform.apply_patterns to %func {{\n{inner}    }} : {ANY}"]
+
+
+def vector_script(forall_id, split, vec) -> str:
+    """Second half of a vectorized group, on the row-block loop marked `forall_id`: the
+    marked reductions split into `width` partial results that become vector accumulators
+    carried in registers through their column loop (vectorize, then hoist the
+    accumulator's read and write out of the loop), their final `width` -> 1 reduce a
+    vector reduction; each marked elementwise op over whole rows tiled into `width`-column
+    chunks and vectorized; the per-row scalars (fills, 1-element ops) vectorized so that
+    they fold to values instead of buffers. Partial last chunks are peeled off and stay
+    scalar loops. `vec`: dict(width, cols, elementwise=[marks], small=bool)."""
+    w, cols = vec["width"], vec["cols"]
+    L = [f"    %forall = transform.structured.match attributes {{{FORALL} = {forall_id} : i64}} in %arg0 "
+         f": ({ANY}) -> {ANY}",
+         f"    %func = transform.get_parent_op %forall {{op_name = \"func.func\"}} : ({ANY}) -> {ANY}"]
+    L += _split_steps("%forall", split)
+    loops, ew_loops = [], []
+    for k in range(len(split)):
+        steps, loop = _peeled(f"%rf{k}", f"r{k}", cols, w)
+        L += steps
+        L.append(f"    %vs{k} = transform.structured.match ops{{[\"linalg.generic\"]}} in {loop} "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    transform.structured.vectorize %vs{k} : {ANY}")
+        L.append(f"    transform.structured.vectorize %rc{k} : {ANY}")
+        L.append(f"    transform.structured.vectorize %ri{k} : {ANY}")
+        loops.append(loop)
+    for k, mark in enumerate(vec["elementwise"]):
+        L.append(f"    %w{k} = transform.structured.match attributes {{{EW} = {mark} : i64}} in %forall "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    %wt{k}, %wl{k} = transform.structured.tile_using_for %w{k} tile_sizes [0, {w}] "
+                 f": ({ANY}) -> ({ANY}, {ANY})")
+        steps, loop = _peeled(f"%wl{k}", f"w{k}", cols, w)
+        L += steps
+        ew_loops.append(loop)
+        L.append(f"    %wv{k} = transform.structured.match ops{{[\"linalg.generic\"]}} in {loop} "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    transform.structured.vectorize %wv{k} : {ANY}")
+    if vec["small"]:
+        L.append(f"    %small = transform.structured.match attributes {{{SMALL} = {forall_id} : i64}} in %forall "
+                 f": ({ANY}) -> {ANY}")
+        L.append(f"    transform.structured.vectorize %small : {ANY}")
+    L += _patterns("canonicalization", "tensor.fold_tensor_subset_ops_into_vector_transfers")
+    L.append(f"    transform.apply_cse to %func : {ANY}")
+    if cols % w:  # the peeled last chunks, static now: vectors of cols % width
+        L.append(f"    %rem = transform.structured.match attributes {{{REM}}} in %forall : ({ANY}) -> {ANY}")
+        L.append(f"    transform.structured.vectorize %rem : {ANY}")
+        L += _patterns("canonicalization", "tensor.fold_tensor_subset_ops_into_vector_transfers")
+    for loop in loops:  # the accumulators out of the loop: vector iter_args (registers)
+        L.append(f"    transform.loop.hoist_loop_invariant_subsets {loop} : {ANY}")
+    for loop in loops + ew_loops:  # the row's broadcast scalars (max, mean, ...) too
+        L.append(f"    transform.apply_licm to {loop} : {ANY}")
+    # one pattern set each: mixed, some of them undo each other forever
+    L += _patterns("vector.cast_away_vector_leading_one_dim")
+    L += _patterns('vector.lower_multi_reduction lowering_strategy = "innerreduction"')
+    L += _patterns("vector.transfer_permutation_patterns", "vector.lower_broadcast")
+    L += _patterns("canonicalization")
+    return _wrap(L)
 
 
 def _blocks(root):
@@ -249,14 +378,148 @@ def _clear(root):
             for block in region.blocks:
                 for child in block.operations:
                     child = child.operation
-                    for a in (ROOT, PROD, RED):
+                    for a in MARKS:
                         if a in child.attributes:
                             del child.attributes[a]
                     visit(child)
     visit(root)
 
 
+def _apply(module, text):
+    xf = ir.Module.parse(text)
+    interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
+
+
+def _find_forall(module, gid):
+    """The row-block loop of group `gid` (the loop around its tiled root)."""
+    for op in walk_ops(module, lambda n: n == "linalg.generic"):
+        a = op.attributes[ROOT] if ROOT in op.attributes else None
+        if a is not None and ir.IntegerAttr(a).value == gid:
+            p = op.parent
+            while p is not None and p.name != "scf.forall":
+                p = p.parent
+            return p
+    return None
+
+
+def _reuse_inputs(body):
+    """An elementwise op of the row block that does not read its output and has an input
+    of the output's type, dead after it (exp(x - m) before softmax's divide, x - mean
+    before layer norm's scaling), writes into that input instead: the op reads and writes
+    the same chunk of one buffer, which bufferizes in place (its loop over column chunks
+    would otherwise write a fresh buffer, a row copy a row)."""
+    ops = [op.operation for op in body.operations]
+    pos = {op: i for i, op in enumerate(ops)}
+    for i, op in enumerate(ops):
+        if op.name != "linalg.generic" or "reduction" in _kinds(op) or len(op.results) != 1:
+            continue
+        n_in = len(op.operands) - 1
+        args = op.regions[0].blocks[0].arguments
+        if any(True for _ in args[n_in].uses):
+            continue
+        maps = _maps(op)
+        for k in range(n_in):
+            v = op.operands[k]
+            d = _value_owner(v)
+            if (v.type != op.results[0].type or maps[k] != maps[n_in] or d is None
+                    or d.name != "linalg.generic" or d not in pos):
+                continue
+            users = [u.owner for u in v.uses]
+            users = [u.operation if hasattr(u, "operation") else u for u in users]
+            if any(u not in pos or pos[u] > i for u in users):
+                continue
+            for j in range(n_in):
+                if op.operands[j] == v:
+                    args[j].replace_all_uses_with(args[n_in])
+            op.operands[n_in] = v
+            break
+
+
+def _vector_plan(forall, split, widths, blk, gid, i64):
+    """Marks the ops of a fused group's row loop to vectorize (see `vector_script`);
+    returns its `vec` or None (only 2-d row blocks whose split reductions share one
+    width)."""
+    if not split or len(widths) != 1:
+        return None
+    (width, cols), = widths
+    body = forall.regions[0].blocks[0]
+    _reuse_inputs(body)
+    marks, small = [], False
+    for k, op in enumerate(body.operations):
+        op = op.operation
+        if op.name not in KINDS or RED in op.attributes:
+            continue
+        shape = _shape(op.results[0].type) if len(op.results) == 1 else None
+        if shape is None:
+            continue
+        if op.name == "linalg.generic" and "reduction" in _kinds(op):
+            continue
+        if math.prod(shape) <= width:
+            op.attributes[SMALL] = ir.IntegerAttr.get(i64, gid)
+            small = True
+        elif op.name == "linalg.generic" and len(shape) == 2 and shape == [blk, cols]:
+            op.attributes[EW] = ir.IntegerAttr.get(i64, 1000 * gid + k)
+            marks.append(1000 * gid + k)
+    forall.attributes[FORALL] = ir.IntegerAttr.get(i64, gid)
+    return dict(width=width, cols=cols, elementwise=marks, small=small)
+
+
+def _forward_scalars(root):
+    """`tensor.extract %t[i..]` of a `vector.transfer_write %v, %d[i..]` of a
+    one-element vector becomes `vector.extract %v[0..]` (a vectorized per-row scalar, a
+    mean's divisor, read back: no pattern upstream folds it, and the row's 1-element
+    tensor would become a heap buffer a row)."""
+    from mlir.dialects import vector
+    for op in walk_ops(root, lambda n: n == "tensor.extract"):
+        w = defining_op(op.operands[0])
+        if w is None or w.name != "vector.transfer_write":
+            continue
+        vt = ir.VectorType(w.operands[0].type)
+        if any(d != 1 for d in vt.shape):
+            continue
+        if [str(v) for v in op.operands[1:]] != [str(v) for v in w.operands[2:]]:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            new = vector.ExtractOp(w.operands[0], [], [0] * vt.rank)
+        op.results[0].replace_all_uses_with(new.result)
+        op.erase()
+
+
+def _reassociate(root):
+    """The vectorized rows' final `width` -> 1 float sums and products (in the row loops)
+    as trees: LLVM otherwise combines the lanes one after another (an ordered reduction,
+    ~3 cycles a lane). The partial results already reassociate them; a tree is no less
+    accurate."""
+    flags = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    for forall in walk_ops(root, lambda n: n == "scf.forall"):
+        for op in walk_ops(forall, lambda n: n == "vector.reduction"):
+            kind = str(op.attributes["kind"])
+            if kind not in ("#vector.kind<add>", "#vector.kind<mul>") or not isa(ir.FloatType, op.results[0].type):
+                continue
+            if "fastmath" not in op.attributes or str(op.attributes["fastmath"]) == "#arith.fastmath<none>":
+                op.attributes["fastmath"] = flags
+
+
 class MiraxFuseReductions(MiraxPass):
+    @staticmethod
+    def _vectorized(module, gid, rank, blk, pids, split, widths, i64):
+        """Fuse and vectorize group `gid`; None when done, else the error (the module
+        then is as it was)."""
+        backup = module.clone()
+        try:
+            _apply(module, fuse_script(gid, rank, blk, pids))
+            forall = _find_forall(module, gid)
+            vec = None if forall is None else _vector_plan(forall, split, widths, blk, gid, i64)
+            if vec is None:
+                raise ValueError("nothing to vectorize")
+            _apply(module, vector_script(gid, split, vec))
+            return None
+        except (ir.MLIRError, ValueError) as e:
+            _restore(module, backup)
+            return e
+        finally:
+            backup.erase()
+
     name = NAME
     summary = "Fuse row-wise reductions with their elementwise producers/consumers into one row-block loop"
     after = ["canonicalize", "cse"]  # the producers' fused copies are identical; the originals dead
@@ -274,6 +537,7 @@ class MiraxFuseReductions(MiraxPass):
                 for g in groups(block):
                     if g[4] >= min_el:
                         todo.append(g)
+            plans = []  # marked up front: a failed attempt restores a copy of the module
             for gid, (root, prods, reds, rows, iters) in enumerate(todo):
                 ext = _extents(root)
                 blk = row_block(rows, iters // rows, threads)  # the widest op of the group sets it
@@ -282,24 +546,181 @@ class MiraxFuseReductions(MiraxPass):
                 for k, p in enumerate(prods):
                     p.attributes[PROD] = ir.IntegerAttr.get(i64, 1000 * gid + k)
                     pids.append(1000 * gid + k)
-                split = []
+                split, widths, plain = [], set(), []
                 for k, r in enumerate(reds):
                     kinds, rext = _kinds(r), _extents(r)
                     width = tuning.row_fusion_config(rext[-1] if rext else 0)["partial_sums"]
                     if (kinds.count("reduction") != 1 or kinds[-1] != "reduction"
-                            or rext[-1] < max(2 * width, cfg["split_min"]) or not _combiner_ok(r)):
+                            or rext[-1] < 2 * width or not _combiner_ok(r)):
                         continue
                     r.attributes[RED] = ir.IntegerAttr.get(i64, 1000 * gid + k)
                     split.append((1000 * gid + k, [0] * (len(kinds) - 1) + [width]))
-                text = script(gid, len(ext), blk, pids, split)
-                backup = module.clone()
-                try:
-                    xf = ir.Module.parse(text)
-                    interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
-                except (ir.MLIRError, ValueError) as err:  # leave the module as it was
-                    _restore(module, backup)
+                    widths.add((width, rext[-1]))
+                    if rext[-1] >= cfg["split_min"]:  # left to LLVM's vectorizer: long rows only
+                        plain.append(split[-1])
+                plans.append((gid, len(ext), blk, pids, split, widths, plain))
+            for gid, rank, blk, pids, split, widths, plain in plans:
+                err = self._vectorized(module, gid, rank, blk, pids, split, widths, i64) if rank == 2 else True
+                if err is not None:  # LLVM's loop vectorizer then
+                    backup = module.clone()
+                    try:
+                        _apply(module, script(gid, rank, blk, pids, plain))
+                        err = None
+                    except (ir.MLIRError, ValueError) as e:  # leave the module as it was
+                        _restore(module, backup)
+                        err = e
+                    finally:
+                        backup.erase()
+                if err is not None:
                     warnings.warn(f"{NAME}: row group not fused: {err}")
-                    break
-                finally:
-                    backup.erase()
             _clear(module)
+            _forward_scalars(module)
+            _reassociate(module)
+
+
+# ---- after bufferization: the next rows on their way while this one computes -----------
+
+PREFETCH = "mirax-row-memory"
+
+
+def _is_const(v, value):
+    d = defining_op(v)
+    return (d is not None and d.name == "arith.constant" and isa(ir.IntegerAttr, d.attributes["value"])
+            and ir.IntegerAttr(d.attributes["value"]).value == value)
+
+
+def _row_accesses(forall, iv):
+    """(memref, is_write, loop) of the row accesses `m[iv, k]` (or `v[0, k]` of a
+    subview `v` of `m` at row `iv`), `m` 2-d, made by the column loops (top-level
+    `scf.for`s over `k`) of a row loop over single rows with induction variable `iv`."""
+    body = forall.regions[0].blocks[0]
+    subviews = {}
+    for op in body.operations:
+        op = op.operation
+        if op.name == "memref.subview" and len(op.operands) >= 2 and op.operands[1] == iv \
+                and ir.MemRefType(op.operands[0].type).rank == 2:
+            subviews[op.results[0]] = op.operands[0]
+    out = []
+    for loop in body.operations:
+        loop = loop.operation
+        if loop.name != "scf.for":
+            continue
+        k = loop.regions[0].blocks[0].arguments[0]
+        for op in walk_ops(loop, lambda n: n in ("vector.transfer_read", "vector.transfer_write")):
+            write = op.name == "vector.transfer_write"
+            m, idx = (op.operands[1], list(op.operands[2:])) if write else (op.operands[0], list(op.operands[1:-1]))
+            if not isa(ir.MemRefType, m.type) or len(idx) != 2 or idx[1] != k:
+                continue
+            if m in subviews and _is_const(idx[0], 0):
+                out.append((subviews[m], write, loop))
+            elif idx[0] == iv and ir.MemRefType(m.type).rank == 2:
+                out.append((m, write, loop))
+    return out
+
+
+def _static_1d(forall, name):
+    a = str(forall.attributes[name]) if name in forall.attributes else ""
+    return int(a[len("array<i64: "):-1]) if a.startswith("array<i64: ") and "," not in a else None
+
+
+def prefetch_next_rows(module, vector_bytes, l1d):
+    """In each row loop over single rows (`scf.forall` over rows, step 1) whose column
+    loops read or write rows of 2-d buffers, prefetch those buffers' rows `d` ahead during
+    the row's busiest column loop after the first (exp in softmax and logsumexp: the first
+    reads the row the prefetches brought in), one `memref.prefetch` per `vector_bytes`,
+    for writing where the row writes the buffer. `d` keeps the prefetched rows of all
+    buffers within a quarter of L1d (`l1d` bytes), at least 1: the next row for long
+    rows, several for short ones. The first pass over a row (a max, a mean) then reads
+    from cache instead of waiting on memory while the cores sit in the exp."""
+    from mlir.dialects import arith, memref
+    idx_t = ir.IndexType.get()
+    for forall in walk_ops(module, lambda n: n == "scf.forall"):
+        body = forall.regions[0].blocks[0]
+        rows = _static_1d(forall, "staticUpperBound")
+        if len(body.arguments) != 1 or rows is None or rows < 2 or _static_1d(forall, "staticStep") != 1 \
+                or _static_1d(forall, "staticLowerBound") != 0:
+            continue
+        iv = body.arguments[0]
+        acc = _row_accesses(forall, iv)
+        loops = []
+        for _, _, loop in acc:
+            if loop not in loops:
+                loops.append(loop)
+        if not loops:
+            continue
+        cands = loops[1:] or loops
+        sizes = [len(walk_ops(loop, lambda n: True)) for loop in cands]
+        loop = cands[sizes.index(max(sizes))]
+        step = defining_op(loop.operands[2])
+        if step is None or step.name != "arith.constant":
+            continue
+        chunk = ir.IntegerAttr(step.attributes["value"]).value
+        targets = {}
+        for m, write, _ in acc:
+            targets[m] = targets.get(m, False) or write
+        row_bytes = sum(ir.MemRefType(m.type).shape[1] * max(1, _bits(m) // 8) for m in targets)
+        dist = max(1, l1d // 4 // max(row_bytes, 1))
+        with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
+            ahead = arith.AddIOp(iv, arith.ConstantOp(idx_t, dist).result).result
+            nxt = arith.MinSIOp(ahead, arith.ConstantOp(idx_t, rows - 1).result).result
+        lb = loop.regions[0].blocks[0]
+        k = lb.arguments[0]
+        with ir.InsertionPoint.at_block_begin(lb), ir.Location.unknown():
+            for m, write in targets.items():
+                per = max(1, vector_bytes * 8 // max(_bits(m), 8))
+                for j in range(0, chunk, per):
+                    col = k if j == 0 else arith.AddIOp(k, arith.ConstantOp(idx_t, j).result).result
+                    memref.PrefetchOp(m, [nxt, col], write, 3, True)
+
+
+def stack_row_buffers(module, limit, parallel):
+    """Static buffers of at most `limit` bytes allocated and freed inside one iteration of
+    a row loop (a peeled chunk's partial results, a row's scalar) become stack buffers:
+    no malloc/free a row. `parallel`: the loop becomes OpenMP threads, whose conversion
+    wraps each iteration in an `alloca_scope` (the stack is released every row); else
+    the buffers move out of the (then sequential) loop."""
+    from mlir.dialects import memref
+    for forall in walk_ops(module, lambda n: n == "scf.forall"):
+        body = forall.regions[0].blocks[0]
+        ops = [op.operation for op in body.operations]
+        deallocs = {}
+        for op in ops:
+            if op.name == "memref.dealloc":
+                deallocs.setdefault(op.operands[0], []).append(op)
+        for op in [op for op in ops if op.name == "memref.alloc"]:
+            if len(op.operands) or op.results[0] not in deallocs:
+                continue
+            t = ir.MemRefType(op.results[0].type)
+            if not t.has_static_shape or math.prod(t.shape) * max(1, _bits(op.results[0]) // 8) > limit:
+                continue
+            with ir.InsertionPoint(op if parallel else forall), op.location:
+                a = memref.AllocaOp(t, [], [], alignment=op.attributes["alignment"] if "alignment" in op.attributes else None)
+            for d in deallocs[op.results[0]]:
+                d.erase()
+            op.results[0].replace_all_uses_with(a.result)
+            op.erase()
+
+
+def _bits(m):
+    t = ir.MemRefType(m.type).element_type
+    for cls in (ir.FloatType, ir.IntegerType):
+        if isa(cls, t):
+            return cls(t).width
+    return 32
+
+
+class MiraxRowMemory(MiraxPass):
+    name = PREFETCH
+    summary = ("On memrefs: mirax-fuse-reductions' row loops prefetch their next rows during a row's "
+               "busiest column loop")
+    options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
+               "vector-bytes": (0, "bytes a prefetch covers (0: the host's vector width)"),
+               "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)")}
+
+    def run(self, module: ir.Operation):
+        from .host_cpu import host
+        h = host()
+        with module.context:
+            l1d = int(self.opts["l1d"]) or h.l1d
+            prefetch_next_rows(module, int(self.opts["vector-bytes"]) or h.vector_bits // 8, l1d)
+            stack_row_buffers(module, l1d // 4, (int(self.opts["threads"]) or tuning.threads()) > 1)

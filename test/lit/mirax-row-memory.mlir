@@ -1,0 +1,73 @@
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
+
+// A row loop as mirax-fuse-reductions leaves it after bufferization: a max over the row
+// of %x, then exp-like work writing the row of %y. During the busiest column loop after
+// the first, each 64-byte piece of the next row of %x is prefetched for reading and of
+// %y for writing (two rows of 4 KiB: the next row is within a quarter of L1d). The
+// row's scratch buffer (freed in the same iteration) goes on the stack; with one
+// thread it moves out of the loop.
+// CHECK-LABEL: func.func @rows
+// CHECK: scf.forall (%[[I:.+]]) in (64)
+// CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// CHECK-NEXT: %[[N:.+]] = arith.addi %[[I]], %[[ONE]] : index
+// CHECK: %[[NEXT:.+]] = arith.minsi %[[N]], %{{.+}} : index
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<1x16xf32>
+// CHECK-NOT: memref.alloc(
+// CHECK: scf.for
+// CHECK-NOT: memref.prefetch
+// CHECK: scf.for %[[K:.+]] = 
+// CHECK-NEXT: memref.prefetch %arg0[%[[NEXT]], %[[K]]], read, locality<3>, data
+// CHECK: memref.prefetch %arg0[%[[NEXT]], %{{.+}}], read, locality<3>, data
+// CHECK: memref.prefetch %arg1[%[[NEXT]], %[[K]]], write, locality<3>, data
+// CHECK-NOT: memref.dealloc
+// SEQ-LABEL: func.func @rows
+// SEQ: memref.alloca() {alignment = 64 : i64} : memref<1x16xf32>
+// SEQ-NEXT: scf.forall
+// SEQ-NOT: memref.alloc
+func.func @rows(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %ninf = arith.constant dense<0xFF800000> : vector<32xf32>
+  scf.forall (%i) in (64) {
+    %s = memref.alloc() {alignment = 64 : i64} : memref<1x16xf32>
+    %m = scf.for %k = %c0 to %c1024 step %c32 iter_args(%acc = %ninf) -> (vector<32xf32>) {
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %r = arith.maximumf %v, %acc : vector<32xf32>
+      scf.yield %r : vector<32xf32>
+    }
+    %row = memref.subview %arg1[%i, 0] [1, 1024] [1, 1] : memref<64x1024xf32> to memref<1x1024xf32, strided<[1024, 1], offset: ?>>
+    scf.for %k = %c0 to %c1024 step %c32 {
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %d = arith.subf %v, %m : vector<32xf32>
+      %e = math.exp %d : vector<32xf32>
+      vector.transfer_write %e, %row[%c0, %k] {in_bounds = [true]} : vector<32xf32>, memref<1x1024xf32, strided<[1024, 1], offset: ?>>
+    }
+    %w = vector.extract_strided_slice %m {offsets = [0], sizes = [16], strides = [1]} : vector<32xf32> to vector<16xf32>
+    vector.transfer_write %w, %s[%c0, %c0] {in_bounds = [true]} : vector<16xf32>, memref<1x16xf32>
+    memref.dealloc %s : memref<1x16xf32>
+  }
+  return
+}
+
+// -----
+
+// Not a row loop over single rows (a 2-d forall): left alone.
+// CHECK-LABEL: func.func @tiles
+// CHECK-NOT: memref.prefetch
+// CHECK: return
+func.func @tiles(%arg0: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  scf.forall (%i, %j) in (64, 2) {
+    scf.for %k = %c0 to %c1024 step %c32 {
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      vector.transfer_write %v, %arg0[%i, %k] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
+    }
+  }
+  return
+}

@@ -1,0 +1,206 @@
+"""Row-wise kernels as mirax-fuse-reductions builds them (lowering/fuse_reductions.py):
+column chunks of vectors with register accumulators, peeled last chunks, row temporaries
+written in place, per-row scalars folded, next rows prefetched, row buffers on the stack.
+Every shape class (rows shorter than a vector, odd sizes, one row, several reductions a
+row) and the special values (-inf rows, NaN, +inf) against numpy in float64."""
+import math
+import re
+
+import numpy as np
+import pytest
+
+import mirax as mr
+from arrays import A
+from mirax.lowering import tuning
+from mirax.lowering.host_cpu import host
+
+WIDTH = tuning.row_fusion_config(4096)["partial_sums"]  # the host's chunk width
+
+
+def softmax(x):
+    return mr.softmax(x, axis=-1)
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def logsumexp(x):
+    return mr.logsumexp(x, axis=-1)
+
+
+def np_logsumexp(x):
+    m = x.max(-1, keepdims=True)
+    m = np.where(np.isinf(m), 0, m)  # as mirax (and scipy): all -inf gives -inf
+    with np.errstate(divide="ignore"):
+        return (np.log(np.exp(x - m).sum(-1, keepdims=True)) + m)[..., 0]
+
+
+def layer_norm(x):
+    m = mr.mean(x, axis=-1, keepdims=True)
+    d = x - m
+    return d * mr.rsqrt(mr.mean(d * d, axis=-1, keepdims=True) + 1e-5)
+
+
+def np_layer_norm(x):
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
+
+
+def three(x):
+    """Three reductions of a row (max, sum, sum of squares) and a row scalar from each."""
+    m = mr.max(x, axis=-1, keepdims=True)
+    s = mr.sum(x - m, axis=-1, keepdims=True)
+    q = mr.sum((x - m) * (x - m), axis=-1, keepdims=True)
+    return (x - m) * q / (s * s + 1.0)
+
+
+def np_three(x):
+    d = x - x.max(-1, keepdims=True)
+    s = d.sum(-1, keepdims=True)
+    return d * (d * d).sum(-1, keepdims=True) / (s * s + 1.0)
+
+
+KERNELS = {"softmax": (softmax, np_softmax), "logsumexp": (logsumexp, np_logsumexp),
+           "layer_norm": (layer_norm, np_layer_norm), "three": (three, np_three)}
+
+# at least the tuning table's min_elements (compile fuses them), in every shape class:
+# whole chunks, a peeled last chunk, rows shorter than two chunks or than one vector,
+# one row, a prime row length
+SHAPES = [(16, 4096), (17, 4100), (5, 16387), (64, 1030), (600, 2 * WIDTH + 1), (520, 2 * WIDTH),
+          (700, 100), (20000, 3), (1, 70001), (3, 65537)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_rowwise_matches_numpy(name, shape):
+    fun, ref = KERNELS[name]
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
+    got = np.asarray(mr.compile(fun)(A(x)))
+    # x - mean cancels in float32: rows of a few values then lose absolute accuracy
+    atol = 2e-6 if name in ("softmax", "logsumexp") else 1e-4
+    np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=2e-5, atol=atol)
+
+
+def _special(shape):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    x[0, ::3] = -np.inf        # some -inf entries
+    x[1] = -np.inf             # a row of -inf
+    x[2, 5] = np.nan           # a NaN
+    x[3, -1] = np.inf          # +inf last (in a peeled chunk when the width does not divide)
+    x[4, 0] = np.inf           # +inf first
+    x[5, :] = 1e30             # huge
+    x[6, :7] = -1e30           # huge negative
+    return x
+
+
+@pytest.mark.parametrize("shape", [(8, 4096), (8, 4100), (9, 2 * WIDTH + 5)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", ["softmax", "logsumexp"])
+def test_rowwise_special_values(name, shape):
+    rows = max(shape[0], math.ceil(tuning.table()["row_fusion"]["min_elements"] / shape[1]))
+    x = np.concatenate([_special(shape), np.zeros((rows - shape[0], shape[1]), np.float32)])
+    fun, ref = KERNELS[name]
+    got = np.asarray(mr.compile(fun)(A(x)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = ref(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    assert np.isnan(got[2]).all() and (got[0] >= 0).all() if name == "softmax" else True
+    if name == "logsumexp":
+        assert got[1] == -np.inf and np.isnan(got[2]) and got[3] == np.inf and got[4] == np.inf
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_rowwise_other_float_types(name, dtype):
+    fun, ref = KERNELS[name]
+    x = np.random.default_rng(5).standard_normal((40, 2100)).astype(dtype)
+    got = np.asarray(mr.compile(fun)(A(x, getattr(mr, dtype))))
+    assert got.dtype == np.dtype(dtype)
+    tol = 2e-3 if dtype == "float16" else 1e-12
+    np.testing.assert_allclose(got.astype(np.float64), ref(x.astype(np.float64)), rtol=tol, atol=tol)
+
+
+def test_rowwise_integer_rows():
+    x = np.random.default_rng(6).integers(-50, 50, (70, 1100)).astype(np.int32)
+    got = np.asarray(mr.compile(lambda v: v * 3 - mr.sum(v, axis=-1, keepdims=True))(A(x)))
+    np.testing.assert_array_equal(got, x * 3 - x.sum(-1, keepdims=True))
+
+
+def test_rowwise_causal_mask_from_indices():
+    """Elementwise ops reading the column index (a causal mask) in vectorized chunks."""
+    n = 300
+
+    def f(x):
+        i = mr.arange(n)
+        keep = i[None, :] <= i[:, None]
+        return mr.softmax(mr.where(keep, x, -mr.inf), axis=-1)
+    x = np.random.default_rng(7).standard_normal((n, n)).astype(np.float32)
+    got = np.asarray(mr.compile(f)(A(x)))
+    xm = np.where(np.tril(np.ones((n, n), bool)), x.astype(np.float64), -np.inf)
+    np.testing.assert_allclose(got, np_softmax(xm), rtol=2e-5, atol=2e-6)
+
+
+def test_rowwise_with_an_argmax():
+    """A reduction the split does not handle (argmax: two results) beside split ones."""
+    def f(x):
+        return x - mr.max(x, axis=-1, keepdims=True) + mr.argmax(x, axis=-1, keepdims=True).astype(mr.float32)
+    x = np.random.default_rng(8).standard_normal((64, 2050)).astype(np.float32)
+    got = np.asarray(mr.compile(f)(A(x)))
+    np.testing.assert_allclose(got, x - x.max(-1, keepdims=True) + x.argmax(-1)[:, None], rtol=1e-6)
+
+
+def test_rowwise_broadcast_row_vector():
+    """A row-invariant operand (layer norm's gain and bias) read in each chunk."""
+    g = np.random.default_rng(9).standard_normal(1030).astype(np.float32)
+
+    def f(x, gain):
+        return layer_norm(x) * gain + gain
+    x = np.random.default_rng(10).standard_normal((128, 1030)).astype(np.float32)
+    got = np.asarray(mr.compile(f)(A(x), A(g)))
+    want = np_layer_norm(x.astype(np.float64)) * g + g
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+# ---- structure -------------------------------------------------------------------------
+
+def _stage(fun, shape, stage):
+    return mr.compile(fun).lower(A(np.zeros(shape, np.float32))).as_text(stage)
+
+
+@pytest.mark.parametrize("name", ["softmax", "logsumexp", "layer_norm"])
+def test_rowwise_vector_accumulators(name):
+    """Each reduction of a row keeps WIDTH partial results as a vector carried through its
+    column loop (in registers, not a buffer), combined by a tree reduction; elementwise
+    ops run on chunks of WIDTH columns; nothing is left as a linalg op in the row loop."""
+    text = _stage(KERNELS[name][0], (64, 4096), "optimized")
+    assert text.count("scf.forall ") == 1
+    body = text.split("scf.forall ")[1].split("scf.forall.in_parallel")[0]
+    assert "linalg." not in body
+    carried = re.findall(r"scf\.for .*-> \(vector<1x(\d+)xf32>\)", body)
+    assert len(carried) == 2 and set(carried) == {str(WIDTH)}
+    assert body.count("fastmath<reassoc>") == (2 if name == "layer_norm" else 1)
+    assert f"vector<{WIDTH}xf32>" in body
+
+
+def test_rowwise_writes_in_place():
+    """softmax's exp is written into the output's row and divided there: no row copy, no
+    buffer allocated a row."""
+    text = _stage(softmax, (64, 4096), "llvm")
+    assert "memcpy" not in text and "@malloc" not in text
+
+
+@pytest.mark.parametrize("cols", [4100, 2 * WIDTH + 3])
+def test_rowwise_peeled_chunks_stay_on_the_stack(cols):
+    text = _stage(softmax, (max(16, 70000 // cols), cols), "llvm")
+    assert "@malloc" not in text
+    assert "llvm.intr.prefetch" in text
+
+
+def test_rowwise_prefetches_next_rows():
+    text = _stage(logsumexp, (64, 4096), "llvm")
+    pf = re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)
+    assert pf and set(pf) == {"0"}  # the input only (logsumexp writes one value a row)
+    assert len(pf) == WIDTH * 4 // (host().vector_bits // 8)  # one a vector of the chunk
+    text = _stage(softmax, (64, 4096), "llvm")
+    assert set(re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)) == {"0", "1"}  # the output for writing
