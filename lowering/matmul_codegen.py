@@ -43,10 +43,9 @@ import os
 import warnings
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
 
 from . import tuning
-from .pass_base import walk_ops
+from .pass_base import apply_transform, transform_script, walk_ops
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -177,22 +176,9 @@ def _vectorize_copies(root, copies) -> None:
                  f"%v{i} = transform.structured.match ops{{[\"linalg.copy\"]}} in %main{i} : "
                  f"(!transform.any_op) -> !transform.any_op",
                  f"transform.structured.vectorize %v{i} : !transform.any_op"]
-    script = ("module attributes {transform.with_named_sequence} {\n"
-              "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n    "
-              + "\n    ".join(body) + "\n    transform.yield\n  }\n}\n")
-    backup = root.clone()
-    try:
-        xf = ir.Module.parse(script)
-        interpreter.apply_named_sequence(root, xf.body.operations[0], xf)
-    except (ir.MLIRError, ValueError) as err:  # the copies stay scalar loops: slower, still right
-        body_ = root.regions[0].blocks[0]
-        for op in list(body_.operations):
-            op.erase()
-        for op in list(backup.regions[0].blocks[0].operations):
-            body_.append(op)
+    err = apply_transform(root, transform_script(body))
+    if err is not None:  # the copies stay scalar loops: slower, still right
         warnings.warn(f"strided_copies_to_linalg: copies not vectorized: {err}")
-    finally:
-        backup.erase()
     for op in _walk(root, "linalg.copy"):
         if COPY_MARK in op.attributes:
             del op.attributes[COPY_MARK]
@@ -316,7 +302,7 @@ def op_script(i, name, p):
     forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
-    fuse = f": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
+    fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
     if (Mp, Np) == (M, N):
         s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
                  f"%forall{i} {fuse}")
@@ -337,24 +323,28 @@ def op_script(i, name, p):
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
              f"{_sizes(lead + [p['mr'], p['nr'], 1])} : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
-    # patterns run on the whole function: constants must leave the loops for the hoisting
-    s.append(f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
-             f"(!transform.any_op) -> !transform.any_op")
-    s.append(f"transform.apply_patterns to %par{i} {{\n"
-             f"  transform.apply_patterns.canonicalization\n"
-             f"  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
-             f"}} : !transform.any_op")
-    s.append(f"transform.apply_cse to %par{i} : !transform.any_op")
-    if b:  # the unit batch dim of the vector.contract (own pattern set: mixed in, it loops);
-        # before the hoisting, else C's tile is carried through the k loop as a 1 x mr x nr
-        # vector rebuilt by inserts each step (a padded 64x256^3 ran at 1/3 of the speed)
+    return s + micro_kernel_tail(i, unit_dims=b, hoist=[f"%k{i}r"] + [f"%k{i}"] * bool(kc))
+
+
+def micro_kernel_tail(i, unit_dims: bool, hoist) -> list:
+    """The script's end for op `i` after `vectorize`: canonicalize and CSE the function
+    (constants must leave the loops for the hoisting), drop the unit dims of the
+    contraction (before the hoisting, else C's tile travels through the k loop as a
+    1 x mr x nr vector rebuilt by inserts each step: a padded 64x256^3 ran at a third of
+    the speed), hoist C's register tile out of the k loops (read once before, written once
+    after), and lower the contraction to outer products (vector.fma)."""
+    s = [f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
+         f"(!transform.any_op) -> !transform.any_op",
+         f"transform.apply_patterns to %par{i} {{\n"
+         f"  transform.apply_patterns.canonicalization\n"
+         f"  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
+         f"}} : !transform.any_op",
+         f"transform.apply_cse to %par{i} : !transform.any_op"]
+    if unit_dims:  # (own pattern set: mixed in with the others, it loops)
         s.append(f"transform.apply_patterns to %par{i} {{\n"
                  f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                  f"}} : !transform.any_op")
-    # C's register tile out of the k loops: read once before, written once after
-    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i}r : !transform.any_op")
-    if kc:
-        s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i} : !transform.any_op")
+    s += [f"transform.loop.hoist_loop_invariant_subsets {h} : !transform.any_op" for h in hoist]
     s.append(f"transform.apply_patterns to %par{i} {{\n"
              f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
              f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"
@@ -469,25 +459,7 @@ def packed_script(i, p):
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
              f"[1, {p['mr']}, 0, 1] : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
-    s.append(f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
-             f"(!transform.any_op) -> !transform.any_op")
-    s.append(f"transform.apply_patterns to %par{i} {{\n"
-             f"  transform.apply_patterns.canonicalization\n"
-             f"  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
-             f"}} : !transform.any_op")
-    s.append(f"transform.apply_cse to %par{i} : !transform.any_op")
-    s.append(f"transform.apply_patterns to %par{i} {{\n"
-             f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
-             f"}} : !transform.any_op")
-    s.append(f"transform.loop.hoist_loop_invariant_subsets %k{i}r : !transform.any_op")
-    s.append(f"transform.apply_patterns to %par{i} {{\n"
-             f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
-             f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"
-             f"  transform.apply_patterns.vector.lower_transpose\n"
-             f"  transform.apply_patterns.vector.lower_broadcast\n"
-             f"  transform.apply_patterns.vector.lower_outerproduct\n"
-             f"}} : !transform.any_op")
-    return s
+    return s + micro_kernel_tail(i, unit_dims=True, hoist=[f"%k{i}r"])
 
 
 def build_script(items):
@@ -495,10 +467,7 @@ def build_script(items):
     body = []
     for i, name, p in items:
         body += packed_script(i, p) if p.get("pack") else op_script(i, name, p)
-    inner = "\n    ".join(body)
-    return ("module attributes {transform.with_named_sequence} {\n"
-            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-            f"    {inner}\n    transform.yield\n  }}\n}}\n")
+    return transform_script(body)
 
 
 def matmul_ops(module):
@@ -558,22 +527,13 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             backup.erase()
             return None
         script = build_script(items)
-        try:
-            xf = ir.Module.parse(script)
-            interpreter.apply_named_sequence(root, xf.body.operations[0], xf)
-        except (ir.MLIRError, ValueError) as err:  # the interpreter raises ValueError
-            body = root.regions[0].blocks[0]
-            for op in list(body.operations):
-                op.erase()
-            for op in list(backup.regions[0].blocks[0].operations):
-                body.append(op)
+        err = apply_transform(root, script, backup)
+        if err is not None:
             items = []
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
-        finally:
-            backup.erase()
-            for op in matmul_ops(root):  # ops left alone keep no marker
-                if MARK in op.attributes:
-                    del op.attributes[MARK]
+        for op in matmul_ops(root):  # ops left alone keep no marker
+            if MARK in op.attributes:
+                del op.attributes[MARK]
         if not items:
             return None
         # the register-blocked loops balance best with dynamic OpenMP scheduling; streaming

@@ -139,3 +139,38 @@ def walk_ops(root, keep):
                     visit(child)
     visit(root)
     return out
+
+
+# ---- transform-dialect scripts ------------------------------------------------------------
+
+def transform_script(lines) -> str:
+    """A transform module whose `@__transform_main` (payload root `%root`) runs `lines`."""
+    return ("module attributes {transform.with_named_sequence} {\n"
+            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n    "
+            + "\n    ".join(lines) + "\n    transform.yield\n  }\n}\n")
+
+
+def restore(root, backup) -> None:
+    """Replace the body of module `root` by the ops of `backup` (a clone taken earlier)."""
+    body = root.regions[0].blocks[0]
+    for op in list(body.operations):
+        op.erase()
+    for op in list(backup.regions[0].blocks[0].operations):
+        body.append(op)
+
+
+def apply_transform(root, script: str, backup=None):
+    """Apply a transform script to module `root`; on failure put `root` back as it was
+    (or as `backup`, a clone taken before earlier rewrites) and return the error, else
+    None. `backup` is consumed."""
+    from mlir.dialects.transform import interpreter
+    backup = backup if backup is not None else root.clone()
+    try:
+        xf = ir.Module.parse(script)
+        interpreter.apply_named_sequence(root, xf.body.operations[0], xf)
+        return None
+    except (ir.MLIRError, ValueError) as err:  # the interpreter raises ValueError
+        restore(root, backup)
+        return err
+    finally:
+        backup.erase()

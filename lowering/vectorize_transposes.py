@@ -24,9 +24,7 @@ from __future__ import annotations
 import warnings
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
-
-from .pass_base import MiraxPass, walk_ops
+from .pass_base import MiraxPass, apply_transform, transform_script, walk_ops
 
 NAME = "mirax-vectorize-transposes"
 MARK = "__mirax_vector_transpose"
@@ -83,28 +81,15 @@ class MiraxVectorizeTransposes(MiraxPass):
                          f"%b{i}, %l{i}:{n} = transform.structured.tile_using_for %t{i} tile_sizes [{sizes}] : "
                          f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * n})",
                          f"transform.structured.vectorize %b{i} : !transform.any_op"]
-            script = ("module attributes {transform.with_named_sequence} {\n"
-                      "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n    "
-                      + "\n    ".join(body) +
-                      "\n    %f = transform.structured.match ops{[\"func.func\"]} in %root : "
-                      "(!transform.any_op) -> !transform.any_op"
-                      "\n    transform.apply_patterns to %f {\n"
-                      f"      transform.apply_patterns.vector.lower_transpose lowering_strategy = \"{strategy}\"\n"
-                      "      transform.apply_patterns.vector.transfer_permutation_patterns\n"
-                      "    } : !transform.any_op\n    transform.yield\n  }\n}\n")
-            backup = module.clone()
-            try:
-                xf = ir.Module.parse(script)
-                interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
-            except (ir.MLIRError, ValueError) as err:  # leave the transposes as they were
-                body_ = module.regions[0].blocks[0]
-                for o in list(body_.operations):
-                    o.erase()
-                for o in list(backup.regions[0].blocks[0].operations):
-                    body_.append(o)
+            body += ["%f = transform.structured.match ops{[\"func.func\"]} in %root : "
+                     "(!transform.any_op) -> !transform.any_op",
+                     "transform.apply_patterns to %f {\n"
+                     f"      transform.apply_patterns.vector.lower_transpose lowering_strategy = \"{strategy}\"\n"
+                     "      transform.apply_patterns.vector.transfer_permutation_patterns\n"
+                     "    } : !transform.any_op"]
+            err = apply_transform(module, transform_script(body))
+            if err is not None:  # the transposes stay as they were
                 warnings.warn(f"{NAME}: transposes left as they were: {err}")
-            finally:
-                backup.erase()
             for op in walk_ops(module, lambda n: n == "linalg.transpose"):
                 if MARK in op.attributes:
                     del op.attributes[MARK]
