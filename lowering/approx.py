@@ -9,9 +9,10 @@ compute in f32; sigmoid is written with exp; softmax's exp, erfinv's log come al
 `emit(name, b, x, "f32")` gives the same arithmetic to a lowering rule's `Emitter`.
 
     %y = math.exp %x : f32
-  becomes (abridged)
-    %m = math.floor (%x * log2(e) + 0.5)      %r = %x - %m * ln2   (two-part, with fma)
-    %p = 1 + r + r^2 * P5(r)                  %y = %p * 2^(m/2) * 2^(m - m/2)
+  becomes (abridged; `target=cpu`, see `exp`)
+    %t = %x * log2(e) + 1.5 * 2^23 (fma)      %m = %t - 1.5 * 2^23 (round(x log2(e)))
+    %r = %x - %m * ln2 (two-part, with fma)   %p = 1 + r + r^2 * P4(r)
+    %y = %p * 2^(m/2) * 2^(m - m/2)           (2^k built in the exponent field of %t's bits)
 
 Accuracy against numpy (float64 reference rounded to float32), as tested in
 `test/python/test_cpu_codegen.py`: relative error <= 2e-6 everywhere in the normal
@@ -69,31 +70,48 @@ def _pow2i(b, k):
     return b.op(f"arith.bitcast {e} : i32 to f32")
 
 
-def exp(b, x):
-    """exp(x) in f32: Cephes expf. x = m ln2 + r, |r| <= ln2/2 (Cody-Waite two-part ln2),
-    exp(r) by a degree-7 polynomial, times 2^m applied as two factors so results that
-    overflow become inf and those that underflow become denormals or 0, as in numpy.
-    Max relative error ~1.2e-7 (1-2 ulp)."""
+def exp(b, x, target="any"):
+    """exp(x) in f32: x = m ln2 + r, |r| <= ln2/2 (Cody-Waite two-part ln2), exp(r) =
+    1 + r + r^2 P(r) with P a degree-4 minimax fit (relative error 3e-9 on [-ln2/2,
+    ln2/2]: below f32 rounding), times 2^m applied as two factors so results that overflow
+    become inf and those that underflow become denormals or 0, as in numpy.
+
+    m = round(x log2(e)). `target="cpu"`: from one fma with 1.5 * 2^23, whose low bits are
+    then m as an integer (a subtraction from the exponent field): 3 ops fewer than floor,
+    a float-to-int conversion and the select that restores a NaN (which then stays a NaN
+    all the way through, never converted to an integer). That needs the adds kept as
+    written, as LLVM's CPU back ends do; GPU compilers may fold `(v + c) - c` to `v`
+    (Mesa's NIR does), so elsewhere (`"any"`) m is floor(x log2(e) + 1/2), converted.
+    Max relative error ~8e-8 (1 ulp) either way."""
     xc = _clamp(b, x, -104.0, 88.8)  # beyond these the result is 0 or inf anyway
-    t = _fma(b, xc, _c(b, 1.44269504088896341), _c(b, 0.5))
-    m = b.op(f"math.floor {t} : f32")
+    if target == "cpu":
+        magic = 12582912.0  # 1.5 * 2^23: adding it rounds |v| < 2^22 to an integer in the low bits
+        t = _fma(b, xc, _c(b, 1.44269504088896341), _c(b, magic))
+        m = b.op(f"arith.subf {t}, {_c(b, magic)} : f32")
+        tb = b.op(f"arith.bitcast {t} : f32 to i32")
+        mi = b.op(f"arith.subi {tb}, {_i(b, 0x4B400000)} : i32")
+    else:
+        t = _fma(b, xc, _c(b, 1.44269504088896341), _c(b, 0.5))
+        m = b.op(f"math.floor {t} : f32")
+        mi = b.op(f"arith.fptosi {m} : f32 to i32")
     r = _fma(b, m, _c(b, -0.693359375), xc)
     r = _fma(b, m, _c(b, 2.12194440e-4), r)
-    p = _horner(b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                       1.6666665459e-1, 5.0000001201e-1])
+    p = _horner(b, r, [1.3814592966809869e-3, 8.368708193302155e-3, 4.166838899254799e-2,
+                       1.666652113199234e-1, 4.999999403953552e-1])
     r2 = b.op(f"arith.mulf {r}, {r} : f32")
     y = _fma(b, p, r2, r)
     y = b.op(f"arith.addf {y}, {_c(b, 1.0)} : f32")
-    mi = b.op(f"arith.fptosi {m} : f32 to i32")
     m1 = b.op(f"arith.shrsi {mi}, {_i(b, 1)} : i32")
     m2 = b.op(f"arith.subi {mi}, {m1} : i32")
     y = b.op(f"arith.mulf {y}, {_pow2i(b, m1)} : f32")
     y = b.op(f"arith.mulf {y}, {_pow2i(b, m2)} : f32")
-    isnan = b.op(f"arith.cmpf uno, {x}, {x} : f32")
+    if target == "cpu":
+        return y
+    isnan = b.op(f"arith.cmpf uno, {x}, {x} : f32")  # fptosi(nan) is poison: select it away
     return b.op(f"arith.select {isnan}, {x}, {y} : f32")
 
 
-def log(b, x):
+def log(b, x, target="any"):
     """log(x) in f32: Cephes logf. x = 2^e m with m in [sqrt(1/2), sqrt(2)), log(m) by
     a degree-9 polynomial in m - 1, plus e ln2 in two parts. Denormal inputs are scaled
     by 2^23 first. log(0) = -inf, log(x < 0) = nan, log(inf) = inf, as numpy.
@@ -137,7 +155,7 @@ def log(b, x):
     return b.op(f"arith.select {bad}, {_c(b, float('nan'))}, {y} : f32")
 
 
-def erf(b, x):
+def erf(b, x, target="any"):
     """erf(x) in f32: the rational approximation Eigen and XLA use, an odd degree-13
     numerator over an even degree-8 denominator on x clamped to [-4, 4] (erf(4) rounds
     to 1 in f32). Max absolute error ~1e-7; relative ~6e-7."""
@@ -153,7 +171,7 @@ def erf(b, x):
     return b.op(f"arith.mulf {xc}, {pq} : f32")
 
 
-def tanh(b, x):
+def tanh(b, x, target="any"):
     """tanh(x) in f32: for |x| < 0.625 Cephes' odd polynomial x + x^3 P(x^2); beyond,
     sign(x) (1 - 2 / (exp(2|x|) + 1)) with the exp above (no cancellation there, and
     exp(2|x|) = inf gives exactly +-1). Max relative error ~5e-7."""
@@ -165,7 +183,7 @@ def tanh(b, x):
     ys = _fma(b, p, x3, x)
     ys = b.op(f"math.copysign {ys}, {x} : f32")  # keeps tanh(-0) = -0
     ax2 = b.op(f"arith.addf {ax}, {ax} : f32")
-    e = exp(b, ax2)
+    e = exp(b, ax2, target)
     one = _c(b, 1.0)
     den = b.op(f"arith.addf {e}, {one} : f32")
     q = b.op(f"arith.divf {_c(b, 2.0)}, {den} : f32")
@@ -181,19 +199,19 @@ APPROX = {"exp": exp, "log": log, "erf": erf, "tanh": tanh}
 MATH_OPS = tuple(APPROX)  # the `math` ops the pass rewrites
 
 
-def emit(name, b, x, t):
+def emit(name, b, x, t, target="any"):
     """The approximation of `name` applied to `x` of scalar type `t`, emitted into `b`;
-    None when there is none (f64, or a function without one)."""
+    None when there is none (f64, or a function without one). `target`: see `exp`."""
     fn = APPROX.get(name)
     if fn is None or t != "f32":
         return None
-    return fn(b, x)
+    return fn(b, x, target)
 
 
-def function_text(name: str, fname: str) -> str:
+def function_text(name: str, fname: str, target: str = "any") -> str:
     """A private `func.func @fname(f32) -> f32` computing the approximation of `name`."""
     b = Emitter()
-    y = APPROX[name](b, "%x")
+    y = APPROX[name](b, "%x", target)
     return f"func.func private @{fname}(%x: f32) -> f32 {{\n{b.text()}\n  return {y} : f32\n}}"
 
 
@@ -201,6 +219,8 @@ class MathApprox(MiraxPass):
     name = NAME
     summary = "Rewrite f32 math.exp/log/erf/tanh into vectorizable polynomial arithmetic"
     after = ["inline", "symbol-dce"]
+    options = {"target": ("any", "cpu: exp rounds with 1.5 * 2^23 (LLVM's CPU code generation keeps the adds); "
+                                 "any: floor and a conversion (GPU compilers may reassociate)")}
 
     def run(self, module: ir.Operation):
         targets = []
@@ -227,7 +247,7 @@ class MathApprox(MiraxPass):
             if fname is None:
                 fname = f"__mirax_approx_{fn}_f32"
                 with ctx, ir.Location.unknown():
-                    snippet = ir.Module.parse(function_text(fn, fname))
+                    snippet = ir.Module.parse(function_text(fn, fname, str(self.opts["target"])))
                     block.append(snippet.body.operations[0])
                 made[fn] = fname
             with ctx, op.location, ir.InsertionPoint(op):

@@ -146,7 +146,7 @@ class MiraxCpuPipeline(MiraxPass):
         for p in ["canonicalize", "cse"]:
             pm.add(p)
         if self.opts["approx"]:
-            MathApprox().add_to(pm)
+            MathApprox(target="cpu").add_to(pm)
         if self.opts["fuse"]:
             MiraxFuse().add_to(pm)
             MiraxFuseReductions(threads=threads).add_to(pm)

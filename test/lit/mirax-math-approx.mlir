@@ -1,4 +1,5 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --mirax-math-approx=target=cpu | FileCheck %s --check-prefix=CPU
 
 // f32 exp becomes arithmetic: range reduction with floor and fmas, a polynomial, and
 // the 2^m scaling built in the exponent bits; no math.exp (a libm call per lane) is left.
@@ -10,6 +11,16 @@
 // CHECK-NOT: math.exp
 // CHECK: return
 // CHECK-NOT: func.func private @__mirax_approx
+// For the CPU (whose LLVM code generation keeps IEEE adds as written) m = round(x log2(e))
+// comes from one fma with 1.5 * 2^23: no floor, no float-to-int conversion, no NaN select.
+// CPU-LABEL: func.func @exp_f32
+// CPU-NOT: math.floor
+// CPU: math.fma %{{.+}}, %{{.+}}, %[[MAGIC:.+]] : f32
+// CPU-NEXT: arith.subf %{{.+}}, %[[MAGIC]] : f32
+// CPU: arith.bitcast {{.*}} : f32 to i32
+// CPU-NOT: arith.fptosi
+// CPU-NOT: arith.select {{.*}} : f32
+// CPU: return
 func.func @exp_f32(%x: f32) -> f32 {
   %0 = math.exp %x : f32
   return %0 : f32
