@@ -428,9 +428,11 @@ def _reuse_inputs(body):
             users = [u.operation if hasattr(u, "operation") else u for u in users]
             if any(u not in pos or pos[u] > i for u in users):
                 continue
-            for j in range(n_in):
-                if op.operands[j] == v:
-                    args[j].replace_all_uses_with(args[n_in])
+            same = [j for j in range(n_in) if op.operands[j] == v]
+            if any(maps[j] != maps[n_in] for j in same):  # also read elsewhere than in place
+                continue
+            for j in same:
+                args[j].replace_all_uses_with(args[n_in])
             op.operands[n_in] = v
             break
 
@@ -477,7 +479,8 @@ def _forward_scalars(root):
         vt = ir.VectorType(w.operands[0].type)
         if any(d != 1 for d in vt.shape):
             continue
-        if [str(v) for v in op.operands[1:]] != [str(v) for v in w.operands[2:]]:
+        idx, widx = list(op.operands[1:]), list(w.operands[2:])
+        if len(idx) != len(widx) or any(a != b for a, b in zip(idx, widx)):
             continue
         with ir.InsertionPoint(op), op.location:
             new = vector.ExtractOp(w.operands[0], [], [0] * vt.rank)
