@@ -43,9 +43,13 @@ vectorized at its own width. softmax then reads (64-wide chunks, abridged):
 An elementwise op that does not read its output and has a same-shaped input dead after
 it (softmax's divide of the exp, layer norm's scaling of x - mean) writes into that input
 (`_reuse_inputs`): bufferized, the exp goes into the output's row and the divide rewrites
-it there, with no temporary row. Groups that are not 2-d or whose vectorization does not
-apply keep the row loop and split reductions with LLVM's loop vectorizer (rows of at
-least the tuning table's `split_min` columns split; shorter rows keep one accumulator).
+it there, with no temporary row. When every op's loops but the last are rows (a softmax
+over the last axis of a 3-d or 4-d array: `_row_dims`), the row loop runs over all those
+dims, one row an iteration (`scf.forall (%i, %j) in (B, S)`), vectorized the same way.
+Groups with another non-row dim (a reduction over a middle axis) or whose vectorization
+does not apply keep a row loop over the first dim and split reductions with LLVM's loop
+vectorizer (rows of at least the tuning table's `split_min` columns split; shorter rows
+keep one accumulator).
 The forall becomes OpenMP threads in the CPU pipeline (one row block an iteration,
 statically scheduled). After bufferization `mirax-row-memory` (below) prefetches each
 row's next rows during its busiest column loop and puts the row loop's small buffers on
@@ -131,6 +135,39 @@ def _is_row_op(op, rows, inside):
     return True
 
 
+def _row_dims(op, ext, inside):
+    """How many leading loops of `op` (at most len(ext)) are rows of the group: parallel,
+    of the group's extents `ext`, indexing the same position of every operand it shares
+    with the group and of its outputs, and only that position."""
+    if op.name == "linalg.fill":
+        s = _shape(op.results[0].type) or []
+        d = 0
+        while d < min(len(s), len(ext)) and s[d] == ext[d]:
+            d += 1
+        return d
+    kinds, oext = _kinds(op), _extents(op)
+    if oext is None:
+        return 0
+    n_in = len(op.operands) - len(op.results)
+    shared = [m for k, (v, m) in enumerate(zip(op.operands, _maps(op))) if k >= n_in or inside(v)]
+    d = 0
+    while d < min(len(kinds), len(ext)) and kinds[d] == "parallel" and oext[d] == ext[d]:
+        ok = True
+        for m in shared:
+            r = list(m.results)
+            if len(r) <= d or not isinstance(r[d], ir.AffineDimExpr) or ir.AffineDimExpr(r[d]).position != d:
+                ok = False
+                break
+            if any(isinstance(e, ir.AffineDimExpr) and ir.AffineDimExpr(e).position == d
+                   for j, e in enumerate(r) if j != d):
+                ok = False
+                break
+        if not ok:
+            break
+        d += 1
+    return d
+
+
 def _combiner_ok(op):
     """One output whose payload is `out = combiner(f(ins), out)`: what tile_reduction_using_for
     splits into partial results."""
@@ -156,7 +193,9 @@ def _value_owner(v):
 
 
 def groups(block):
-    """Row groups of a block: (root, producers consumer-first, reductions, rows, iterations)."""
+    """Row groups of a block: (root, producers consumer-first, reductions, rows,
+    iterations, lead): the ops' first `lead` loops are all rows (see `_row_dims`), the
+    first one in every case."""
     ops = [op.operation for op in block.operations if op.operation.name in KINDS]
     if not ops:
         return []
@@ -208,8 +247,9 @@ def groups(block):
             continue
         iters = max(math.prod(_extents(ops[i]) or [0]) for i in reds)
         iters = max(iters, math.prod(ext))
+        lead = min(_row_dims(ops[i], ext, inside) for i in members)
         prods = sorted((i for i in members if i != roots[0]), reverse=True)
-        out.append((root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters))
+        out.append((root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters, max(lead, 1)))
     return out
 
 
@@ -235,10 +275,10 @@ def _wrap(lines) -> str:
             f"{body}\n    transform.yield\n  }}\n}}\n")
 
 
-def _fuse_steps(root_id, rank, block, producers) -> tuple[list[str], str]:
-    """Tile the root into row blocks and fuse the producers in; returns the steps and the
-    handle of the forall."""
-    ts = ", ".join([str(block)] + ["0"] * (rank - 1))
+def _fuse_steps(root_id, tiles, producers) -> tuple[list[str], str]:
+    """Tile the root into row blocks (`tiles`: the root's tile sizes) and fuse the
+    producers in; returns the steps and the handle of the forall."""
+    ts = ", ".join(map(str, tiles))
     L = [f"    %root = transform.structured.match attributes {{{ROOT} = {root_id} : i64}} in %arg0 "
          f": ({ANY}) -> {ANY}",
          f"    %tiled, %f0 = transform.structured.tile_using_forall %root tile_sizes [{ts}] "
@@ -262,18 +302,18 @@ def _split_steps(forall, split) -> list[str]:
     return L
 
 
-def script(root_id, rank, block, producers, split) -> str:
+def script(root_id, tiles, producers, split) -> str:
     """The transform script of one group left to LLVM's loop vectorizer: the row-block
     loop with the producers fused in and the reductions split (`split`: [(mark, tile
     sizes)])."""
-    L, forall = _fuse_steps(root_id, rank, block, producers)
+    L, forall = _fuse_steps(root_id, tiles, producers)
     return _wrap(L + _split_steps(forall, split))
 
 
-def fuse_script(root_id, rank, block, producers) -> str:
+def fuse_script(root_id, tiles, producers) -> str:
     """First half of a vectorized group: the row-block loop, one copy of each producer
     (fused once per consumer, then CSE'd)."""
-    L, forall = _fuse_steps(root_id, rank, block, producers)
+    L, forall = _fuse_steps(root_id, tiles, producers)
     L.append(f"    %func = transform.get_parent_op {forall} {{op_name = \"func.func\"}} : ({ANY}) -> {ANY}")
     L.append(f"    transform.apply_cse to %func : {ANY}")
     return _wrap(L)
@@ -305,7 +345,8 @@ def vector_script(forall_id, split, vec) -> str:
     vector reduction; each marked elementwise op over whole rows tiled into `width`-column
     chunks and vectorized; the per-row scalars (fills, 1-element ops) vectorized so that
     they fold to values instead of buffers. Partial last chunks are peeled off and stay
-    scalar loops. `vec`: dict(width, cols, elementwise=[marks], small=bool)."""
+    scalar loops. `vec`: dict(width, cols, lead, elementwise=[marks], small=bool): the
+    row block's first `lead` dims are its rows, the last its columns."""
     w, cols = vec["width"], vec["cols"]
     L = [f"    %forall = transform.structured.match attributes {{{FORALL} = {forall_id} : i64}} in %arg0 "
          f": ({ANY}) -> {ANY}",
@@ -324,7 +365,8 @@ def vector_script(forall_id, split, vec) -> str:
     for k, mark in enumerate(vec["elementwise"]):
         L.append(f"    %w{k} = transform.structured.match attributes {{{EW} = {mark} : i64}} in %forall "
                  f": ({ANY}) -> {ANY}")
-        L.append(f"    %wt{k}, %wl{k} = transform.structured.tile_using_for %w{k} tile_sizes [0, {w}] "
+        ew_tiles = ", ".join(["0"] * vec["lead"] + [str(w)])
+        L.append(f"    %wt{k}, %wl{k} = transform.structured.tile_using_for %w{k} tile_sizes [{ew_tiles}] "
                  f": ({ANY}) -> ({ANY}, {ANY})")
         steps, loop = _peeled(f"%wl{k}", f"w{k}", cols, w)
         L += steps
@@ -437,10 +479,10 @@ def _reuse_inputs(body):
             break
 
 
-def _vector_plan(forall, split, widths, blk, gid, i64):
+def _vector_plan(forall, split, widths, rows, gid, i64):
     """Marks the ops of a fused group's row loop to vectorize (see `vector_script`);
-    returns its `vec` or None (only 2-d row blocks whose split reductions share one
-    width)."""
+    returns its `vec` or None (only row blocks of shape `rows` + [columns] whose split
+    reductions share one width)."""
     if not split or len(widths) != 1:
         return None
     (width, cols), = widths
@@ -459,11 +501,11 @@ def _vector_plan(forall, split, widths, blk, gid, i64):
         if math.prod(shape) <= width:
             op.attributes[SMALL] = ir.IntegerAttr.get(i64, gid)
             small = True
-        elif op.name == "linalg.generic" and len(shape) == 2 and shape == [blk, cols]:
+        elif op.name == "linalg.generic" and shape == list(rows) + [cols]:
             op.attributes[EW] = ir.IntegerAttr.get(i64, 1000 * gid + k)
             marks.append(1000 * gid + k)
     forall.attributes[FORALL] = ir.IntegerAttr.get(i64, gid)
-    return dict(width=width, cols=cols, elementwise=marks, small=small)
+    return dict(width=width, cols=cols, lead=len(rows), elementwise=marks, small=small)
 
 
 def _forward_scalars(root):
@@ -505,14 +547,14 @@ def _reassociate(root):
 
 class MiraxFuseReductions(MiraxPass):
     @staticmethod
-    def _vectorized(module, gid, rank, blk, pids, split, widths, i64):
-        """Fuse and vectorize group `gid`; None when done, else the error (the module
-        then is as it was)."""
+    def _vectorized(module, gid, tiles, lead, pids, split, widths, i64):
+        """Fuse (root tiled by `tiles`, its first `lead` dims rows) and vectorize group
+        `gid`; None when done, else the error (the module then is as it was)."""
         backup = module.clone()
         try:
-            _apply(module, fuse_script(gid, rank, blk, pids))
+            _apply(module, fuse_script(gid, tiles, pids))
             forall = _find_forall(module, gid)
-            vec = None if forall is None else _vector_plan(forall, split, widths, blk, gid, i64)
+            vec = None if forall is None else _vector_plan(forall, split, widths, tiles[:lead], gid, i64)
             if vec is None:
                 raise ValueError("nothing to vectorize")
             _apply(module, vector_script(gid, split, vec))
@@ -541,9 +583,16 @@ class MiraxFuseReductions(MiraxPass):
                     if g[4] >= min_el:
                         todo.append(g)
             plans = []  # marked up front: a failed attempt restores a copy of the module
-            for gid, (root, prods, reds, rows, iters) in enumerate(todo):
+            for gid, (root, prods, reds, rows, iters, lead) in enumerate(todo):
                 ext = _extents(root)
                 blk = row_block(rows, iters // rows, threads)  # the widest op of the group sets it
+                # vectorized: every op's loops but the last are rows (single rows beyond the
+                # first dim: a 3-d softmax's rows are its first two dims)
+                depth = max(len(_kinds(op)) if op.name == "linalg.generic" else len(_shape(op.results[0].type) or [])
+                            for op in [root] + list(prods))
+                vt = None
+                if depth >= 2 and lead >= depth - 1:
+                    vt = ([blk] if depth == 2 else [1] * (depth - 1)) + [0] * (len(ext) - depth + 1)
                 root.attributes[ROOT] = ir.IntegerAttr.get(i64, gid)
                 pids = []
                 for k, p in enumerate(prods):
@@ -561,13 +610,13 @@ class MiraxFuseReductions(MiraxPass):
                     widths.add((width, rext[-1]))
                     if rext[-1] >= cfg["split_min"]:  # left to LLVM's vectorizer: long rows only
                         plain.append(split[-1])
-                plans.append((gid, len(ext), blk, pids, split, widths, plain))
-            for gid, rank, blk, pids, split, widths, plain in plans:
-                err = self._vectorized(module, gid, rank, blk, pids, split, widths, i64) if rank == 2 else True
+                plans.append((gid, [blk] + [0] * (len(ext) - 1), vt, depth - 1, pids, split, widths, plain))
+            for gid, tiles, vt, lead, pids, split, widths, plain in plans:
+                err = True if vt is None else self._vectorized(module, gid, vt, lead, pids, split, widths, i64)
                 if err is not None:  # LLVM's loop vectorizer then
                     backup = module.clone()
                     try:
-                        _apply(module, script(gid, rank, blk, pids, plain))
+                        _apply(module, script(gid, tiles, pids, plain))
                         err = None
                     except (ir.MLIRError, ValueError) as e:  # leave the module as it was
                         _restore(module, backup)
@@ -592,16 +641,18 @@ def _is_const(v, value):
             and ir.IntegerAttr(d.attributes["value"]).value == value)
 
 
-def _row_accesses(forall, iv):
-    """(memref, is_write, loop) of the row accesses `m[iv, k]` (or `v[0, k]` of a
-    subview `v` of `m` at row `iv`), `m` 2-d, made by the column loops (top-level
-    `scf.for`s over `k`) of a row loop over single rows with induction variable `iv`."""
+def _row_accesses(forall, ivs):
+    """(memref, is_write, loop) of the row accesses `m[i.., k]` (or `v[0.., k]` of a
+    subview `v` of `m` at row `i..`) with `i..` the row loop's induction variables `ivs`
+    and `m` of one more dim, made by the column loops (top-level `scf.for`s over `k`) of a
+    row loop over single rows."""
     body = forall.regions[0].blocks[0]
+    n = len(ivs)
     subviews = {}
     for op in body.operations:
         op = op.operation
-        if op.name == "memref.subview" and len(op.operands) >= 2 and op.operands[1] == iv \
-                and ir.MemRefType(op.operands[0].type).rank == 2:
+        if op.name == "memref.subview" and len(op.operands) == 1 + n and list(op.operands[1:]) == list(ivs) \
+                and ir.MemRefType(op.operands[0].type).rank == n + 1:
             subviews[op.results[0]] = op.operands[0]
     out = []
     for loop in body.operations:
@@ -609,42 +660,56 @@ def _row_accesses(forall, iv):
         if loop.name != "scf.for":
             continue
         k = loop.regions[0].blocks[0].arguments[0]
-        for op in walk_ops(loop, lambda n: n in ("vector.transfer_read", "vector.transfer_write")):
+        for op in walk_ops(loop, lambda name: name in ("vector.transfer_read", "vector.transfer_write")):
             write = op.name == "vector.transfer_write"
             m, idx = (op.operands[1], list(op.operands[2:])) if write else (op.operands[0], list(op.operands[1:-1]))
-            if not isa(ir.MemRefType, m.type) or len(idx) != 2 or idx[1] != k:
+            if not isa(ir.MemRefType, m.type) or len(idx) != n + 1 or idx[n] != k:
                 continue
-            if m in subviews and _is_const(idx[0], 0):
+            if m in subviews and all(_is_const(i, 0) for i in idx[:n]):
                 out.append((subviews[m], write, loop))
-            elif idx[0] == iv and ir.MemRefType(m.type).rank == 2:
+            elif idx[:n] == list(ivs) and ir.MemRefType(m.type).rank == n + 1:
                 out.append((m, write, loop))
     return out
 
 
-def _static_1d(forall, name):
+def _static(forall, name):
     a = str(forall.attributes[name]) if name in forall.attributes else ""
-    return int(a[len("array<i64: "):-1]) if a.startswith("array<i64: ") and "," not in a else None
+    if not a.startswith("array<i64: "):
+        return None
+    try:
+        return [int(v) for v in a[len("array<i64: "):-1].split(",")]
+    except ValueError:  # a dynamic bound
+        return None
+
+
+def _row_loop(forall):
+    """The static extents of a row loop over single rows (bounds 0 to U, step 1), or None."""
+    ubs = _static(forall, "staticUpperBound")
+    if ubs is None or _static(forall, "staticStep") != [1] * len(ubs) \
+            or _static(forall, "staticLowerBound") != [0] * len(ubs) or len(forall.regions[0].blocks[0].arguments) != len(ubs):
+        return None
+    return ubs
 
 
 def prefetch_next_rows(module, vector_bytes, l1d):
-    """In each row loop over single rows (`scf.forall` over rows, step 1) whose column
-    loops read or write rows of 2-d buffers, prefetch those buffers' rows `d` ahead during
-    the row's busiest column loop after the first (exp in softmax and logsumexp: the first
-    reads the row the prefetches brought in), one `memref.prefetch` per `vector_bytes`,
-    for writing where the row writes the buffer. `d` keeps the prefetched rows of all
-    buffers within a quarter of L1d (`l1d` bytes), at least 1: the next row for long
-    rows, several for short ones. The first pass over a row (a max, a mean) then reads
-    from cache instead of waiting on memory while the cores sit in the exp."""
+    """In each row loop over single rows (`scf.forall` over rows, step 1; a 3-d softmax
+    runs over two row dims) whose column loops read or write rows of buffers, prefetch
+    those buffers' rows `d` ahead (in row-major order) during the row's busiest column
+    loop after the first (exp in softmax and logsumexp: the first reads the row the
+    prefetches brought in), one `memref.prefetch` per `vector_bytes`, for writing where
+    the row writes the buffer. `d` keeps the prefetched rows of all buffers within a
+    quarter of L1d (`l1d` bytes), at least 1: the next row for long rows, several for
+    short ones. The first pass over a row (a max, a mean) then reads from cache instead of
+    waiting on memory while the cores sit in the exp."""
     from mlir.dialects import arith, memref
     idx_t = ir.IndexType.get()
     for forall in walk_ops(module, lambda n: n == "scf.forall"):
         body = forall.regions[0].blocks[0]
-        rows = _static_1d(forall, "staticUpperBound")
-        if len(body.arguments) != 1 or rows is None or rows < 2 or _static_1d(forall, "staticStep") != 1 \
-                or _static_1d(forall, "staticLowerBound") != 0:
+        ubs = _row_loop(forall)
+        if ubs is None or math.prod(ubs) < 2:
             continue
-        iv = body.arguments[0]
-        acc = _row_accesses(forall, iv)
+        ivs = list(body.arguments)
+        acc = _row_accesses(forall, ivs)
         loops = []
         for _, _, loop in acc:
             if loop not in loops:
@@ -661,11 +726,24 @@ def prefetch_next_rows(module, vector_bytes, l1d):
         targets = {}
         for m, write, _ in acc:
             targets[m] = targets.get(m, False) or write
-        row_bytes = sum(ir.MemRefType(m.type).shape[1] * max(1, _bits(m) // 8) for m in targets)
+        row_bytes = sum(ir.MemRefType(m.type).shape[-1] * max(1, _bits(m) // 8) for m in targets)
         dist = max(1, l1d // 4 // max(row_bytes, 1))
         with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
-            ahead = arith.AddIOp(iv, arith.ConstantOp(idx_t, dist).result).result
-            nxt = arith.MinSIOp(ahead, arith.ConstantOp(idx_t, rows - 1).result).result
+            c = {}
+
+            def const(v):
+                if v not in c:
+                    c[v] = arith.ConstantOp(idx_t, v).result
+                return c[v]
+            flat = ivs[0]
+            for iv, ub in zip(ivs[1:], ubs[1:]):  # row-major number of this row
+                flat = arith.AddIOp(arith.MulIOp(flat, const(ub)).result, iv).result
+            flat = arith.MinSIOp(arith.AddIOp(flat, const(dist)).result, const(math.prod(ubs) - 1)).result
+            nxt = []
+            for ub in reversed(ubs[1:]):  # and its indices
+                nxt.append(arith.RemSIOp(flat, const(ub)).result)
+                flat = arith.DivSIOp(flat, const(ub)).result
+            nxt = [flat] + nxt[::-1]
         lb = loop.regions[0].blocks[0]
         k = lb.arguments[0]
         with ir.InsertionPoint.at_block_begin(lb), ir.Location.unknown():
@@ -673,7 +751,7 @@ def prefetch_next_rows(module, vector_bytes, l1d):
                 per = max(1, vector_bytes * 8 // max(_bits(m), 8))
                 for j in range(0, chunk, per):
                     col = k if j == 0 else arith.AddIOp(k, arith.ConstantOp(idx_t, j).result).result
-                    memref.PrefetchOp(m, [nxt, col], write, 3, True)
+                    memref.PrefetchOp(m, nxt + [col], write, 3, True)
 
 
 def stack_row_buffers(module, limit, parallel):

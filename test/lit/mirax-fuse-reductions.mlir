@@ -110,6 +110,32 @@ func.func @softmax_odd(%arg0: tensor<4x2100xf32>) -> tensor<4x2100xf32> {
 
 // -----
 
+// A softmax over the last axis of a 3-d array: its rows are both leading dims, so the
+// row loop runs over both (one row an iteration) and the column loops are as in 2-d.
+// CHECK-LABEL: func.func @softmax_3d
+// CHECK: scf.forall (%[[I:.+]], %[[J:.+]]) in (4, 8)
+// CHECK: scf.for {{.*}} -> (vector<1x1x[[W:[0-9]+]]xf32>)
+// CHECK: vector.transfer_read %{{.+}}[%[[I]], %[[J]], %{{.+}}]
+// CHECK: vector.reduction <maximumf>
+// CHECK: math.exp {{.*}} : vector<[[W]]xf32>
+// CHECK: vector.reduction <add>
+// CHECK: arith.divf {{.*}} : vector<[[W]]xf32>
+// CHECK: tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[I]], %[[J]], 0] [1, 1, 512] [1, 1, 1]
+// CHECK-NOT: linalg.
+// CHECK: return
+func.func @softmax_3d(%arg0: tensor<4x8x512xf32>) -> tensor<4x8x512xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 2>, keepdims = true} : (tensor<4x8x512xf32>) -> tensor<4x8x1xf32>
+  %2 = "mirax.broadcast_to"(%0) {shape = array<i64: 4, 8, 512>} : (tensor<4x8x1xf32>) -> tensor<4x8x512xf32>
+  %3 = "mirax.subtract"(%arg0, %2) : (tensor<4x8x512xf32>, tensor<4x8x512xf32>) -> tensor<4x8x512xf32>
+  %4 = "mirax.exp"(%3) : (tensor<4x8x512xf32>) -> tensor<4x8x512xf32>
+  %5 = "mirax.sum"(%4) {axes = array<i64: 2>, keepdims = true} : (tensor<4x8x512xf32>) -> tensor<4x8x1xf32>
+  %6 = "mirax.broadcast_to"(%5) {shape = array<i64: 4, 8, 512>} : (tensor<4x8x1xf32>) -> tensor<4x8x512xf32>
+  %7 = "mirax.divide"(%4, %6) : (tensor<4x8x512xf32>, tensor<4x8x512xf32>) -> tensor<4x8x512xf32>
+  return %7 : tensor<4x8x512xf32>
+}
+
+// -----
+
 // A reduction over the leading (column) dim does not index the rows with its first
 // loop: nothing to fuse by rows, the ops stay as mirax-fuse left them.
 // CHECK-LABEL: func.func @column_sum

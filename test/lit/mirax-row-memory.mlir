@@ -16,7 +16,7 @@
 // CHECK-NOT: memref.alloc(
 // CHECK: scf.for
 // CHECK-NOT: memref.prefetch
-// CHECK: scf.for %[[K:.+]] = 
+// CHECK: scf.for %[[K:[^ ]+]] = 
 // CHECK-NEXT: memref.prefetch %arg0[%[[NEXT]], %[[K]]], read, locality<3>, data
 // CHECK: memref.prefetch %arg0[%[[NEXT]], %{{.+}}], read, locality<3>, data
 // CHECK: memref.prefetch %arg1[%[[NEXT]], %[[K]]], write, locality<3>, data
@@ -68,6 +68,38 @@ func.func @tiles(%arg0: memref<64x1024xf32>) {
       %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
       vector.transfer_write %v, %arg0[%i, %k] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
     }
+  }
+  return
+}
+
+// -----
+
+// Rows over two dims (a 3-d softmax's loop): the next row in row-major order, (i, j + 1)
+// or (i + 1, 0), clamped to the last.
+// CHECK-LABEL: func.func @rows_3d
+// CHECK: scf.forall (%[[I:.+]], %[[J:.+]]) in (4, 16)
+// CHECK: %[[IJ:.+]] = arith.muli %[[I]], %[[C16:.+]] : index
+// CHECK: %[[F:.+]] = arith.addi %[[IJ]], %[[J]] : index
+// CHECK: %[[F1:.+]] = arith.addi %[[F]], %{{.+}} : index
+// CHECK: %[[N:.+]] = arith.minsi %[[F1]], %{{.+}} : index
+// CHECK: %[[NJ:.+]] = arith.remsi %[[N]], %[[C16]] : index
+// CHECK: %[[NI:.+]] = arith.divsi %[[N]], %[[C16]] : index
+// CHECK: scf.for %[[K:[^ ]+]] =
+// CHECK-NEXT: memref.prefetch %arg0[%[[NI]], %[[NJ]], %[[K]]], read
+func.func @rows_3d(%arg0: memref<4x16x1024xf32>, %arg1: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  scf.forall (%i, %j) in (4, 16) {
+    %m = scf.for %k = %c0 to %c1024 step %c32 iter_args(%acc = %zero) -> (vector<32xf32>) {
+      %v = vector.transfer_read %arg0[%i, %j, %k], %pad {in_bounds = [true]} : memref<4x16x1024xf32>, vector<32xf32>
+      %r = arith.addf %v, %acc : vector<32xf32>
+      scf.yield %r : vector<32xf32>
+    }
+    %s = vector.reduction <add>, %m : vector<32xf32> into f32
+    memref.store %s, %arg1[%i, %j] : memref<4x16xf32>
   }
   return
 }

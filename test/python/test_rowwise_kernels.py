@@ -72,6 +72,11 @@ SHAPES = [(16, 4096), (17, 4100), (5, 16387), (64, 1030), (600, 2 * WIDTH + 1), 
           (700, 100), (20000, 3), (1, 70001), (3, 65537)]
 
 
+# rows over several leading dims (a batch of attention scores): the row loop runs over
+# all of them, one row an iteration
+SHAPES += [(4, 33, 1030), (2, 3, 5, 4100), (40, 40, 40), (3, 50000, 1)]
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_rowwise_matches_numpy(name, shape):
@@ -181,6 +186,15 @@ def test_rowwise_vector_accumulators(name):
     assert len(carried) == 2 and set(carried) == {str(WIDTH)}
     assert body.count("fastmath<reassoc>") == (2 if name == "layer_norm" else 1)
     assert f"vector<{WIDTH}xf32>" in body
+
+
+def test_rowwise_3d_rows_are_all_leading_dims():
+    """softmax over the last axis of a 3-d array: one iteration of the row loop a row (both
+    leading dims), vectorized and prefetched as in 2-d."""
+    text = _stage(softmax, (8, 32, 1024), "optimized")
+    assert re.search(r"scf\.forall \(%\w+, %\w+\) in \(8, 32\)", text), text
+    assert text.count(f"-> (vector<1x1x{WIDTH}xf32>)") == 2
+    assert "llvm.intr.prefetch" in _stage(softmax, (8, 32, 1024), "llvm")
 
 
 def test_rowwise_writes_in_place():
