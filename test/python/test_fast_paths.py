@@ -401,3 +401,52 @@ def test_scalar_broadcasts_fold_without_kernels():
     # a broadcast of a constant that is not a splat still folds through its kernel
     g = mr.compile(lambda x: x + mr.array(np.arange(17, dtype=np.float32)))
     np.testing.assert_array_equal(np.asarray(g(mr.array(x))), x + np.arange(17, dtype=np.float32))
+
+
+def test_walk_ops_order_and_errors():
+    """pass_base.walk_ops (MLIR's walk, plain operations): the nested ops in program
+    order, the root left out, an error of `keep` raised as it is."""
+    from mlir import ir
+    from mirax.lowering.pass_base import walk_ops
+    from mirax.runtime.context import context
+    src = """
+    func.func @f(%a: f32, %n: index) -> f32 {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%x = %a) -> (f32) {
+        %y = arith.addf %x, %a : f32
+        %z = arith.mulf %y, %y : f32
+        scf.yield %z : f32
+      }
+      %s = arith.subf %r, %a : f32
+      return %s : f32
+    }
+    func.func @g() {
+      return
+    }"""
+
+    def recursive(op, keep, out):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    if keep(child.operation.name):
+                        out.append(child.operation.name)
+                    recursive(child.operation, keep, out)
+        return out
+
+    with context(), ir.Location.unknown():
+        m = ir.Module.parse(src)
+        for keep in (lambda n: True, lambda n: n.startswith("arith."), lambda n: n == "func.return"):
+            assert [o.name for o in walk_ops(m.operation, keep)] == recursive(m.operation, keep, [])
+        loop = walk_ops(m.operation, lambda n: n == "scf.for")[0]
+        assert [o.name for o in walk_ops(loop, lambda n: True)] == ["arith.addf", "arith.mulf", "scf.yield"]
+        assert walk_ops(walk_ops(m.operation, lambda n: n == "func.func")[1], lambda n: n == "arith.addf") == []
+        ops = walk_ops(m.operation, lambda n: n == "arith.subf")
+        assert isinstance(ops[0], ir.Operation) and str(ops[0]).startswith("%")  # usable after the walk
+
+        def bad(name):
+            if name == "arith.mulf":
+                raise KeyError("mulf")
+            return False
+        with pytest.raises(KeyError, match="mulf"):
+            walk_ops(m.operation, bad)
