@@ -254,3 +254,60 @@ class MathApprox(MiraxPass):
                 call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(fname), [op.operands[0]])
             op.results[0].replace_all_uses_with(call.results[0])
             op.erase()
+
+
+def _splat_int(v, value):
+    """Is `v` an arith.constant splat (or scalar) integer `value`?"""
+    from .pass_base import defining_op
+    d = defining_op(v)
+    if d is None or d.name != "arith.constant":
+        return False
+    a = d.attributes["value"]
+    if isinstance(a, ir.DenseIntElementsAttr) or ir.DenseElementsAttr.isinstance(a):
+        a = ir.DenseElementsAttr(a)
+        return a.is_splat and ir.IntegerAttr(a.get_splat_value()).value == value
+    return ir.IntegerAttr.isinstance(a) and ir.IntegerAttr(a).value == value
+
+
+def _pow2_of(v):
+    """`k` when `v` is `bitcast((k + 127) << 23)` (the exponent field of 2^k, `_pow2i`)."""
+    from .pass_base import defining_op
+    b = defining_op(v)
+    if b is None or b.name != "arith.bitcast":
+        return None
+    s = defining_op(b.operands[0])
+    if s is None or s.name != "arith.shli" or not _splat_int(s.operands[1], 23):
+        return None
+    a = defining_op(s.operands[0])
+    if a is None or a.name != "arith.addi" or not _splat_int(a.operands[1], 127):
+        return None
+    return a.operands[0]
+
+
+def scale_with_ldexp(root):
+    """The two-factor 2^m scaling of the vectorized exps in `root` (`y * 2^(m >> 1) *
+    2^(m - (m >> 1))`, see `exp`) as one `llvm.ldexp(y, m)`, which LLVM lowers to
+    `vscalefps` on AVX-512 (9 vector ops -> 2: the int-to-float conversion and the
+    scalef). Bit-identical: both round y * 2^m once (the first factor of the two-factor
+    form is exact), overflow to inf and underflow to denormals or 0 alike, and a NaN stays
+    a NaN. For hosts with AVX-512 only: elsewhere LLVM calls libm's ldexpf a lane."""
+    from mlir.dialects import llvm
+    from .pass_base import defining_op, walk_ops
+    for mul2 in walk_ops(root, lambda n: n == "arith.mulf"):
+        if not str(mul2.results[0].type).startswith("vector<"):
+            continue
+        m2 = _pow2_of(mul2.operands[1])
+        mul1 = defining_op(mul2.operands[0])
+        if m2 is None or mul1 is None or mul1.name != "arith.mulf":
+            continue
+        m1 = _pow2_of(mul1.operands[1])
+        sub = defining_op(m2)
+        shr = defining_op(m1) if m1 is not None else None
+        if (sub is None or sub.name != "arith.subi" or shr is None or shr.name != "arith.shrsi"
+                or sub.operands[1] != m1 or shr.operands[0] != sub.operands[0] or not _splat_int(shr.operands[1], 1)):
+            continue
+        with ir.InsertionPoint(mul2), mul2.location:
+            # llvm.intr.ldexp takes a scalar exponent only: the generic intrinsic call
+            r = llvm.call_intrinsic(mul2.results[0].type, ir.StringAttr.get("llvm.ldexp"),
+                                    [mul1.operands[0], sub.operands[0]], [], ir.DenseI32ArrayAttr.get([]))
+        mul2.results[0].replace_all_uses_with(r)

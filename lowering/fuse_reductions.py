@@ -52,8 +52,9 @@ vectorizer (rows of at least the tuning table's `split_min` columns split; short
 keep one accumulator).
 The forall becomes OpenMP threads in the CPU pipeline (one row block an iteration,
 statically scheduled). After bufferization `mirax-row-memory` (below) prefetches each
-row's next rows during its busiest column loop and puts the row loop's small buffers on
-the stack.
+row's next rows during its busiest column loop, puts the row loop's small buffers on the
+stack and, on AVX-512, scales the vectorized exps by 2^m with one `llvm.ldexp`
+(`vscalefps`, approx.scale_with_ldexp) instead of two exponent-field multiplies.
 
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
@@ -68,6 +69,7 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from . import tuning
+from .approx import scale_with_ldexp
 from .pass_base import MiraxPass, defining_op, isa, walk_ops
 
 NAME = "mirax-fuse-reductions"
@@ -630,6 +632,7 @@ class MiraxFuseReductions(MiraxPass):
             _reassociate(module)
 
 
+
 # ---- after bufferization: the next rows on their way while this one computes -----------
 
 PREFETCH = "mirax-row-memory"
@@ -792,9 +795,10 @@ def _bits(m):
 
 class MiraxRowMemory(MiraxPass):
     name = PREFETCH
-    summary = ("On memrefs: mirax-fuse-reductions' row loops prefetch their next rows during a row's "
-               "busiest column loop")
+    summary = ("On memrefs, mirax-fuse-reductions' row loops: next rows prefetched during a row's busiest "
+               "column loop, row buffers on the stack, exp's 2^m scaling as one ldexp on AVX-512")
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
+               "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's vector width)"),
                "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)")}
 
@@ -805,3 +809,7 @@ class MiraxRowMemory(MiraxPass):
             l1d = int(self.opts["l1d"]) or h.l1d
             prefetch_next_rows(module, int(self.opts["vector-bytes"]) or h.vector_bits // 8, l1d)
             stack_row_buffers(module, l1d // 4, (int(self.opts["threads"]) or tuning.threads()) > 1)
+            ldexp = str(self.opts["ldexp"])
+            if ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features):
+                for forall in walk_ops(module, lambda n: n == "scf.forall"):
+                    scale_with_ldexp(forall)

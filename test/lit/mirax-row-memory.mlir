@@ -1,5 +1,7 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152" | FileCheck %s
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on" | FileCheck %s --check-prefix=LDEXP
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
 
 // A row loop as mirax-fuse-reductions leaves it after bufferization: a max over the row
 // of %x, then exp-like work writing the row of %y. During the busiest column loop after
@@ -100,6 +102,48 @@ func.func @rows_3d(%arg0: memref<4x16x1024xf32>, %arg1: memref<4x16xf32>) {
     }
     %s = vector.reduction <add>, %m : vector<32xf32> into f32
     memref.store %s, %arg1[%i, %j] : memref<4x16xf32>
+  }
+  return
+}
+
+// -----
+
+// exp's 2^m scaling as mirax-math-approx writes it (two exponent-field factors,
+// 2^(m >> 1) * 2^(m - (m >> 1))), vectorized in a row loop: with ldexp=on (the default on
+// AVX-512 hosts) one llvm.ldexp(y, m), which LLVM lowers to vscalefps.
+// LDEXP-LABEL: func.func @exp_scaling
+// LDEXP: %[[M:.+]] = arith.subi
+// LDEXP: llvm.call_intrinsic "llvm.ldexp"(%[[Y:.+]], %[[M]]) : (vector<32xf32>, vector<32xi32>) -> vector<32xf32>
+// NOLDEXP-LABEL: func.func @exp_scaling
+// NOLDEXP-NOT: llvm.ldexp
+// NOLDEXP: return
+func.func @exp_scaling(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %k = arith.constant dense<1262485504> : vector<32xi32>
+  %one = arith.constant dense<1> : vector<32xi32>
+  %bias = arith.constant dense<127> : vector<32xi32>
+  %sh = arith.constant dense<23> : vector<32xi32>
+  scf.forall (%i) in (64) {
+    scf.for %j = %c0 to %c1024 step %c32 {
+      %t = vector.transfer_read %arg0[%i, %j], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %y = arith.mulf %t, %t : vector<32xf32>
+      %tb = arith.bitcast %t : vector<32xf32> to vector<32xi32>
+      %m = arith.subi %tb, %k : vector<32xi32>
+      %m1 = arith.shrsi %m, %one : vector<32xi32>
+      %m2 = arith.subi %m, %m1 : vector<32xi32>
+      %a1 = arith.addi %m1, %bias : vector<32xi32>
+      %s1 = arith.shli %a1, %sh : vector<32xi32>
+      %p1 = arith.bitcast %s1 : vector<32xi32> to vector<32xf32>
+      %y1 = arith.mulf %y, %p1 : vector<32xf32>
+      %a2 = arith.addi %m2, %bias : vector<32xi32>
+      %s2 = arith.shli %a2, %sh : vector<32xi32>
+      %p2 = arith.bitcast %s2 : vector<32xi32> to vector<32xf32>
+      %y2 = arith.mulf %y1, %p2 : vector<32xf32>
+      vector.transfer_write %y2, %arg1[%i, %j] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
+    }
   }
   return
 }

@@ -211,6 +211,13 @@ def test_rowwise_peeled_chunks_stay_on_the_stack(cols):
     assert "llvm.intr.prefetch" in text
 
 
+@pytest.mark.skipif("avx512f" not in host().features, reason="vscalefps: AVX-512 hosts only")
+def test_rowwise_exp_scales_with_ldexp_on_avx512():
+    """The vectorized exps of a row loop scale by 2^m with one llvm.ldexp (vscalefps)."""
+    text = _stage(softmax, (64, 4096), "llvm")
+    assert "llvm.ldexp" in text and "vscalef" not in text  # the intrinsic, lowered by LLVM
+
+
 def test_rowwise_prefetches_next_rows():
     text = _stage(logsumexp, (64, 4096), "llvm")
     pf = re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)
