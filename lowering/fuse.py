@@ -11,6 +11,15 @@ generic reading `x` once and writing the result once:
 Elementwise producers of a reduction (softmax's exp, layer norm's square) fuse into
 it the same way, so the intermediate tensor never exists.
 
+Upstream fusion takes a producer with a single user only. Two steps here go further:
+a constant or broadcast generic (its body only yields) read by several elementwise
+users is copied for each of them, so each absorbs it (a gelu's `2.0`, a bias that CSE
+shared between the forward and backward passes); and an elementwise producer whose
+value other ops read too (AdamW's new moments: returned as state, then read by the
+parameter update) fuses into its first elementwise reader, which yields the value as
+one more result for the others (`fuse_multi_use_producers`). A transformer training
+step went from 309 to 161 loop nests.
+
 Static `tensor.reshape`s that only add or drop unit dims (keepdims, `squeeze`) become
 `tensor.collapse_shape` / `tensor.expand_shape`, and an expand that only adds unit dims
 is folded into the indexing maps of the generics reading it: a softmax's `x - max(x, keepdims=True)`
@@ -22,7 +31,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
-from .pass_base import MiraxPass, walk_ops
+from .pass_base import MiraxPass, user_op, walk_ops
 
 NAME = "mirax-fuse"
 
@@ -30,7 +39,9 @@ NAME = "mirax-fuse"
 class MiraxFuse(MiraxPass):
     name = NAME
     summary = "Fuse elementwise linalg ops (and broadcasts) into their consumers"
-    options = {"max-fused-ops": (None, "the most body ops one fused generic may hold (default 256)")}
+    options = {"max-fused-ops": (None, "the most body ops one fused generic may hold (default 256)"),
+               "multi-use": (True, "fuse a producer read by others too into its first reader, as one more "
+                                   "result (the GPU mapping takes single-result generics)")}
 
     def add_to(self, pm):
         limit = int(self.opts["max-fused-ops"] or MAX_FUSED_OPS)
@@ -40,10 +51,18 @@ class MiraxFuse(MiraxPass):
             fold_unit_expands_into_generics(op)
         pm.add(unit_dims, name="mirax-fold-unit-expands")
         pm.add("canonicalize")
+        pm.add(lambda op, *_: clone_broadcasts_per_use(op), name="mirax-clone-broadcasts")
         pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
         # the canonicalize after fusion folds the barriers' cast pairs away
         for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
             pm.add(p)
+        if str(self.opts["multi-use"]).lower() not in ("false", "0"):
+            pm.add(lambda op, *_: fuse_multi_use_producers(op, limit), name="mirax-fuse-multi-use")
+            # what that fusion made single-use, bounded again (the canonicalize above
+            # folded the first round's barriers)
+            pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
+            for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
+                pm.add(p)
 
 
 # The most body ops one fused generic may collect. Upstream fusion copies the producer's
@@ -81,6 +100,232 @@ def bound_fused_bodies(root, limit=MAX_FUSED_OPS):
                     op.operands[i] = back
                 total = own + sum(n for _, v, n in feeding if ir.RankedTensorType(v.type).rank == 0)
             size[op] = total
+
+
+def _is_broadcast_map(m, n_loops):
+    """(d0, .., dn) -> (di, dj, ..) with i < j < ..: a broadcast (or a copy), never a transpose."""
+    pos = []
+    for e in m.results:
+        if not isinstance(e, ir.AffineDimExpr):
+            return False
+        pos.append(e.position)
+    return pos == sorted(set(pos)) and m.n_dims == n_loops
+
+
+def _fusable_use(use, producer_loops):
+    """`use` is an input of an all-parallel `linalg.generic` that upstream elementwise
+    fusion would fuse its producer into (same loop count, a permutation map)."""
+    c = user_op(use)
+    if c.name != "linalg.generic":
+        return False
+    n_in = len(c.operands) - len(c.results)
+    if use.operand_number >= n_in:
+        return False
+    if any("reduction" in str(a) for a in c.attributes["iterator_types"]):
+        return False
+    m = ir.AffineMapAttr(c.attributes["indexing_maps"][use.operand_number]).value
+    return m.is_permutation and len(m.results) == producer_loops
+
+
+def clone_broadcasts_per_use(root):
+    """Give every elementwise consumer of a constant fill or a broadcast its own copy.
+
+    Upstream `linalg-fuse-elementwise-ops` fuses a producer only into its single user, so
+    a broadcast constant (`2.0` in gelu, `1/n` in a mean) or a broadcast bias that CSE
+    shared between the forward and backward passes stayed a full-size tensor, written
+    once and read by each user. A generic whose body only yields (a value from outside
+    or an input read through a broadcast map) costs nothing to recompute, so each fusable
+    user gets a copy it absorbs; other users (matmuls, returns) share the original, and
+    copies that fusion leaves (none expected) are merged again by the CSE after it."""
+    with root.context, ir.Location.unknown():
+        for op in _walk(root, "linalg.generic"):
+            if len(op.results) != 1:
+                continue
+            body = op.regions[0].blocks[0]
+            if len(body.operations) != 1:  # only the yield
+                continue
+            its = [str(a) for a in op.attributes["iterator_types"]]
+            if any("parallel" not in a for a in its):
+                continue
+            n_in = len(op.operands) - 1
+            maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+            if maps[-1] != ir.AffineMap.get_identity(len(its)) or not all(_is_broadcast_map(m, len(its)) for m in maps[:n_in]):
+                continue
+            uses = list(op.results[0].uses)
+            fusable = [u for u in uses if _fusable_use(u, len(its))]
+            if len(uses) < 2 or not fusable:
+                continue
+            keep_original = len(fusable) < len(uses)
+            for u in (fusable if keep_original else fusable[1:]):
+                clone = op.clone(ir.InsertionPoint(op))
+                user_op(u).operands[u.operand_number] = clone.results[0]
+
+
+def _identity(n):
+    return ir.AffineMap.get_identity(n)
+
+
+def _all_parallel(op):
+    return all("parallel" in str(a) for a in op.attributes["iterator_types"])
+
+
+POS = "mirax.fuse_pos"
+
+
+def _pos(op):
+    """The position in the block being fused of the top-level op holding `op` (None if
+    it is not in that block): `_fuse_in_block` marks that block's ops with `POS`."""
+    while op is not None:
+        if POS in op.attributes:
+            return ir.IntegerAttr(op.attributes[POS]).value
+        op = op.parent
+    return None
+
+
+def fuse_multi_use_producers(root, limit=MAX_FUSED_OPS):
+    """Fuse an elementwise producer whose result has other users into an elementwise
+    consumer, the fused op yielding the producer's value as one more result for them.
+
+    Upstream fusion takes single-use producers only, so a value that is both returned and
+    read again stayed a kernel of its own: AdamW's new moments `m` and `v` (state outputs,
+    then read by the parameter update) made three loops over each parameter, and every
+    activation the backward pass reads again was written by one kernel and read back by the
+    next. Here the producer P and its first all-parallel consumer C over the same loops (C
+    reading P through the identity map) become one generic computing P's body, then C's,
+    yielding C's results and P's; P's other users read that extra result.
+
+        %m = generic ins(%m0, %g) { b1 * m0 + (1 - b1) * g }          (returned; read below)
+        %p = generic ins(%p0, %m, %v) { ... }
+      becomes
+        %p, %m = generic ins(%p0, %v, %m0, %g) outs(%e0, %e1) { %mm = b1 * m0 + ...; ...; yield %pp, %mm }
+    """
+    with root.context, ir.Location.unknown():
+        for block in _generic_blocks(root):
+            _fuse_in_block(block, limit)
+
+
+def _generic_blocks(root):
+    """The blocks (of functions, loops...) that hold linalg.generic ops directly."""
+    out = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                has = False
+                for child in block.operations:
+                    child = child.operation
+                    if child.name == "linalg.generic":
+                        has = True
+                    elif len(child.regions):
+                        visit(child)
+                if has:
+                    out.append(block)
+    visit(root)
+    return out
+
+
+def _fuse_in_block(block, limit):
+    """One pass over `block` in order (a fused op takes its consumer's place). Ops are
+    told apart by their position, kept in an attribute while the pass runs (Python
+    objects of one op are not one object, and hashing them proved unreliable)."""
+    i64 = ir.IntegerType.get_signless(64)
+    ops = [o.operation for o in block.operations]
+    for i, o in enumerate(ops):
+        o.attributes[POS] = ir.IntegerAttr.get(i64, i)
+    for pos in range(len(ops)):
+        p = ops[pos]
+        if p is None or p.name != "linalg.generic" or len(p.results) != 1 or not _all_parallel(p):
+            continue
+        n_loops = len(p.attributes["iterator_types"])
+        p_maps = [ir.AffineMapAttr(a).value for a in p.attributes["indexing_maps"]]
+        if p_maps[-1] != _identity(n_loops):
+            continue
+        r = p.results[0]
+        uses = list(r.uses)
+        if len(uses) < 2:
+            continue  # single users are upstream fusion's
+        users = [_pos(user_op(u)) for u in uses]
+        if any(u is None for u in users):
+            continue
+        for at in sorted(set(users)):
+            c = ops[at]
+            if c.name != "linalg.generic" or not _all_parallel(c):
+                continue
+            if len(c.attributes["iterator_types"]) != n_loops:
+                continue
+            c_maps = [ir.AffineMapAttr(a).value for a in c.attributes["indexing_maps"]]
+            n_in = len(c.operands) - len(c.results)
+            mine = [i for i in range(len(c.operands)) if c.operands[i] == r]
+            if not mine or any(i >= n_in or c_maps[i] != _identity(n_loops) for i in mine):
+                continue
+            if any(m != _identity(n_loops) for m in c_maps[n_in:]):
+                continue
+            # the other users of P must come after C (they will read the fused op's result)
+            if any(u <= at for u in users if u != at):
+                continue
+            if len(p.regions[0].blocks[0].operations) + len(c.regions[0].blocks[0].operations) > limit:
+                continue
+            new = _fuse_pair(p, c, mine, p_maps, c_maps, n_in)
+            new.attributes[POS] = ir.IntegerAttr.get(i64, at)
+            ops[pos], ops[at] = None, new
+            break
+    for o in ops:
+        if o is not None and POS in o.attributes:
+            del o.attributes[POS]
+
+
+def _fuse_pair(p, c, mine, p_maps, c_maps, n_in):
+    from mlir.dialects import linalg
+    p_in = len(p.operands) - 1
+    keep = [i for i in range(n_in) if i not in mine]
+    inputs = [c.operands[i] for i in keep] + [p.operands[i] for i in range(p_in)]
+    outputs = [c.operands[i] for i in range(n_in, len(c.operands))] + [p.operands[p_in]]
+    maps = [c_maps[i] for i in keep] + p_maps[:p_in] + c_maps[n_in:] + [p_maps[-1]]
+    result_types = [v.type for v in c.results] + [p.results[0].type]
+    with ir.InsertionPoint(c), c.location:
+        new = linalg.GenericOp(result_types, inputs, outputs,
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                               c.attributes["iterator_types"])
+    pb, cb = p.regions[0].blocks[0], c.regions[0].blocks[0]
+    arg_types = ([cb.arguments[i].type for i in keep] + [pb.arguments[i].type for i in range(p_in)]
+                 + [cb.arguments[i].type for i in range(n_in, len(c.operands))] + [pb.arguments[p_in].type])
+    nb = new.regions[0].blocks.append(*arg_types)
+    args = list(nb.arguments)
+    n_keep, n_out = len(keep), len(c.operands) - n_in
+    mapping = {}
+    for j, i in enumerate(keep):
+        mapping[cb.arguments[i]] = args[j]
+    for i in range(p_in):
+        mapping[pb.arguments[i]] = args[n_keep + i]
+    for k in range(n_out):
+        mapping[cb.arguments[n_in + k]] = args[n_keep + p_in + k]
+    mapping[pb.arguments[p_in]] = args[-1]
+    ip = ir.InsertionPoint(nb)
+
+    def clone_body(b):
+        for o in b.operations:
+            o = o.operation
+            if o.name == "linalg.yield":
+                return [mapping.get(v, v) for v in o.operands]
+            n = o.clone(ip)
+            for i, v in enumerate(n.operands):
+                if v in mapping:
+                    n.operands[i] = mapping[v]
+            for old, newr in zip(o.results, n.results):
+                mapping[old] = newr
+        return []
+    p_val = clone_body(pb)[0]
+    for i in mine:
+        mapping[cb.arguments[i]] = p_val
+    c_vals = clone_body(cb)
+    with ip, c.location:
+        linalg.YieldOp(c_vals + [p_val])
+    for old, newr in zip(c.results, list(new.results)[:len(c.results)]):
+        old.replace_all_uses_with(newr)
+    p.results[0].replace_all_uses_with(new.results[len(c.results)])
+    c.erase()
+    p.erase()
+    return new.operation
 
 
 def _single_use(v):

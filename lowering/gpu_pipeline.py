@@ -107,7 +107,7 @@ def tensor_passes(pm, threads=THREADS):
     for p in ["canonicalize", "cse"]:
         pm.add(p)
     MathApprox().add_to(pm)
-    MiraxFuse().add_to(pm)
+    MiraxFuse(**{"multi-use": False}).add_to(pm)  # mirax-gpu-map maps single-result generics
     MiraxGpuMap(threads=threads).add_to(pm)
 
 

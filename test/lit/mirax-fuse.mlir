@@ -64,3 +64,51 @@ func.func @long_chain(%arg0: tensor<16xf32>) -> tensor<16xf32> {
   %5 = "mirax.exp"(%4) : (tensor<16xf32>) -> tensor<16xf32>
   return %5 : tensor<16xf32>
 }
+
+// -----
+
+// A broadcast constant and a broadcast row vector that CSE shared between two chains:
+// each elementwise user gets its own copy and fuses it, so neither broadcast is a
+// tensor of its own (upstream fusion takes single-use producers only).
+// CHECK-LABEL: func.func @shared_broadcasts
+// CHECK-SAME: (%[[X:.+]]: tensor<4x8xf32>, %[[Y:.+]]: tensor<4x8xf32>, %[[W:.+]]: tensor<8xf32>)
+// CHECK: %[[C:.+]] = arith.constant 2.0
+// CHECK: %[[R0:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: arith.mulf %{{.+}}, %[[C]]
+// CHECK: %[[R1:.+]] = linalg.generic {{.*}} ins(%[[Y]], %[[W]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: arith.addf %{{.+}}, %[[C]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R0]], %[[R1]]
+func.func @shared_broadcasts(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c = "mirax.constant"() {value = dense<2.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %b = "mirax.broadcast_to"(%c) {shape = array<i64: 4, 8>} : (tensor<f32>) -> tensor<4x8xf32>
+  %wb = "mirax.broadcast_to"(%w) {shape = array<i64: 4, 8>} : (tensor<8xf32>) -> tensor<4x8xf32>
+  %0 = "mirax.multiply"(%x, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = "mirax.add"(%0, %wb) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = "mirax.add"(%y, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = "mirax.multiply"(%2, %wb) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %1, %3 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A value both returned and read again (an optimizer's new moment, then the parameter
+// update reading it) fuses into its reader, which yields it as a second result: one
+// loop over the parameter instead of two.
+// CHECK-LABEL: func.func @returned_and_read
+// CHECK-SAME: (%[[P:.+]]: tensor<16xf32>, %[[M:.+]]: tensor<16xf32>, %[[G:.+]]: tensor<16xf32>)
+// CHECK: %[[R:.+]]:2 = linalg.generic {{.*}} ins(%[[P]], %[[M]], %[[G]] : {{.*}}) outs(%{{.+}}, %{{.+}} : tensor<16xf32>, tensor<16xf32>)
+// CHECK: %[[MM:.+]] = arith.mulf
+// CHECK: %[[M1:.+]] = arith.addf %[[MM]]
+// CHECK: %[[P1:.+]] = arith.subf %{{.+}}, %[[M1]]
+// CHECK: linalg.yield %[[P1]], %[[M1]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @returned_and_read(%p: tensor<16xf32>, %m: tensor<16xf32>, %g: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %c = "mirax.constant"() {value = dense<9.000000e-01> : tensor<f32>} : () -> tensor<f32>
+  %b = "mirax.broadcast_to"(%c) {shape = array<i64: 16>} : (tensor<f32>) -> tensor<16xf32>
+  %0 = "mirax.multiply"(%m, %b) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %1 = "mirax.add"(%0, %g) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %2 = "mirax.subtract"(%p, %1) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %2, %1 : tensor<16xf32>, tensor<16xf32>
+}
