@@ -1,21 +1,44 @@
-"""`mirax-outline-kernels`: split a very large function into private functions of
-bounded size, called in order, so that LLVM optimizes many small functions instead of
-one huge one.
+"""`mirax-outline-kernels`: move each loop nest of a large function into a private
+function of its own, called in order, with identical loop nests sharing one function,
+so that LLVM compiles many small functions (each once) instead of one huge one.
 
 LLVM's -O2 pipeline grows faster than linearly with a function's size: a compiled
 chain of 10,000 elementwise ops spent 14 s in LLVM as one function (0.3 s at -O0).
-After bufferization each kernel is a loop nest on memrefs; runs of consecutive
-top-level ops holding about `chunk-ops` nested ops move into `@<f>_part<i>`, marked
-`noinline` (LLVM would inline a private function called once straight back). Values a
-part reads become its arguments (constants are cloned in, so they stay constants);
-values later ops read become its results.
+After bufferization each kernel is one top-level op with regions (a `linalg` op, an
+`scf.for`/`scf.forall` nest) among allocations, deallocations and reshapes. In
+functions of at least `min-ops` nested ops, every such kernel moves into
+`@<f>_part<i>`, marked `noinline` (LLVM would inline a private function called once
+straight back); allocations, deallocations, reshapes and copies stay in the caller.
+Constants used inside are cloned in; other values become arguments.
 
-    func.func @main(%a: memref<8xf32>, %out: memref<8xf32>) {
-      scf.for ... { big loop nest 1 }   ->   call @main_part0(%a, %t)
-      scf.for ... { big loop nest 2 }   ->   call @main_part1(%t, %out)
+What keeps the LLVM IR (and LLVM's time) small:
 
-Functions below `min-ops` nested ops are left alone (one call costs next to nothing,
-but small kernels gain nothing either).
+- memrefs of static shape and layout are passed as their aligned pointer alone (an
+  `!llvm.ptr`); the part rebuilds the descriptor from the type, so LLVM folds it away.
+  A memref passed whole becomes 3 + 2 * rank scalar arguments at each call, and calls
+  with hundreds of arguments (one per descriptor field) cost LLVM's instruction
+  selection quadratic time (its store merging over the stack arguments);
+- a part whose text is the same as an earlier one's (the same kernel on buffers of the
+  same types: the layers of a network, the optimizer's update of same-shaped
+  parameters) is not emitted again: both sites call the first;
+- a function with a C interface (`llvm.emit_c_interface`, all arguments memrefs, no
+  results) becomes `_mlir_ciface_<f>` itself, loading its descriptors from the pointers
+  it is given, instead of the upstream wrapper calling `<f>` with every descriptor
+  field as an argument (a 184-memref training step made that call 1,108 arguments).
+
+    func.func @main(%a: memref<8xf32>, %b: memref<8xf32>) { scf.for ... { a -> t } ... }
+  becomes
+    func.func @_mlir_ciface_main(%pa: !llvm.ptr, %pb: !llvm.ptr) {
+      %a = unrealized_conversion_cast (llvm.load %pa) ...      (the descriptors)
+      %t = memref.alloc() ...
+      call @main_part0(ptr(%a), ptr(%t))                        (aligned pointers)
+      ...
+    func.func private @main_part0(%p0: !llvm.ptr, %p1: !llvm.ptr) attributes {passthrough = ["noinline"]} {
+      %a = unrealized_conversion_cast (descriptor of %p0 with memref<8xf32>'s sizes) ...
+      scf.for ... }
+
+Functions below `min-ops` nested ops are left alone (a call costs next to nothing, but
+small functions gain nothing either).
 """
 from __future__ import annotations
 
@@ -25,8 +48,8 @@ from mlir.dialects import func
 from .pass_base import MiraxPass, defining_op, user_op
 
 NAME = "mirax-outline-kernels"
-MIN_OPS = 4000
-CHUNK_OPS = 500
+MIN_OPS = 1000
+CIFACE = "llvm.emit_c_interface"
 
 
 def _nested(ops):
@@ -42,111 +65,225 @@ def _count(op) -> int:
     return sum(1 for _ in _nested([op]))
 
 
-def _defined_inside(ops):
-    """Values defined by `ops` or anything nested in them (results and block arguments)."""
-    out = set()
-    for op in _nested(ops):
-        out.update(op.results)
-        for region in op.regions:
-            for block in region.blocks:
-                out.update(block.arguments)
-    return out
+def _is_constant(op) -> bool:
+    """An op the part can clone instead of taking its value: no operands, no regions,
+    one non-memref result (arith.constant, ub.poison, llvm.mlir.constant ...)."""
+    return (op is not None and not len(op.operands) and not len(op.regions) and len(op.results) == 1
+            and not str(op.results[0].type).startswith("memref<"))
 
 
-def _enclosing_func(op):
-    while op is not None and op.name != "func.func":
+# ---- memref descriptors --------------------------------------------------------------
+
+def _static_layout(t: ir.MemRefType):
+    """(sizes, strides, offset) of a memref type whose descriptor is fully static, else None."""
+    if not t.has_static_shape or t.memory_space is not None:
+        return None
+    sizes = list(t.shape)
+    try:
+        strides, offset = t.get_strides_and_offset()
+    except (ValueError, RuntimeError):
+        return None
+    dyn = ir.ShapedType.get_dynamic_stride_or_offset()
+    if offset == dyn or any(s == dyn for s in strides):
+        return None
+    return sizes, list(strides), offset
+
+
+def _descriptor_type(rank: int) -> ir.Type:
+    if rank == 0:
+        return ir.Type.parse("!llvm.struct<(ptr, ptr, i64)>")
+    return ir.Type.parse(f"!llvm.struct<(ptr, ptr, i64, array<{rank} x i64>, array<{rank} x i64>)>")
+
+
+def _cast(value, to_type):
+    return ir.Operation.create("builtin.unrealized_conversion_cast", results=[to_type], operands=[value]).results[0]
+
+
+def _memref_from_pointer(ptr, t: ir.MemRefType, layout):
+    """The memref of type `t` (static layout) whose aligned (and allocated) pointer is `ptr`."""
+    from mlir.dialects import llvm
+    sizes, strides, offset = layout
+    st = _descriptor_type(len(sizes))
+    i64 = ir.IntegerType.get_signless(64)
+    d = llvm.mlir_poison(st)
+    d = llvm.insertvalue(d, ptr, [0])
+    d = llvm.insertvalue(d, ptr, [1])
+    d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, offset)), [2])
+    for i, (n, s) in enumerate(zip(sizes, strides)):
+        d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, n)), [3, i])
+        d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, s)), [4, i])
+    return _cast(d, t)
+
+
+def _pointer_of(memref_value):
+    """The aligned pointer of a memref as an `!llvm.ptr` (inserted at the current point)."""
+    from mlir.dialects import arith, llvm, memref
+    i64 = ir.IntegerType.get_signless(64)
+    idx = memref.extract_aligned_pointer_as_index(memref_value)
+    return llvm.inttoptr(ir.Type.parse("!llvm.ptr"), arith.index_cast(i64, idx))
+
+
+def _needs_allocated_pointer(value, inside) -> bool:
+    """Whether an op in `inside` frees or reallocates `value` (which needs the allocated
+    pointer, not only the aligned one)."""
+    for use in value.uses:
+        o = user_op(use)
+        if o.name in ("memref.dealloc", "memref.realloc") and _within(o, inside):
+            return True
+    return False
+
+
+def _within(op, top):
+    while op is not None:
+        if op == top:
+            return True
         op = op.parent
-    return op
+    return False
 
 
-def _outline(fn, chunk, name, after):
-    """Move `chunk` (consecutive top-level ops of `fn`) into a new private function `name`,
-    placed after the op `after`; returns it."""
-    inside = _defined_inside(chunk)
-    captured, consts = [], []
-    seen = set()
-    for v in (v for op in _nested(chunk) for v in op.operands):
-        if v in inside or v in seen:
+# ---- outlining -------------------------------------------------------------------------
+
+def _is_kernel(op) -> bool:
+    """A top-level op that becomes a part: one with regions (a loop nest, a linalg op)
+    whose results, if any, are not memrefs."""
+    return (len(op.regions) > 0 and op.name not in ("func.func",)
+            and all(not str(r.type).startswith("memref<") for r in op.results))
+
+
+def _outline(fn, op, name, after, parts, pointers):
+    """Move the top-level op `op` of `fn` into a private function (or reuse an identical
+    one from `parts`, text -> function name); returns the op a new function follows.
+    `pointers` caches the aligned pointer taken of a memref in `fn` (value -> pointer)."""
+    inside_values = set()
+    for o in _nested([op]):
+        inside_values.update(o.results)
+        for region in o.regions:
+            for block in region.blocks:
+                inside_values.update(block.arguments)
+    captured, consts, seen = [], [], set()
+    for v in (v for o in _nested([op]) for v in o.operands):
+        if v in inside_values or v in seen:
             continue
         seen.add(v)
-        o = defining_op(v)
-        if o is not None and o.name == "arith.constant":
-            consts.append((v, o))
+        d = defining_op(v)
+        if _is_constant(d):
+            consts.append((v, d))
         else:
             captured.append(v)
-    chunk_set = set(chunk)
-    escaping = []
-    for op in chunk:
-        for r in op.results:
-            if any(_top(user_op(u), fn) not in chunk_set for u in r.uses):
-                escaping.append(r)
+    ptr_t = ir.Type.parse("!llvm.ptr")
+    arg_types, layouts = [], []
+    for v in captured:
+        layout = None
+        if isinstance(v.type, ir.MemRefType) or str(v.type).startswith("memref<"):
+            t = ir.MemRefType(v.type)
+            layout = _static_layout(t)
+            if layout is not None and _needs_allocated_pointer(v, op):
+                layout = None
+        layouts.append(layout)
+        arg_types.append(ptr_t if layout is not None else v.type)
+    result_types = [r.type for r in op.results]
     module_block = fn.parent.regions[0].blocks[0]
-    ftype = ir.FunctionType.get([v.type for v in captured], [v.type for v in escaping])
+    ftype = ir.FunctionType.get(arg_types, result_types)
     with ir.InsertionPoint(module_block):
         new = func.FuncOp(name, ftype, visibility="private")
-    new.operation.move_after(after)
     new.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
     entry = new.add_entry_block()
+    mapping = {}
     with ir.InsertionPoint(entry):
-        ret = func.ReturnOp(escaping)
-    mapping = {v: a for v, a in zip(captured, entry.arguments)}
-    for v, o in consts:
-        c = o.clone(ir.InsertionPoint.at_block_begin(entry))
-        mapping[v] = c.results[0]
-    with ir.InsertionPoint(chunk[0]):
-        call = func.CallOp([v.type for v in escaping], ir.FlatSymbolRefAttr.get(name), captured)
-    for op in chunk:
-        op.move_before(ret)
-    # uses inside the part read its arguments; uses outside read the call's results
-    for v, new_v in mapping.items():
-        for use in list(v.uses):
-            if _enclosing_func(user_op(use)) == new.operation:
-                user_op(use).operands[use.operand_number] = new_v
-    for r, new_r in zip(escaping, call.results):
-        for use in list(r.uses):
-            if _enclosing_func(user_op(use)) != new.operation:
-                user_op(use).operands[use.operand_number] = new_r
-    return new.operation
+        for v, a, layout in zip(captured, entry.arguments, layouts):
+            mapping[v] = a if layout is None else _memref_from_pointer(a, ir.MemRefType(v.type), layout)
+        for v, c in consts:
+            mapping[v] = c.clone().results[0]
+        body = op.clone()
+        func.ReturnOp(list(body.results))
+    for o in _nested([body]):
+        for i, v in enumerate(o.operands):
+            if v in mapping:
+                o.operands[i] = mapping[v]
+    # an identical part already emitted: call it and drop this one
+    key = new.operation.get_asm(use_local_scope=True, assume_verified=True).replace(f"@{name}(", "@__part(", 1)
+    callee = parts.get(key)
+    if callee is None:
+        parts[key] = name
+        callee = name
+        new.operation.move_after(after)
+        after = new.operation
+    else:
+        new.operation.erase()
+    with ir.InsertionPoint(op), op.location:
+        args = []
+        for v, layout in zip(captured, layouts):
+            if layout is not None:
+                if v not in pointers:
+                    pointers[v] = _pointer_of(v)
+                v = pointers[v]
+            args.append(v)
+        call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), args)
+    for r, nr in zip(op.results, call.results):
+        r.replace_all_uses_with(nr)
+    op.erase()
+    return after
 
 
-def _top(op, fn):
-    """The top-level op of `fn` that contains `op`."""
-    while op.parent is not None and op.parent != fn:
-        op = op.parent
-    return op
+def _c_interface_in_place(fn):
+    """Turn `fn` (public, `llvm.emit_c_interface`, only memref arguments, no results) into
+    `_mlir_ciface_<name>`: its memref arguments become pointers to their descriptors,
+    loaded on entry (the upstream wrapper would pass every field to `<name>` instead)."""
+    from mlir.dialects import llvm
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    if len(ftype.results) or not all(str(t).startswith("memref<") for t in ftype.inputs):
+        return
+    if "sym_visibility" in fn.attributes and ir.StringAttr(fn.attributes["sym_visibility"]).value != "public":
+        return
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    module_block = fn.parent.regions[0].blocks[0]
+    for o in module_block.operations:  # called from elsewhere: keep its calling convention
+        for inner in _nested([o.operation]):
+            if inner.name == "func.call" and ir.FlatSymbolRefAttr(inner.attributes["callee"]).value == name:
+                return
+    ptr_t = ir.Type.parse("!llvm.ptr")
+    with ir.InsertionPoint(module_block):
+        new = func.FuncOp(f"_mlir_ciface_{name}", ir.FunctionType.get([ptr_t] * len(ftype.inputs), []))
+    new.operation.move_after(fn)
+    entry = new.add_entry_block()
+    old = fn.regions[0].blocks[0]
+    with ir.InsertionPoint(entry):
+        for a, p in zip(old.arguments, entry.arguments):
+            t = ir.MemRefType(a.type)
+            d = llvm.load(_descriptor_type(t.rank), p)
+            a.replace_all_uses_with(_cast(d, t))
+    last = list(entry.operations)[-1].operation
+    for o in [o.operation for o in old.operations]:
+        o.move_after(last)
+        last = o
+    fn.erase()
 
 
-def outline_kernels(module, min_ops=MIN_OPS, chunk_ops=CHUNK_OPS):
+def outline_kernels(module, min_ops=MIN_OPS, c_interface=True):
     with module.context, ir.Location.unknown():
         funcs = [o.operation for o in module.regions[0].blocks[0].operations if o.operation.name == "func.func"]
+        parts = {}
         for fn in funcs:
             if not fn.regions[0].blocks or _count(fn) < min_ops:
                 continue
             body = [o.operation for o in fn.regions[0].blocks[0].operations]
-            chunks, cur, size = [], [], 0
-            for op in body[:-1]:  # not the return
-                if op.name == "arith.constant":
-                    continue
-                cur.append(op)
-                size += _count(op)
-                if size >= chunk_ops:
-                    chunks.append(cur)
-                    cur, size = [], 0
-            if cur:
-                chunks.append(cur)
-            if len(chunks) < 2:
+            kernels = [op for op in body if _is_kernel(op)]
+            if len(kernels) < 2:
                 continue
             base = ir.StringAttr(fn.attributes["sym_name"]).value
-            after = fn
-            for i, chunk in enumerate(chunks):
-                after = _outline(fn, chunk, f"{base}_part{i}", after)
+            after, pointers = fn, {}
+            for i, op in enumerate(kernels):
+                after = _outline(fn, op, f"{base}_part{i}", after, parts, pointers)
+            if c_interface and CIFACE in fn.attributes:
+                _c_interface_in_place(fn)
 
 
 class MiraxOutlineKernels(MiraxPass):
     name = NAME
-    summary = "Split very large functions into noinline private parts of bounded size (LLVM time)"
+    summary = "Move each loop nest of a large function into a noinline private function, identical ones shared (LLVM time)"
     options = {"min-ops": (MIN_OPS, "functions with fewer nested ops stay whole"),
-               "chunk-ops": (CHUNK_OPS, "about this many nested ops per part")}
+               "c-interface": (True, "a large function with a C interface becomes its _mlir_ciface_ wrapper")}
 
     def run(self, module):
-        outline_kernels(module, int(self.opts["min-ops"]), int(self.opts["chunk-ops"]))
+        ci = self.opts["c-interface"]
+        outline_kernels(module, int(self.opts["min-ops"]), ci if isinstance(ci, bool) else str(ci) != "false")
