@@ -55,6 +55,16 @@ def matmul(a, b) -> Array:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
     except MiraxError as err:
         raise _err(err) from None
+    if not shapeless and b.ndim == 2 and a.ndim > 2:
+        # (..., M, K) x (K, N), a linear layer: one (prod(...) * M, K) x (K, N) product, not
+        # K x N broadcast to every batch entry and a batched product (and, in the gradient,
+        # a batched product summed over the batch)
+        m, k = a.shape[-2:]
+        rows = 1
+        for d in a.shape[:-1]:
+            rows *= d
+        r = apply("matmul", [reshape(a, (rows, k)), b])
+        return reshape(r, batch + (m,) + (() if b_vec else (b.shape[-1],)))
     bcast = _shapeless.broadcast if shapeless else broadcast_to
     a = bcast(a, batch + a.shape[-2:])
     b = bcast(b, batch + b.shape[-2:])
