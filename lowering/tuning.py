@@ -211,14 +211,25 @@ def _bucket(x: int) -> int:
     return max(0, math.ceil(math.log2(max(x, 1))))
 
 
+def _align(x: int) -> int:
+    """log2 of the largest power of two (up to 64) dividing x: 1024 -> 6, 1000 -> 3."""
+    a = 0
+    while a < 6 and x % (2 << a) == 0:
+        a += 1
+    return a
+
+
 def shape_class(op: str, batch, m: int, n: int, k: int) -> str:
-    """Shapes whose sizes round to the same powers of two share a tuning entry."""
+    """Shapes whose sizes round to the same powers of two, and whose M and N are multiples
+    of the same powers of two (up to 64), share a tuning entry: 1000^3 and 1024^3 do
+    not (a tile of 10 rows, best for 1000, pads 1024)."""
     b = f"b{_bucket(batch)}:" if batch else ""
-    return f"{op.split('.')[-1]}:{b}{_bucket(m)}x{_bucket(n)}x{_bucket(k)}"
+    return f"{op.split('.')[-1]}:{b}{_bucket(m)}x{_bucket(n)}x{_bucket(k)}/{_align(m)}x{_align(n)}"
 
 
 def _class_dims(key: str):
     op, _, rest = key.partition(":")
+    rest = rest.partition("/")[0]
     parts = rest.split(":")
     b = int(parts[0][1:]) if len(parts) == 2 else None
     return op, b, [int(x) for x in parts[-1].split("x")]
@@ -226,7 +237,9 @@ def _class_dims(key: str):
 
 def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
     """The stored entry of the nearest measured shape class of `op` (within a factor of 4
-    per dimension), or None."""
+    per dimension), or None. An entry whose register tile pads a dimension of this shape
+    that it did not pad in the shape it was measured on is passed over (padding copies A
+    or slices C: its speed says little here)."""
     entries = measured().get("matmul", {})
     want_op, want_b, want = _class_dims(shape_class(op, batch, m, n, k))
     best, dist = None, None
@@ -239,6 +252,10 @@ def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
         d = [abs(x - y) for x, y in zip(dims, want)] + ([abs(b - want_b)] if b is not None else [])
         if max(d) > 2:
             continue
+        if "mr" in e and "shape" in e:
+            own = [int(x) for x in e["shape"].rpartition(":")[2].split("x")]
+            if (m % e["mr"] and not own[0] % e["mr"]) or (n % e["nr"] and not own[1] % e["nr"]):
+                continue
         if dist is None or sum(d) < dist:
             best, dist = e, sum(d)
     return best

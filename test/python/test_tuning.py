@@ -129,11 +129,25 @@ def test_batched_candidate_of_each_family(family, rng):
 
 
 def test_shape_classes():
-    assert tuning.shape_class("linalg.matmul", None, 1000, 1000, 1000) == \
-        tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024)
-    assert tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024) != \
-        tuning.shape_class("linalg.matmul", None, 4096, 4096, 1024)
+    mm = lambda *s: tuning.shape_class("linalg.matmul", None, *s)  # noqa: E731
+    assert mm(1000, 1000, 900) == mm(1000, 1000, 1000)
+    assert mm(1024, 1024, 1000) == mm(1024, 1024, 1024)
+    # same powers of two, other divisibility: a tile best for one pads the other
+    assert mm(1000, 1000, 1000) != mm(1024, 1024, 1024)
+    assert mm(1024, 1024, 1024) != mm(4096, 4096, 1024)
     assert tuning.shape_class("linalg.batch_matmul", 64, 256, 256, 256).startswith("batch_matmul:b6:")
+
+
+def test_a_neighbour_whose_tile_pads_this_shape_is_not_used(store):
+    lanes = host_cpu.host().f32_lanes
+    derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
+    # measured on 1000^3: 10 rows divide 1000, but pad 1024 (to 1030)
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1000, 1000, 1000),
+                dict(mr=10, nr=2 * lanes, kc=96, nc=4 * lanes, forall_m=80, dtype="f32", shape="1000x1000x1000"))
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1000, 1000, 1000)["kc"] == 96
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 2000, 1000, 1000)["kc"] == 96
+    cfg = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
+    assert (cfg["mr"], cfg["kc"]) == (derived["mr"], derived["kc"])
 
 
 def test_measurements_are_used_by_later_compiles(store):
@@ -238,3 +252,20 @@ def test_repacking_rule():
     assert tuning.pack_b_default(1000, 1000, 1000, 8, h)      # B 4 MB > 2 L2
     assert not tuning.pack_b_default(256, 512, 784, 8, h)     # too few rows to repay the copy
     assert not tuning.pack_b_default(784, 512, 256, 8, h)     # B fits the L2
+
+
+def test_one_task_per_thread_when_b_is_one_block(store):
+    """With one n-block (nc covers N) each task re-reads all of B: one task per thread."""
+    lanes = host_cpu.host().f32_lanes
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
+                dict(mr=4, nr=2 * lanes, kc=64, nc=2048, forall_m=32, dtype="f32", shape="1024x1024x1024", pack_b=0))
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, 1024, 1024, 1024))
+        (p,) = [mc.plan(op) for op in mc.matmul_ops(module.operation)]
+    assert p["forall_m"] == 1024 // max(2, tuning.threads())
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
+                dict(mr=4, nr=2 * lanes, kc=64, nc=4 * lanes, forall_m=32, dtype="f32", shape="1024x1024x1024", pack_b=0))
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, 1024, 1024, 1024))
+        (p,) = [mc.plan(op) for op in mc.matmul_ops(module.operation)]
+    assert p["forall_m"] == 32  # n-blocks: A's strip is re-read per block, kept in L2
