@@ -17,7 +17,7 @@ from mlir.passmanager import PassManager
 
 from ..dialect.core import MiraxError
 from ..array import Array, STATE, array, where_text
-from ..tree import tree_flatten, tree_unflatten, treedef_leaves
+from ..tree import tree_flatten, tree_unflatten
 from . import cache as _cache
 from .interpret import apply_op, interpret
 
@@ -415,40 +415,50 @@ def _vjp_result(out_tree, in_tree, leaves, diff, res, nout):
     return _as_list(tree_unflatten(out_tree, outs)), tree_unflatten(in_tree, full)
 
 
+def _cached_transform(kind, fun, primals, build):
+    """`(entry, arrays, state)` for transform `kind` of `fun` at `primals`' signature from
+    the transform cache, traced and made by `build(traced, state)` on a miss; None when
+    the cache is off or `fun` cannot be cached (then the caller traces it itself)."""
+    if not _cache.active():
+        return None
+    try:
+        fkey, arrays, in_tree, lkeys, skey, state = _primal_signature(fun, primals)
+    except _cache.Uncacheable:
+        return None
+    key = (kind, fkey, in_tree, lkeys, skey)
+    e = _cache.lookup(key)
+    if e is _cache.UNCACHEABLE:
+        return None
+    if e is None:
+        try:
+            watch = _cache.Watch((fun,), state)
+        except _cache.Uncacheable:
+            _cache.store(key, _cache.UNCACHEABLE)
+            return None
+        t = Traced(fun, primals, watch=watch)
+        e = build(t, state)
+        _cache.store(key, _cache.UNCACHEABLE if t.uncacheable else e)
+    return e, arrays, in_tree, state
+
+
 def vjp(fun, primals, cotangents):
     """`(outputs, vjps)`: `fun(*primals)` and the cotangents pulled back to `primals`.
     Top-level calls go through the transform cache (traced once per signature)."""
     primals = list(primals)
-    if _cache.active():
-        try:
-            fkey, arrays, in_tree, lkeys, skey, state = _primal_signature(fun, primals)
-        except _cache.Uncacheable:
-            pass
-        else:
-            key = ("vjp", fkey, in_tree, lkeys, skey)
-            e = _cache.lookup(key)
-            if e is not _cache.UNCACHEABLE:
-                if e is None:
-                    try:
-                        watch = _cache.Watch((fun,), state)
-                    except _cache.Uncacheable:
-                        _cache.store(key, _cache.UNCACHEABLE)
-                        watch = None
-                if e is not None or watch is not None:
-                    ct_leaves = [_as_array(c) for c in tree_flatten(list(cotangents))[0]]
-                    if e is None:
-                        t = Traced(fun, primals, watch=watch)
-                        _check_cotangents(ct_leaves, t.out_avals)
-                        e = _cache.Entry(t.module, "main_vjp", t.lifted, state,
-                                         (t.out_avals, t.out_tree, _vjp_pass(t)))
-                        _cache.store(key, _cache.UNCACHEABLE if t.uncacheable else e)
-                    out_avals, out_tree, diff = e.meta
-                    _check_cotangents(ct_leaves, out_avals)
-                    # @main_vjp(leaves..., captured..., cotangents...)
-                    res = e.run(arrays, state, [c.astype(a.dtype) for c, a in zip(ct_leaves, out_avals)])
-                    return _vjp_result(out_tree, in_tree, arrays, diff, res, len(out_avals))
-    t = Traced(fun, primals)
+
+    def build(t, state):
+        _check_cotangents(ct_leaves, t.out_avals)
+        return _cache.Entry(t.module, "main_vjp", t.lifted, state, (t.out_avals, t.out_tree, _vjp_pass(t)))
     ct_leaves = [_as_array(c) for c in tree_flatten(list(cotangents))[0]]
+    hit = _cached_transform("vjp", fun, primals, build)
+    if hit is not None:
+        e, arrays, in_tree, state = hit
+        out_avals, out_tree, diff = e.meta
+        _check_cotangents(ct_leaves, out_avals)
+        # @main_vjp(leaves..., captured..., cotangents...)
+        res = e.run(arrays, state, [c.astype(a.dtype) for c, a in zip(ct_leaves, out_avals)])
+        return _vjp_result(out_tree, in_tree, arrays, diff, res, len(out_avals))
+    t = Traced(fun, primals)
     _check_cotangents(ct_leaves, t.out_avals)
     diff = _vjp_pass(t)
     # @main_vjp(leaves..., captured..., cotangents...): captured come before cotangents
@@ -476,36 +486,20 @@ def jvp(fun, primals, tangents):
     """`(outputs, jvps)`: `fun(*primals)` and the tangents pushed forward. Top-level calls
     go through the transform cache (traced once per signature)."""
     primals = list(primals)
-    if _cache.active():
-        try:
-            fkey, arrays, in_tree, lkeys, skey, state = _primal_signature(fun, primals)
-        except _cache.Uncacheable:
-            pass
-        else:
-            key = ("jvp", fkey, in_tree, lkeys, skey)
-            e = _cache.lookup(key)
-            if e is not _cache.UNCACHEABLE:
-                if e is None:
-                    try:
-                        watch = _cache.Watch((fun,), state)
-                    except _cache.Uncacheable:
-                        _cache.store(key, _cache.UNCACHEABLE)
-                        watch = None
-                if e is not None or watch is not None:
-                    t_leaves = [_as_array(x) for x in tree_flatten(list(tangents))[0]]
-                    if e is None:
-                        t = Traced(fun, primals, watch=watch)
-                        _check_tangents(t.leaves, t_leaves)
-                        e = _cache.Entry(t.module, "main_jvp", t.lifted, state,
-                                         (len(t.out_avals), t.out_tree, _jvp_pass(t)))
-                        _cache.store(key, _cache.UNCACHEABLE if t.uncacheable else e)
-                    nout, out_tree, diff = e.meta
-                    _check_tangents(arrays, t_leaves)
-                    res = e.run(arrays, state, [t_leaves[i].astype(arrays[i].dtype) for i in diff])
-                    return (_as_list(tree_unflatten(out_tree, res[:nout])),
-                            _as_list(tree_unflatten(out_tree, res[nout:])))
-    t = Traced(fun, primals)
+
+    def build(t, state):
+        _check_tangents(t.leaves, t_leaves)
+        return _cache.Entry(t.module, "main_jvp", t.lifted, state, (len(t.out_avals), t.out_tree, _jvp_pass(t)))
     t_leaves = [_as_array(x) for x in tree_flatten(list(tangents))[0]]
+    hit = _cached_transform("jvp", fun, primals, build)
+    if hit is not None:
+        e, arrays, _, state = hit
+        nout, out_tree, diff = e.meta
+        _check_tangents(arrays, t_leaves)
+        res = e.run(arrays, state, [t_leaves[i].astype(arrays[i].dtype) for i in diff])
+        return (_as_list(tree_unflatten(out_tree, res[:nout])),
+                _as_list(tree_unflatten(out_tree, res[nout:])))
+    t = Traced(fun, primals)
     _check_tangents(t.leaves, t_leaves)
     diff = _jvp_pass(t)
     res = interpret(t.module, "main_jvp", list(t.leaves) + list(t.lifted) + [
