@@ -27,11 +27,9 @@ import json, os, re, subprocess, sys, tempfile, time
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 import mirax as mr
-import mirax.nn as nn
 import mirax.optimizers as optim
-from functools import partial
 from mirax.runtime import cpu, disk_cache
-from transformer_lm import TransformerLM
+from transformer_lm import TransformerLM, make_step
 layers = int(sys.argv[1])
 R = []  # one record per module compiled
 lower, engine, link = cpu.lower_to_llvm, cpu.ExecutionEngine, disk_cache.link_and_load
@@ -53,15 +51,8 @@ mr.random.seed(0)
 vocab, context, dims, heads, batch = 24, 48, 64, 4, 32  # examples/transformer_lm.py's defaults
 model = TransformerLM(vocab, context, dims, heads, layers)
 optimizer = optim.AdamW(learning_rate=3e-3, weight_decay=0.01)
-def loss_fn(model, x, y):
-    return nn.losses.cross_entropy(model(x), y, reduction="mean")
-optimizer.init(model.trainable_parameters())
+step = make_step(model, optimizer)
 state = [model.state, optimizer.state]
-@partial(mr.compile, inputs=state, outputs=state)
-def step(x, y):
-    loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)
-    optimizer.update(model, grads)
-    return loss
 rng = np.random.default_rng(0)
 x = mr.array(rng.integers(0, vocab, (batch, context)).astype(np.int32))
 y = mr.array(rng.integers(0, vocab, (batch, context)).astype(np.int32))

@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 import time
-from functools import partial
 
 import numpy as np
 
@@ -35,10 +34,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 from _host import describe  # noqa: E402
 
 import mirax as mr  # noqa: E402
-import mirax.nn as nn  # noqa: E402
 import mirax.optimizers as optim  # noqa: E402
 from mirax.utils import tree_flatten  # noqa: E402
-from transformer_lm import TransformerLM, make_text  # noqa: E402
+from transformer_lm import TransformerLM, make_step, make_text  # noqa: E402
 
 WARMUP, LR, WEIGHT_DECAY, STEPS = 30, 3e-3, 0.01, 300  # the example's defaults
 EPS_LN = 1e-5
@@ -57,17 +55,8 @@ def make_mirax(vocab, args):
          optim.cosine_decay(s["peak"], s["decay_steps"], s["end"])], [s["warmup"]])
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=WEIGHT_DECAY)
 
-    def loss_fn(model, x, y):
-        return nn.losses.cross_entropy(model(x), y, reduction="mean")
-
-    optimizer.init(model.trainable_parameters())
+    step = make_step(model, optimizer)
     state = [model.state, optimizer.state]
-
-    @partial(mr.compile, inputs=state, outputs=state)
-    def step(x, y):
-        loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)
-        optimizer.update(model, grads)
-        return loss
 
     params = {k: np.array(v) for k, v in tree_flatten(model.parameters())}
 

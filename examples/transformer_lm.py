@@ -95,6 +95,28 @@ class TransformerLM(nn.Module):
         return self.out(self.ln(h))
 
 
+def loss_fn(model, x, y):
+    """Mean next-token cross entropy of `model` on tokens `x` with targets `y`."""
+    return nn.losses.cross_entropy(model(x), y, reduction="mean")
+
+
+def make_step(model, optimizer):
+    """The compiled training step `step(x, y) -> loss`: forward, backward and the
+    optimizer's update in one `mr.compile` that reads and writes the model's and the
+    optimizer's state."""
+    # create the optimizer's state now (the first update would): then the state captured
+    # below has its final structure and the step is traced and compiled only once
+    optimizer.init(model.trainable_parameters())
+    state = [model.state, optimizer.state]
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def step(x, y):
+        loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)
+        optimizer.update(model, grads)
+        return loss
+    return step
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", type=int, default=100_000, help="characters of training text")
@@ -149,20 +171,8 @@ def main(argv=None):
         schedule = cosine
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=args.weight_decay)
 
-    def loss_fn(model, x, y):
-        logits = model(x)
-        return nn.losses.cross_entropy(logits, y, reduction="mean")
-
-    # create the optimizer's state now (the first update would): then the state captured
-    # below has its final structure and the step is traced and compiled only once
-    optimizer.init(model.trainable_parameters())
+    step = make_step(model, optimizer)
     state = [model.state, optimizer.state]
-
-    @partial(mr.compile, inputs=state, outputs=state)
-    def step(x, y):
-        loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)
-        optimizer.update(model, grads)
-        return loss
 
     @partial(mr.compile, inputs=model.state)
     def eval_loss(x, y):

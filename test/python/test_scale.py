@@ -60,24 +60,14 @@ def _transformer_step_ir(layers):
     by mirax-cpu-pipeline (no JIT: the LLVM-dialect text only)."""
     import re
     import sys
-    from functools import partial
     from pathlib import Path
-    import mirax.nn as nn
     import mirax.optimizers as optim
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    from transformer_lm import TransformerLM
+    from transformer_lm import TransformerLM, make_step
     mr.random.seed(0)
     model = TransformerLM(12, 8, 16, 2, layers)
     opt = optim.AdamW(learning_rate=1e-3, weight_decay=0.01)
-    opt.init(model.trainable_parameters())
-    state = [model.state, opt.state]
-
-    @partial(mr.compile, inputs=state, outputs=state)
-    def step(x, y):
-        loss, grads = nn.value_and_grad(model, lambda m, x, y: nn.losses.cross_entropy(m(x), y, reduction="mean"))(
-            model, x, y)
-        opt.update(model, grads)
-        return loss
+    step = make_step(model, opt)
     x = mr.array(np.zeros((4, 8), np.int32))
     low = step.lower(x, x)
     n_mirax = len(re.findall(r'"mirax\.', low.as_text("simplified")))
