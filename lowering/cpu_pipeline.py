@@ -110,14 +110,21 @@ def distinct_results(op, *_):
 # LLVM's loop unroller on the scalar loops of linalg ops (which its vectorizer has
 # already widened) cost a quarter of the JIT time of a transformer training step (0.3 of
 # 1.2 s) for no measurable speed: those loops stream memory.
+# Modules with fewer loops are left alone: their JIT time is small anyway, and the
+# attribute's first use imports mlir.dialects.llvm (~25-70 ms, a third of the first
+# compile of a gelu in a fresh process).
 NO_UNROLL = "#llvm.loop_annotation<unroll = <disable = true>>"
+ANNOTATE_MIN_LOOPS = 64
 
 
 def _annotate_loops(op, *_):
     """`llvm.loop.unroll.disable` on every scf.for without vector values (the loops of
-    linalg ops; the matmul and transpose kernels' vector loops keep LLVM's unrolling)."""
+    linalg ops; the matmul and transpose kernels' vector loops keep LLVM's unrolling),
+    in modules of at least ANNOTATE_MIN_LOOPS loops."""
     from mlir import ir
     from .pass_base import walk_ops
+    if len(walk_ops(op, lambda n: n == "scf.for")) < ANNOTATE_MIN_LOOPS:
+        return
     mark = "mirax.vector_loop"  # (a temporary mark: ir.Operation hashes are not reliable keys)
     with op.context:
         attr = ir.Attribute.parse(NO_UNROLL)

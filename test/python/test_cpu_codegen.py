@@ -265,3 +265,42 @@ def test_transposes_compile_to_the_right_values(shape, axes, dtype):
     f = mr.compile(lambda x: mr.transpose(x, axes) * 2)
     np.testing.assert_array_equal(np.asarray(f(mr.array(a, dtype=mr.float64 if dtype == np.float64 else None))),
                                   np.transpose(a, axes) * 2)
+
+
+LOOPS = """
+func.func @f(%a: memref<64xf32>, %v: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = arith.mulf %x, %x : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c16 {
+    %x = vector.transfer_read %v[%i], %pad {in_bounds = [true]} : memref<64xf32>, vector<16xf32>
+    %y = arith.mulf %x, %x : vector<16xf32>
+    vector.transfer_write %y, %v[%i] {in_bounds = [true]} : vector<16xf32>, memref<64xf32>
+  }
+  return
+}
+"""
+
+
+def test_scalar_loops_of_large_modules_are_not_unrolled(monkeypatch):
+    """mirax-annotate-loops: LLVM's unroller off on scalar loops (JIT time), kept on
+    vector loops (the matmul micro kernels), and small modules left alone."""
+    from mirax.lowering import cpu_pipeline
+    with context():
+        m = ir.Module.parse(LOOPS)
+        cpu_pipeline._annotate_loops(m.operation)
+        assert "loop_annotation" not in str(m)  # 2 loops: below ANNOTATE_MIN_LOOPS
+        monkeypatch.setattr(cpu_pipeline, "ANNOTATE_MIN_LOOPS", 2)
+        cpu_pipeline._annotate_loops(m.operation)
+        text = str(m)
+    assert "#llvm.loop_unroll<disable = true>" in text  # (printed as an alias)
+    scalar, vector = text.split("vector.transfer_read")
+    assert scalar.count("{loop_annotation = ") == 1
+    assert "loop_annotation" not in vector and "mirax.vector_loop" not in text
