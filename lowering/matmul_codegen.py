@@ -511,6 +511,108 @@ def fold_transposed_a(root, config=None) -> int:
     return folded
 
 
+KERNEL = "__mirax_matmul_kernel_"  # the functions the ops are tiled in (see _outline)
+CLEAN = "__mirax_matmul_clean"       # on the functions they came from
+
+
+def _outline(root, op, i):
+    """Move matmul `op` (marked `i`) and the producer of its init (C's zero fill, which
+    the script fuses into the parallel loop) into a private function of their own, called
+    in their place: `func.call @__mirax_matmul_kernel_<i>(A, B, ...)`. Returns the call.
+
+    The script then tiles, vectorizes and cleans up each op in its small function: the
+    transform ops are local, but several of them cost the size of the nearest function
+    around their target (`fuse_into_containing_op` prints its targets into a diagnostic,
+    which verifies and numbers that whole function; canonicalization and CSE run over
+    it), so in the step's one big function, with ~25 matmuls per layer, the script cost
+    (matmuls x function size): 8 of the 12 s of a 4-layer training step's MLIR pipeline.
+    Constants and `tensor.empty` come along as copies (what canonicalization sees of them
+    stays the same); other values outside come in as arguments."""
+    from mlir.dialects import func
+    from .pass_base import defining_op
+    init = defining_op(op.operands[len(op.operands) - 1])
+    group = ([init] if init is not None else []) + [op]
+    top = op.parent
+    while top.name != "func.func":
+        top = top.parent
+    top.attributes[CLEAN] = ir.UnitAttr.get()
+    args, mapping = [], {}
+    copies = {}
+
+    def outside(v):
+        if v in mapping:
+            return
+        d = defining_op(v)
+        if d is not None and (d.name == "arith.constant" or (d.name == "tensor.empty" and not len(d.operands))):
+            copies[v] = d
+        else:
+            args.append(v)
+        mapping[v] = None
+
+    for g in group:
+        for v in g.operands:
+            if not any(v == r for h in group for r in h.results):
+                outside(v)
+    result = op.results[0]
+    module_body = root.regions[0].blocks[0]
+    with ir.InsertionPoint(module_body), op.location:
+        f = func.FuncOp(f"{KERNEL}{i}", ([v.type for v in args], [result.type]), visibility="private")
+    entry = f.add_entry_block()
+    local = {v: a for v, a in zip(args, entry.arguments)}
+    with ir.InsertionPoint(entry):
+        for v, d in copies.items():
+            local[v] = d.clone().results[0]
+        for g in group:
+            new = g.clone()
+            for k, v in enumerate(g.operands):
+                if v in local:
+                    new.operands[k] = local[v]
+            for r_old, r_new in zip(g.results, new.results):
+                local[r_old] = r_new
+        func.ReturnOp([local[result]])
+    with ir.InsertionPoint(op), op.location:
+        call = func.CallOp([result.type], ir.FlatSymbolRefAttr.get(f"{KERNEL}{i}"), args)
+    result.replace_all_uses_with(call.results[0])
+    op.erase()
+    if init is not None and all(not list(r.uses) for r in init.results):
+        init.erase()
+    return call.operation, f.operation
+
+
+def _inline(root, kernels):
+    """Canonicalize the functions the kernels came from once (what the products' own
+    canonicalization did to the rest of them: pack_b's layout ops), put the tiled kernels
+    back in place of their calls (see `_outline`), and CSE those functions (the copies
+    of constants and of `tensor.empty` merged with the originals again: one buffer for
+    the products that shared one). Not canonicalized again: that would turn the
+    kernels' register tiles into element-wise vector.from_elements."""
+    match = (f'%f = transform.structured.match ops{{["func.func"]}} attributes{{{CLEAN}}} in %root '
+             ": (!transform.any_op) -> !transform.any_op")
+    err = apply_transform(root, transform_script([
+        match,
+        "transform.apply_patterns to %f {\n"
+        "  transform.apply_patterns.canonicalization\n"
+        "  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
+        "} : !transform.any_op"]))
+    for call, f in kernels:
+        block = f.regions[0].blocks[0]
+        for arg, v in zip(block.arguments, call.operands):
+            arg.replace_all_uses_with(v)
+        body = list(block.operations)
+        for op in body[:-1]:
+            op.move_before(call)
+        for r, v in zip(call.results, body[-1].operands):
+            r.replace_all_uses_with(v)
+        call.erase()
+        f.erase()
+    err = err or apply_transform(root, transform_script([match, "transform.apply_cse to %f : !transform.any_op"]))
+    for f in walk_ops(root, lambda n: n == "func.func"):
+        if CLEAN in f.attributes:
+            del f.attributes[CLEAN]
+    if err is not None:
+        raise RuntimeError(f"optimize_matmuls: clean-up failed: {err}")
+
+
 def optimize_matmuls(module, *, return_script: bool = False, config=None):
     """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
 
@@ -519,7 +621,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     generic lowering. With `return_script`, returns the script text that was applied
     (None when no op qualified). `config` overrides the tuning table's tiles (the tuner)."""
     root = module.operation  # an ir.Module, or the module op a Python pass receives
-    items = []
+    items, ops = [], []
     with root.context, ir.Location.unknown():
         fold_transposed_a(root, config)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
@@ -531,14 +633,18 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
                 op = pack_b(op, p)
             op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(items))
             items.append((len(items), op.name, p))
+            ops.append(op)
         if not items:
             backup.erase()
             return None
+        kernels = [_outline(root, op, i) for i, op in enumerate(ops)]
         script = build_script(items)
         err = apply_transform(root, script, backup)
         if err is not None:
             items = []
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
+        else:
+            _inline(root, kernels)
         for op in matmul_ops(root):  # ops left alone keep no marker
             if MARK in op.attributes:
                 del op.attributes[MARK]

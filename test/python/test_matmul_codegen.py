@@ -156,6 +156,62 @@ func.func @mm(%a: tensor<2x192x320xf32>, %b: tensor<2x320x256xf32>) -> tensor<2x
     check(run(linalg_text, a, b, (2, 192, 256)), a, b)
 
 
+CHAIN = """
+func.func @mm(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> (tensor<256x256xf32>, tensor<256x256xf32>) attributes {llvm.emit_c_interface} {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %x = linalg.matmul ins(%a, %b : tensor<256x256xf32>, tensor<256x256xf32>) outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %y = linalg.matmul ins(%x, %b : tensor<256x256xf32>, tensor<256x256xf32>) outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %w = linalg.matmul ins(%y, %a : tensor<256x256xf32>, tensor<256x256xf32>) outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %v = linalg.add ins(%x, %w : tensor<256x256xf32>, tensor<256x256xf32>) outs(%e : tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %v, %y : tensor<256x256xf32>, tensor<256x256xf32>
+}"""
+
+
+def test_each_product_is_tiled_in_a_function_of_its_own(monkeypatch):
+    """The script's transforms cost the size of the function around their target
+    (`fuse_into_containing_op` verifies and numbers it for a diagnostic, canonicalization
+    and CSE walk it): run in the program's one function, a training step with ~25
+    matmuls a layer cost (matmuls x program) to compile. Each product (and its zero
+    fill) is moved into a small function for it, then put back."""
+    seen = []
+    apply = mc.apply_transform
+
+    def spy(root, script, backup=None):
+        if not seen:  # the tiling script: the ops of every function, by function
+            funcs = [op for op in mc.walk_ops(root, lambda n: n == "func.func")]
+            seen.append({ir.StringAttr(f.attributes["sym_name"]).value:
+                         [op.name for op in mc.walk_ops(f, lambda n: True)] for f in funcs})
+        return apply(root, script, backup)
+
+    monkeypatch.setattr(mc, "apply_transform", spy)
+    script, text = transformed(CHAIN, config=dict(min_flops=0))
+    assert script is not None and text.count("vector.fma") and "linalg.matmul" not in text
+    assert mc.KERNEL not in text and mc.CLEAN not in text
+    (funcs,) = seen
+    kernels = {k: v for k, v in funcs.items() if k.startswith(mc.KERNEL)}
+    assert len(kernels) == 3
+    for ops in kernels.values():  # a product, its fill, their constants and bodies
+        assert ops.count("linalg.matmul") == 1 and len(ops) <= 10, ops
+    assert "linalg.matmul" not in funcs["mm"] and funcs["mm"].count("func.call") == 3
+    assert text.count("tensor.empty") == 1  # the copies merged again: one buffer
+
+
+@needs_openmp
+def test_products_sharing_a_fill(rng):
+    a = rng.standard_normal((256, 256), dtype=np.float32)
+    b = rng.standard_normal((256, 256), dtype=np.float32)
+    mm = mc.compile_standalone(CHAIN, "mm")
+    v, y = np.full((256, 256), -7, np.float32), np.full((256, 256), -7, np.float32)
+    mm([a, b], [v, y])
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    x = a64 @ b64
+    np.testing.assert_allclose(y, x @ b64, rtol=1e-3, atol=1e-3 * np.abs(x @ b64).max())
+    w = (x @ b64) @ a64
+    np.testing.assert_allclose(v, x + w, rtol=1e-3, atol=1e-3 * np.abs(w).max())
+
+
 def test_tiles_come_from_the_tuning_table():
     from mirax.lowering import tuning
     for name in ("linalg.matmul", "linalg.batch_matmul"):
