@@ -228,11 +228,12 @@ def shape_class(op: str, batch, m: int, n: int, k: int) -> str:
 
 
 def _class_dims(key: str):
+    """(op, batch bucket or None, [m, n, k buckets], [m, n alignments] or None) of a class."""
     op, _, rest = key.partition(":")
-    rest = rest.partition("/")[0]
+    rest, _, align = rest.partition("/")
     parts = rest.split(":")
     b = int(parts[0][1:]) if len(parts) == 2 else None
-    return op, b, [int(x) for x in parts[-1].split("x")]
+    return op, b, [int(x) for x in parts[-1].split("x")], ([int(x) for x in align.split("x")] if align else None)
 
 
 def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
@@ -241,17 +242,19 @@ def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
     that it did not pad in the shape it was measured on is passed over (padding copies A
     or slices C: its speed says little here)."""
     entries = measured().get("matmul", {})
-    want_op, want_b, want = _class_dims(shape_class(op, batch, m, n, k))
+    want_op, want_b, want, want_align = _class_dims(shape_class(op, batch, m, n, k))
     best, dist = None, None
     for key, e in entries.items():
         if e.get("dtype", "f32") != dtype:
             continue
-        o, b, dims = _class_dims(key)
+        o, b, dims, align = _class_dims(key)
         if o != want_op or (b is None) != (want_b is None):
             continue
         d = [abs(x - y) for x, y in zip(dims, want)] + ([abs(b - want_b)] if b is not None else [])
         if max(d) > 2:
             continue
+        # of equally near classes, the one of the same divisibility (1024^3: 1024's entry, not 1000's)
+        d.append(0.5 * sum(x != y for x, y in zip(align or [-1, -1], want_align)))
         if "mr" in e and "shape" in e:
             own = [int(x) for x in e["shape"].rpartition(":")[2].split("x")]
             if (m % e["mr"] and not own[0] % e["mr"]) or (n % e["nr"] and not own[1] % e["nr"]):

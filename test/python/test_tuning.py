@@ -148,6 +148,14 @@ def test_a_neighbour_whose_tile_pads_this_shape_is_not_used(store):
     assert tuning.matmul_config("linalg.matmul", "f32", None, 2000, 1000, 1000)["kc"] == 96
     cfg = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
     assert (cfg["mr"], cfg["kc"]) == (derived["mr"], derived["kc"])
+    # a tile that pads neither: 1024^3 takes it, until 1024^3 has an entry of its own
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1000, 1000, 1000),
+                dict(mr=8, nr=2 * lanes, kc=96, nc=4 * lanes, forall_m=80, dtype="f32", shape="1000x1000x1000"))
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)["kc"] == 96
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
+                dict(mr=8, nr=2 * lanes, kc=160, nc=4 * lanes, forall_m=80, dtype="f32", shape="1024x1024x1024"))
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)["kc"] == 160
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1000, 1000, 1000)["kc"] == 96
 
 
 def test_measurements_are_used_by_later_compiles(store):
