@@ -45,6 +45,7 @@ import warnings
 from mlir import ir
 
 from . import tuning
+from .parallelize import PARALLEL
 from .pass_base import apply_transform, transform_script, walk_ops
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
@@ -272,7 +273,8 @@ def plan(op, config=None):
         pack_b = tuning.pack_b_default(M, N, K, mr)
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
-                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a)
+                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a,
+                threads=tuning.threads())
 
 
 def _sizes(xs):
@@ -284,14 +286,13 @@ def _handles(n):
 
 
 def op_script(i, name, p):
-    """Transform IR (inside the named sequence, root %root) for the op marked `i`."""
+    """Transform IR (inside the named sequence, root %root) for the op `i`, handle `%m<i>`."""
     b = p["batch"] is not None
     lead = [0] if b else []
     M, N, _ = p["dims"]
     Mp, Np = p["pad"]
     h = f"%m{i}"
-    s = [f'{h} = transform.structured.match ops{{["{name}"]}} attributes{{{MARK} = {i} : i64}} in %root '
-         f": (!transform.any_op) -> !transform.any_op"]
+    s = []
     if (Mp, Np) != (M, N):
         # zero padding to whole micro tiles; the result is a slice of the padded product
         s.append(f"{h}p, %pad{i}, %copy{i} = transform.structured.pad {h} pad_to_multiple_of "
@@ -436,6 +437,10 @@ def pack_b(op, p):
             mapping[r_old] = r_new
         if new.name == "linalg.contract":
             contract = new
+        if new.name in ("linalg.transpose", "linalg.fill") and p.get("threads", 1) > 1:
+            # the repacking of B and the zero fill of C, left serial, were ~10% of a 1024^3
+            # product on 2 threads (Amdahl): mirax-parallelize splits them whatever their size
+            new.attributes[PARALLEL] = ir.UnitAttr.get()
     fill = op.operands[2].owner
     op.results[0].replace_all_uses_with(result)
     op.erase()
@@ -449,13 +454,13 @@ def packed_script(i, p):
     """Transform IR for the packed product marked `i`: GotoBLAS's loop order. For each
     nc-wide block of B's panels and kc-deep slice of K (a packed block that stays in L2),
     the threads split the rows of C (scf.forall -> OpenMP), each running mr x nr
-    register tiles over the block (vector.fma outer products, C's tile in registers)."""
+    register tiles over the block (vector.fma outer products, C's tile in registers).
+    Handle `%m<i>`."""
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
     h = f"%m{i}"
-    s = [f'{h} = transform.structured.match ops{{["linalg.contract"]}} attributes{{{MARK} = {i} : i64}} in %root '
-         f": (!transform.any_op) -> !transform.any_op"]
+    s = []
     loops = [f"%n{i}"] * bool(nb) + [f"%k{i}"] * bool(kc)
     if loops:
         s.append(f"%t{i}a, {', '.join(loops)} = transform.structured.tile_using_for {h} tile_sizes "
@@ -471,8 +476,13 @@ def packed_script(i, p):
 
 
 def build_script(items):
-    """The transform module for [(index, op name, plan)]."""
-    body = []
+    """The transform module for [(index, op name, plan)]: the marked ops (one in each
+    kernel function, in order: see `_outline`) matched once and split into a handle
+    `%m<i>` each (a match per op would walk the whole module per op), then each op's
+    transforms."""
+    body = [f"%marked = transform.structured.match attributes{{{MARK}}} in %root : "
+            "(!transform.any_op) -> !transform.any_op",
+            f"{', '.join(f'%m{i}' for i, _, _ in items)} = transform.split_handle %marked : {_handles(len(items))}"]
     for i, name, p in items:
         body += packed_script(i, p) if p.get("pack") else op_script(i, name, p)
     return transform_script(body)
@@ -631,7 +641,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
                 continue
             if p["pack"]:
                 op = pack_b(op, p)
-            op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(items))
+            op.attributes[MARK] = ir.UnitAttr.get()
             items.append((len(items), op.name, p))
             ops.append(op)
         if not items:
