@@ -30,6 +30,8 @@ from .pass_base import MiraxPass
 
 NAME = "mirax-parallelize"
 MARK = "mirax.parallel_dim"
+# set by other passes on ops to split whatever their size (a large matmul's repacking of B)
+PARALLEL = "mirax.parallel"
 SKIP = ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat", "linalg.dot")
 
 
@@ -63,7 +65,7 @@ def loop_ranges(op):
         if any(e is None for e in ext):
             return None
         return ext, kinds
-    if op.name in ("linalg.fill", "linalg.copy", "linalg.map"):
+    if op.name in ("linalg.fill", "linalg.copy", "linalg.map", "linalg.transpose"):
         if len(op.results) != 1:
             return None
         shape = _static_shape(op.results[0].type)
@@ -96,7 +98,7 @@ def plan(op, threads):
         return None
     ext, kinds = r
     n = math.prod(ext)
-    if n < tuning.table()[family(op, kinds)]["parallel_min_elements"]:
+    if n < tuning.table()[family(op, kinds)]["parallel_min_elements"] and PARALLEL not in op.attributes:
         return None
     return choose_dim(ext, kinds, threads)
 
@@ -171,8 +173,9 @@ class MiraxParallelize(MiraxPass):
                 pass
             finally:
                 for op in _nested_linalg(module):
-                    if MARK in op.attributes:
-                        del op.attributes[MARK]
+                    for a in (MARK, PARALLEL):
+                        if a in op.attributes:
+                            del op.attributes[a]
 
 
 def _nested_linalg(root):
@@ -183,7 +186,7 @@ def _nested_linalg(root):
             for block in region.blocks:
                 for child in block.operations:
                     child = child.operation
-                    if child.name.startswith("linalg.") and MARK in child.attributes:
+                    if child.name.startswith("linalg.") and (MARK in child.attributes or PARALLEL in child.attributes):
                         out.append(child)
                     visit(child)
     visit(root)

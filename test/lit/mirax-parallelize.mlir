@@ -44,3 +44,21 @@ func.func @rows(%x: tensor<2048x2048xf32>) -> tensor<2048xf32> {
   %0 = "mirax.sum"(%x) {axes = array<i64: 1>, keepdims = false} : (tensor<2048x2048xf32>) -> tensor<2048xf32>
   return %0 : tensor<2048xf32>
 }
+
+// -----
+
+// An op marked `mirax.parallel` (the matmul code generator's repacking of B and zero fill
+// of C) is split whatever its size, a transpose over its outermost loop; the mark is
+// dropped. Unmarked, the same small transpose stays serial.
+// CHECK-LABEL: func.func @marked
+// CHECK: scf.forall (%{{.+}}) in (2)
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<64x2x32xf32>) outs(%{{.+}} : tensor<2x64x32xf32>)
+// CHECK-NOT: mirax.parallel
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<64x4x32xf32>) outs(%{{.+}} : tensor<4x64x32xf32>)
+// CHECK-NEXT: return
+func.func @marked(%b: tensor<64x4x32xf32>) -> (tensor<4x64x32xf32>, tensor<4x64x32xf32>) {
+  %e = tensor.empty() : tensor<4x64x32xf32>
+  %0 = linalg.transpose ins(%b : tensor<64x4x32xf32>) outs(%e : tensor<4x64x32xf32>) permutation = [1, 0, 2] {mirax.parallel}
+  %1 = linalg.transpose ins(%b : tensor<64x4x32xf32>) outs(%e : tensor<4x64x32xf32>) permutation = [1, 0, 2]
+  return %0, %1 : tensor<4x64x32xf32>, tensor<4x64x32xf32>
+}

@@ -296,6 +296,8 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
         # the packed product's script: its rows (dim 1 of the contraction) split over threads
         assert script is not None and re.search(r"tile_using_forall \S+ tile_sizes \[0, \d+, 0, 0\]", script)
         assert "permutation = [1, 0, 2]" in str(module)
+        # the repacking and the zero fill are split over the threads too (mirax-parallelize)
+        assert str(module).count("{mirax.parallel}") == (2 if mc.tuning.threads() > 1 else 0)
     fn = mc.compile_standalone(text, "mm", config=cfg)
     out = np.full((m, n), np.nan, np.float32)
     fn([a, b], [out])
