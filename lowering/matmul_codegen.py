@@ -13,7 +13,9 @@ built by a transform-dialect script (text generated here per op from `tuning.mat
 applied with `transform.interpreter.apply_named_sequence`. Shapes that do not divide
 the micro tile are padded with zeros (`transform.structured.pad`), and the result is a
 slice of the padded product; other ops (other dtypes, dynamic or small shapes) are
-left alone for the generic lowering.
+left alone for the generic lowering. Each product is tiled in a small function of its
+own, then put back (`_outline`, `_inline`): in the program's function the script's
+cost would grow with (products x program size).
 
     with ctx:
         module = ir.Module.parse(text)            # linalg.matmul on tensors
