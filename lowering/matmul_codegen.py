@@ -48,7 +48,7 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import apply_transform, transform_script, walk_ops
+from .pass_base import apply_transform, transform_script, user_op, walk_ops
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -276,7 +276,7 @@ def plan(op, config=None):
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a,
-                threads=tuning.threads())
+                threads=int(cfg.get("threads") or tuning.threads()))
 
 
 def _sizes(xs):
@@ -314,12 +314,8 @@ def op_script(i, name, p):
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
     fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
-    if (Mp, Np) == (M, N):
-        s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
-                 f"%forall{i} {fuse}")
-    else:
-        s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
-                 f"%forall{i} {fuse}")
+    s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
+             f"%forall{i} {fuse}")
     # a cache tile as large as its dimension would make a one-trip loop, which the
     # canonicalization below folds away under a live handle: such dims are not tiled
     K = p["dims"][2]
@@ -591,6 +587,103 @@ def _outline(root, op, i):
     return call.operation, f.operation
 
 
+
+def parallel_padding(root):
+    """The copies that padding adds around a product, split over the threads.
+
+    Padding to whole register tiles (`transform.structured.pad`) leaves a `tensor.pad` of
+    an operand and an `extract_slice` of the padded product, each a serial copy after
+    bufferization: for 1000^3 on 2 threads (B padded to 1024 columns, C sliced back) ~20
+    MB of serial memory traffic beside ~10 ms of parallel work. A zero `tensor.pad`
+    becomes a `linalg.copy` of the source into the padded buffer plus zero fills of the
+    margins, and a returned slice of a larger tensor a `linalg.copy`; the copies are
+    marked for mirax-parallelize (`PARALLEL`), and bufferization writes them in place.
+
+        %p = tensor.pad %b low[0, 0] high[0, 24] {yield 0.0} : 1000x1000 to 1000x1024
+      becomes
+        %e = tensor.empty() : tensor<1000x1024xf32>
+        %c = linalg.copy {mirax.parallel} ins(%b) outs(extract_slice %e[0, 0] [1000, 1000])
+        %i = tensor.insert_slice %c into %e[0, 0] [1000, 1000]
+        %z = linalg.fill ins(0.0) outs(extract_slice %i[0, 1000] [1000, 24])
+        %p = tensor.insert_slice %z into %i[0, 1000] [1000, 24]
+    """
+    from mlir.dialects import linalg, tensor
+    with root.context, ir.Location.unknown():
+        for fn in _walk(root, "func.func"):
+            for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+                if op.name == "tensor.pad":
+                    _pad_as_copies(op, linalg, tensor)
+                elif op.name == "linalg.fill" and any(_in_forall(user_op(u)) for u in op.results[0].uses):
+                    # the zero fill of C that the tasks of a padded product copy their rows of
+                    op.attributes[PARALLEL] = ir.UnitAttr.get()
+                elif op.name == "func.return":
+                    for i, v in enumerate(op.operands):
+                        d = v.owner
+                        d = d.operation if hasattr(d, "operation") else d
+                        if not isinstance(d, ir.Operation) or d.name != "tensor.extract_slice":
+                            continue
+                        t = ir.RankedTensorType(v.type)
+                        if not t.has_static_shape or len(list(v.uses)) != 1:
+                            continue
+                        with ir.InsertionPoint(op):
+                            e = tensor.EmptyOp(list(t.shape), t.element_type)
+                            c = linalg.copy(v, outs=[e.result])
+                        c.owner.attributes[PARALLEL] = ir.UnitAttr.get()
+                        op.operands[i] = c
+
+
+def _pad_as_copies(pad, linalg, tensor):
+    src_t, dst_t = ir.RankedTensorType(pad.operands[0].type), ir.RankedTensorType(pad.results[0].type)
+    if not (src_t.has_static_shape and dst_t.has_static_shape) or len(pad.operands) != 1:
+        return  # (dynamic low/high operands)
+    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+    if any(low):
+        return
+    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    owner = yielded.owner
+    if isinstance(owner, ir.Block):
+        return  # a padding value computed from the indices
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    if owner.name != "arith.constant":
+        return
+    src, dst = list(src_t.shape), list(dst_t.shape)
+    r = len(src)
+    with ir.InsertionPoint(pad), pad.location:
+        fill_value = owner.clone().results[0] if _inside(owner, pad) else yielded
+        e = tensor.EmptyOp(dst, dst_t.element_type).result
+        window = tensor.extract_slice(ir.RankedTensorType.get(src, dst_t.element_type), e, [], [], [],
+                                      [0] * r, src, [1] * r)
+        c = linalg.copy(pad.operands[0], outs=[window])
+        c.owner.attributes[PARALLEL] = ir.UnitAttr.get()
+        acc = tensor.insert_slice(c, e, [], [], [], [0] * r, src, [1] * r)
+        for d in range(r):
+            if dst[d] == src[d]:
+                continue
+            offs = [src[d] if k == d else 0 for k in range(r)]
+            sizes = [dst[d] - src[d] if k == d else (src[k] if k < d else dst[k]) for k in range(r)]
+            part_t = ir.RankedTensorType.get(sizes, dst_t.element_type)
+            part = tensor.extract_slice(part_t, acc, [], [], [], offs, sizes, [1] * r)
+            z = linalg.fill(fill_value, outs=[part])
+            acc = tensor.insert_slice(z, acc, [], [], [], offs, sizes, [1] * r)
+    pad.results[0].replace_all_uses_with(acc)
+    pad.erase()
+
+
+def _in_forall(op) -> bool:
+    while op is not None and op.name != "func.func":
+        if op.name == "scf.forall":
+            return True
+        op = op.parent
+    return False
+
+
+def _inside(op, ancestor) -> bool:
+    while op is not None:
+        if op == ancestor:
+            return True
+        op = op.parent
+    return False
+
 def _inline(root, kernels):
     """Canonicalize the functions the kernels came from once (what the products' own
     canonicalization did to the rest of them: pack_b's layout ops), put the tiled kernels
@@ -657,6 +750,8 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
             _inline(root, kernels)
+            if max(p.get("threads", 1) for _, _, p in items) > 1:
+                parallel_padding(root)
         for op in matmul_ops(root):  # ops left alone keep no marker
             if MARK in op.attributes:
                 del op.attributes[MARK]

@@ -1,9 +1,10 @@
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0 | FileCheck %s
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0 --script | FileCheck %s --check-prefix=SCRIPT
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=2 | FileCheck %s
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=1 | FileCheck %s --check-prefix=SERIAL
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=2 --script | FileCheck %s --check-prefix=SCRIPT
 // With B repacked (pack_b): B becomes nr-wide panels [N/nr][K][nr] (a transpose of its
 // expanded form) and C is read as [M][N/nr][nr]; GotoBLAS's loop order: for each block of
 // panels and slice of K, the threads split C's rows.
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1 | FileCheck %s --check-prefix=PACKED
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,threads=2 | FileCheck %s --check-prefix=PACKED
 // PACKED-LABEL: func.func @square
 // PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<1024x32x32xf32>
 // PACKED: linalg.transpose ins(%{{.+}} : tensor<1024x32x32xf32>) outs(%{{.+}} : tensor<32x1024x32xf32>) permutation = [1, 0, 2]
@@ -67,13 +68,22 @@ func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 // -----
 
 // Shapes that do not divide the register tile are padded with zeros; the result is a
-// slice of the padded product.
+// slice of the padded product. With threads, the padding's copies are linalg ops that
+// mirax-parallelize splits (mirax.parallel): B copied into its padded buffer and the
+// margin zeroed, the slice of C copied out, and the zero fill the tasks read.
 // CHECK-LABEL: func.func @ragged
-// CHECK: tensor.pad
+// CHECK: linalg.fill {mirax.parallel}
+// CHECK: linalg.copy {{{.*}}mirax.parallel} ins(%arg1 : tensor<999x1030xf32>)
+// CHECK: linalg.fill ins(%{{.+}}) outs(%{{.+}} : tensor<999x26xf32>)
 // CHECK: scf.forall
 // CHECK: vector.fma
 // CHECK: tensor.extract_slice {{.+}} [1000, 1030] [1, 1] : tensor<1000x1056xf32> to tensor<1000x1030xf32>
+// CHECK: linalg.copy {{{.*}}mirax.parallel}
 // CHECK-NOT: linalg.matmul
+// SERIAL-LABEL: func.func @ragged
+// SERIAL-NOT: mirax.parallel
+// SERIAL: tensor.pad
+// SERIAL: scf.forall
 // SCRIPT-LABEL: transform.named_sequence @__transform_main
 // SCRIPT: transform.structured.pad {{.+}} pad_to_multiple_of [8, 32, 1]
 func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<1000x1030xf32> {
