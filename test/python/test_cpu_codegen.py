@@ -304,3 +304,25 @@ def test_scalar_loops_of_large_modules_are_not_unrolled(monkeypatch):
     scalar, vector = text.split("vector.transfer_read")
     assert scalar.count("{loop_annotation = ") == 1
     assert "loop_annotation" not in vector and "mirax.vector_loop" not in text
+
+
+def test_no_empty_tensor_has_more_than_a_group_of_uses():
+    """mirax-split-empty-tensors: CSE leaves one tensor.empty per type for a whole program,
+    and bufferization's analysis of its uses grew with their square (the transformer
+    step's lowering); each group of EMPTY_USES consecutive uses gets an empty of its own."""
+    from mirax.lowering import cpu_pipeline
+    from mirax.lowering.pass_base import walk_ops
+    k = cpu_pipeline.EMPTY_USES
+    n = 3 * k + 5
+    lines = ["func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {",
+             "  %e = tensor.empty() : tensor<8xf32>", "  %a0 = arith.addf %x, %x : tensor<8xf32>"]
+    for i in range(n):
+        lines.append(f"  %y{i} = linalg.copy ins(%a{i} : tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>")
+        lines.append(f"  %a{i + 1} = arith.addf %y{i}, %x : tensor<8xf32>")
+    lines += [f"  return %a{n} : tensor<8xf32>", "}"]
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse("\n".join(lines))
+        cpu_pipeline.split_empty_tensors(module.operation)
+        module.operation.verify()
+        empties = walk_ops(module.operation, lambda name: name == "tensor.empty")
+        assert [len(list(e.results[0].uses)) for e in empties] == [k, k, k, 5]
