@@ -358,6 +358,13 @@ def openmp_library():
     env = os.environ.get("MIRAX_OPENMP_LIB")
     if env is not None:
         return env or None
+    return _find_openmp_library()
+
+
+@functools.lru_cache(maxsize=1)
+def _find_openmp_library():
+    """(Searched once per process: `find_library` runs ldconfig, ~90 ms, and every matmul
+    plan asks.)"""
     candidates = [os.path.join(sys.prefix, "lib", n) for n in ("libomp.so", "libomp.so.5", "libiomp5.so")]
     candidates += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
     candidates += sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True)
