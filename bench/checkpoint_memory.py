@@ -24,37 +24,8 @@ import textwrap
 
 from _host import describe
 
-COUNTER = r"""
-#define _GNU_SOURCE
-#include <errno.h>
-#include <malloc.h>
-#include <stddef.h>
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-static long long cur, peak;
-static void *add(void *p) {
-    if (p) {
-        long long c = __atomic_add_fetch(&cur, (long long)malloc_usable_size(p), __ATOMIC_RELAXED);
-        long long pk = __atomic_load_n(&peak, __ATOMIC_RELAXED);
-        while (c > pk && !__atomic_compare_exchange_n(&peak, &pk, c, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
-    }
-    return p;
-}
-static void sub(void *p) { if (p) __atomic_sub_fetch(&cur, (long long)malloc_usable_size(p), __ATOMIC_RELAXED); }
-void *malloc(size_t n) { return add(__libc_malloc(n)); }
-void *calloc(size_t a, size_t b) { return add(__libc_calloc(a, b)); }
-void free(void *p) { sub(p); __libc_free(p); }
-void *realloc(void *p, size_t n) { sub(p); void *q = __libc_realloc(p, n); add(q ? q : (n ? p : NULL)); return q; }
-void *memalign(size_t a, size_t n) { return add(__libc_memalign(a, n)); }
-void *aligned_alloc(size_t a, size_t n) { return add(__libc_memalign(a, n)); }
-int posix_memalign(void **r, size_t a, size_t n) { void *p = __libc_memalign(a, n); if (!p) return ENOMEM; *r = add(p); return 0; }
-long long mirax_malloc_current(void) { return __atomic_load_n(&cur, __ATOMIC_RELAXED); }
-long long mirax_malloc_peak(void) { return __atomic_load_n(&peak, __ATOMIC_RELAXED); }
-void mirax_malloc_reset_peak(void) { __atomic_store_n(&peak, __atomic_load_n(&cur, __ATOMIC_RELAXED), __ATOMIC_RELAXED); }
-"""
+# the LD_PRELOAD malloc counter of the tests
+COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
 
 CHILD = textwrap.dedent(r"""
     import ctypes, json, sys, time
@@ -119,7 +90,7 @@ def main():
     results = 2 * L * D * H * 4
     with tempfile.TemporaryDirectory() as tmp:
         lib = os.path.join(tmp, "malloc_count.so")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, "-x", "c", "-"], input=COUNTER, text=True,
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True,
                        check=True)
         rows = {}
         for which in ("plain", "checkpoint"):
