@@ -4,7 +4,8 @@
     .venv/bin/python bench/elementwise.py --small    # 8x1000x4096
     .venv/bin/python bench/elementwise.py --rowwise  # only softmax / layer norm / logsumexp
 
-Prints medians of interleaved rounds and ratios to the compiled mirax kernel for:
+Prints medians of interleaved rounds (a pause of BENCH_PAUSE s, default 0.3, before each
+call, so no contender runs beside another one's spinning threads) and ratios to the compiled mirax kernel for:
 gelu `x * (1 + erf(x / sqrt(2))) / 2` compiled (mr.trace -> runtime.cpu.compile_module),
 mirax eager (one kernel per op), numpy + scipy.special.erf (if scipy is installed), a
 two-thread numpy copy of the same bytes (the memory-bandwidth bound), jax.jit (if jax
@@ -91,12 +92,19 @@ def jitted(jfun, x):
     return lambda: f(xj).block_until_ready()
 
 
+# Seconds between contenders: thread pools spin after a call (OpenMP's ~200 ms, XLA's,
+# OpenBLAS's) and on 2 cores the spinning threads of one contender slowed the next one
+# (the same softmax kernel timed 6 or 10 ms by what ran before it; 4.9 ms alone).
+PAUSE = float(os.environ.get("BENCH_PAUSE", "0.3"))
+
+
 def measure(cands, rounds=ROUNDS):
     times = {n: [] for n in cands}
     for fn in cands.values():  # warm-up (kernel compiles, page faults)
         fn()
     for _ in range(rounds):
         for n, fn in cands.items():
+            time.sleep(PAUSE)
             t0 = time.perf_counter()
             fn()
             times[n].append(time.perf_counter() - t0)
