@@ -16,7 +16,9 @@ small arrays never pay for the transform interpreter.
       %g = linalg.generic {...} ins(%s : tensor<16x1000x4096xf32>) ...
       scf.forall.in_parallel { tensor.parallel_insert_slice %g into %o[...] ... } }
 
-Matmuls are left to `lowering/matmul_codegen.py`.
+Matmuls are left to `lowering/matmul_codegen.py`, which marks the ops around a product
+that must not stay serial whatever their size (the repacking of B, the padding copies,
+the zero fill of C) with `mirax.parallel`; this pass splits those too and drops the mark.
 """
 from __future__ import annotations
 
