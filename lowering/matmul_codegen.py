@@ -41,6 +41,7 @@ tests and bench/matmul.py):
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import warnings
 
@@ -611,9 +612,10 @@ def parallel_padding(root):
     with root.context, ir.Location.unknown():
         for fn in _walk(root, "func.func"):
             for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-                if op.name == "tensor.pad":
+                if op.name == "tensor.pad" and _large(op.results[0]):
                     _pad_as_copies(op, linalg, tensor)
-                elif op.name == "linalg.fill" and any(_in_forall(user_op(u)) for u in op.results[0].uses):
+                elif (op.name == "linalg.fill" and _large(op.results[0])
+                      and any(_in_forall(user_op(u)) for u in op.results[0].uses)):
                     # the zero fill of C that the tasks of a padded product copy their rows of
                     op.attributes[PARALLEL] = ir.UnitAttr.get()
                 elif op.name == "func.return":
@@ -623,7 +625,7 @@ def parallel_padding(root):
                         if not isinstance(d, ir.Operation) or d.name != "tensor.extract_slice":
                             continue
                         t = ir.RankedTensorType(v.type)
-                        if not t.has_static_shape or len(list(v.uses)) != 1:
+                        if not t.has_static_shape or len(list(v.uses)) != 1 or not _large(v):
                             continue
                         with ir.InsertionPoint(op):
                             e = tensor.EmptyOp(list(t.shape), t.element_type)
@@ -667,6 +669,14 @@ def _pad_as_copies(pad, linalg, tensor):
             acc = tensor.insert_slice(z, acc, [], [], [], offs, sizes, [1] * r)
     pad.results[0].replace_all_uses_with(acc)
     pad.erase()
+
+
+PARALLEL_COPY_MIN = 1 << 16  # elements: smaller copies and fills stay serial (a thread start costs more)
+
+
+def _large(value) -> bool:
+    t = ir.RankedTensorType(value.type)
+    return t.has_static_shape and math.prod(t.shape) >= PARALLEL_COPY_MIN
 
 
 def _in_forall(op) -> bool:
