@@ -302,3 +302,25 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
     out = np.full((m, n), np.nan, np.float32)
     fn([a, b], [out])
     check(out, a.T.copy() if transpose_a else a, b)
+
+
+def test_padding_copies_split_over_threads_only_when_large():
+    """With threads, a padded product's operand padding becomes a linalg.copy marked for
+    mirax-parallelize; a small tensor.pad elsewhere in the module stays as it is."""
+    small = """
+func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[0, 0] high[0, 4] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %z : f32
+  } : tensor<4x4xf32> to tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}"""
+    for threads, parallel in ((2, True), (1, False)):
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(matmul_text(1000, 1030, 999) + small)
+            mc.optimize_matmuls(module, config=dict(threads=threads))
+            text = str(module)
+        mm, rest = text.split("func.func @small")
+        assert ("mirax.parallel" in mm) == parallel and ("tensor.pad" in mm) != parallel
+        assert "tensor.pad" in rest and "mirax.parallel" not in rest
