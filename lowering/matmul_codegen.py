@@ -589,6 +589,37 @@ def _outline(root, op, i):
 
 
 
+def fold_padded_fills(root):
+    """A task's padded block of C as a fill of its own: `tensor.pad(extract_slice(fill v))`
+    padded with v becomes `fill v` of the padded shape, so the tasks of a padded product
+    no longer read their rows of a zero-filled C (one write and one read of C less)."""
+    from mlir.dialects import linalg, tensor
+    from .pass_base import defining_op
+    with root.context, ir.Location.unknown():
+        for pad in walk_ops(root, lambda n: n == "tensor.pad"):
+            sl = defining_op(pad.operands[0])
+            if sl is None or sl.name != "tensor.extract_slice":
+                continue
+            fill = defining_op(sl.operands[0])
+            if fill is None or fill.name != "linalg.fill":
+                continue
+            yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+            if yielded != fill.operands[0]:  # (the same constant, after CSE)
+                continue
+            t = ir.RankedTensorType(pad.results[0].type)
+            if not t.has_static_shape:
+                continue
+            with ir.InsertionPoint(pad), pad.location:
+                e = tensor.EmptyOp(list(t.shape), t.element_type)
+                f = linalg.fill(fill.operands[0], outs=[e.result])
+            pad.results[0].replace_all_uses_with(f)
+            pad.erase()
+            if not list(sl.results[0].uses):
+                sl.erase()
+                if not list(fill.results[0].uses):
+                    fill.erase()
+
+
 def parallel_padding(root):
     """The copies that padding adds around a product, split over the threads.
 
@@ -760,6 +791,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
             _inline(root, kernels)
+            fold_padded_fills(root)
             if max(p.get("threads", 1) for _, _, p in items) > 1:
                 parallel_padding(root)
         for op in matmul_ops(root):  # ops left alone keep no marker

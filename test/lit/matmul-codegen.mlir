@@ -68,14 +68,15 @@ func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 // -----
 
 // Shapes that do not divide the register tile are padded with zeros; the result is a
-// slice of the padded product. With threads, the padding's copies are linalg ops that
-// mirax-parallelize splits (mirax.parallel): B copied into its padded buffer and the
-// margin zeroed, the slice of C copied out, and the zero fill the tasks read.
+// slice of the padded product; each task zero-fills its own padded block of C (not a
+// padded slice of a zero-filled C). With threads, the padding's copies are linalg ops
+// that mirax-parallelize splits (mirax.parallel): B copied into its padded buffer and
+// the margin zeroed, the slice of C copied out.
 // CHECK-LABEL: func.func @ragged
-// CHECK: linalg.fill {mirax.parallel}
 // CHECK: linalg.copy {{{.*}}mirax.parallel} ins(%arg1 : tensor<999x1030xf32>)
 // CHECK: linalg.fill ins(%{{.+}}) outs(%{{.+}} : tensor<999x26xf32>)
 // CHECK: scf.forall
+// CHECK: linalg.fill ins(%{{.+}}) outs(%{{.+}} : tensor<40x1056xf32>)
 // CHECK: vector.fma
 // CHECK: tensor.extract_slice {{.+}} [1000, 1030] [1, 1] : tensor<1000x1056xf32> to tensor<1000x1030xf32>
 // CHECK: linalg.copy {{{.*}}mirax.parallel}
@@ -84,6 +85,8 @@ func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 // SERIAL-NOT: mirax.parallel
 // SERIAL: tensor.pad
 // SERIAL: scf.forall
+// SERIAL-NOT: tensor.pad
+// SERIAL: linalg.fill ins(%{{.+}}) outs(%{{.+}} : tensor<40x1056xf32>)
 // SCRIPT-LABEL: transform.named_sequence @__transform_main
 // SCRIPT: transform.structured.pad {{.+}} pad_to_multiple_of [8, 32, 1]
 func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<1000x1030xf32> {
