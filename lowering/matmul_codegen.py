@@ -49,7 +49,7 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import apply_transform, transform_script, user_op, walk_ops
+from .pass_base import apply_transform, defining_op, transform_script, walk_ops, within
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -303,14 +303,11 @@ def op_script(i, name, p):
                  f"[0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = {_sizes(range(len(lead), len(lead) + 3))}, "
                  f'copy_back_op = "none"}} : {_handles(3)}')
         h = f"{h}p"
-        # each task zero-fills its rows of the padded C: in parallel, and while they are
-        # in cache. (Fusing A's tensor.pad the same way leaves an i1 memref.store that
-        # MLIR 22's memref-to-llvm asserts on.)
-        s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
-    else:
-        # the zero fill of C moves into the parallel loop (one pass over C per task)
-        s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : "
-                 f"(!transform.any_op) -> !transform.any_op")
+    # the producer of C (its zero fill; padded: the pad of it) moves into the parallel
+    # loop: each task fills its rows, in parallel and while they are in cache. (Fusing
+    # A's tensor.pad the same way leaves an i1 memref.store that MLIR 22's memref-to-llvm
+    # asserts on.)
+    s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
     forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
@@ -322,12 +319,7 @@ def op_script(i, name, p):
     K = p["dims"][2]
     nc = p["nc"] if p["nc"] < Np else 0
     kc = p["kc"] if p["kc"] < K else 0
-    loops = [f"%n{i}"] * bool(nc) + [f"%k{i}"] * bool(kc)
-    if loops:
-        s.append(f"%t{i}b, {', '.join(loops)} = transform.structured.tile_using_for %t{i}a tile_sizes "
-                 f"{_sizes(lead + [0, nc, kc])} : {_handles(1 + len(loops))}")
-    else:
-        s.append(f"%t{i}b = transform.cast %t{i}a : !transform.any_op to !transform.any_op")
+    s.append(_cache_loops(i, f"%t{i}a", f"%t{i}b", lead + [0, nc, kc], nc, kc))
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
              f"{_sizes(lead + [p['mr'], p['nr'], 1])} : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
@@ -365,7 +357,6 @@ def micro_kernel_tail(i, unit_dims: bool, hoist) -> list:
 
 def _zero_filled(value) -> bool:
     """Whether `value` is a `linalg.fill` of 0.0 (a product that starts from zeros)."""
-    from .pass_base import defining_op
     op = defining_op(value)
     if op is None or op.name != "linalg.fill":
         return False
@@ -449,6 +440,16 @@ def pack_b(op, p):
     return contract
 
 
+def _cache_loops(i, handle, out, tile_sizes, n_tile, k_tile) -> str:
+    """The script line tiling `handle` into its n-block and k-slice loops (`%n<i>`,
+    `%k<i>`: those whose tile is nonzero), the tiled op named `out`; a cast when neither."""
+    loops = [f"%n{i}"] * bool(n_tile) + [f"%k{i}"] * bool(k_tile)
+    if not loops:
+        return f"{out} = transform.cast {handle} : !transform.any_op to !transform.any_op"
+    return (f"{out}, {', '.join(loops)} = transform.structured.tile_using_for {handle} tile_sizes "
+            f"{_sizes(tile_sizes)} : {_handles(1 + len(loops))}")
+
+
 def packed_script(i, p):
     """Transform IR for the packed product marked `i`: GotoBLAS's loop order. For each
     nc-wide block of B's panels and kc-deep slice of K (a packed block that stays in L2),
@@ -458,14 +459,7 @@ def packed_script(i, p):
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
-    h = f"%m{i}"
-    s = []
-    loops = [f"%n{i}"] * bool(nb) + [f"%k{i}"] * bool(kc)
-    if loops:
-        s.append(f"%t{i}a, {', '.join(loops)} = transform.structured.tile_using_for {h} tile_sizes "
-                 f"{_sizes([nb, 0, 0, kc])} : {_handles(1 + len(loops))}")
-    else:
-        s.append(f"%t{i}a = transform.cast {h} : !transform.any_op to !transform.any_op")
+    s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, kc], nb, kc)]
     s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
              f"[0, {p['forall_m']}, 0, 0] : {_handles(2)}")
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
@@ -498,7 +492,6 @@ def fold_transposed_a(root, config=None) -> int:
     the micro kernel reads A's mr values of each k step contiguously from x, and the
     transpose's copy goes (a gradient's `x.T @ g`). Returns how many were folded."""
     from mlir.dialects import linalg
-    from .pass_base import defining_op
     folded = 0
     for op in _walk(root, "linalg.matmul"):
         if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != DEFAULT_MAPS:
@@ -538,7 +531,6 @@ def _outline(root, op, i):
     Constants and `tensor.empty` come along as copies (what canonicalization sees of them
     stays the same); other values outside come in as arguments."""
     from mlir.dialects import func
-    from .pass_base import defining_op
     init = defining_op(op.operands[len(op.operands) - 1])
     group = ([init] if init is not None else []) + [op]
     top = op.parent
@@ -594,7 +586,6 @@ def fold_padded_fills(root):
     padded with v becomes `fill v` of the padded shape, so the tasks of a padded product
     no longer read their rows of a zero-filled C (one write and one read of C less)."""
     from mlir.dialects import linalg, tensor
-    from .pass_base import defining_op
     with root.context, ir.Location.unknown():
         for pad in walk_ops(root, lambda n: n == "tensor.pad"):
             sl = defining_op(pad.operands[0])
@@ -644,20 +635,13 @@ def parallel_padding(root):
         for fn in _walk(root, "func.func"):
             for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
                 if op.name == "tensor.pad" and _large(op.results[0]):
-                    _pad_as_copies(op, linalg, tensor)
-                elif (op.name == "linalg.fill" and _large(op.results[0])
-                      and any(_in_forall(user_op(u)) for u in op.results[0].uses)):
-                    # the zero fill of C that the tasks of a padded product copy their rows of
-                    op.attributes[PARALLEL] = ir.UnitAttr.get()
+                    _pad_as_copies(op)
                 elif op.name == "func.return":
                     for i, v in enumerate(op.operands):
-                        d = v.owner
-                        d = d.operation if hasattr(d, "operation") else d
-                        if not isinstance(d, ir.Operation) or d.name != "tensor.extract_slice":
+                        d = defining_op(v)
+                        if d is None or d.name != "tensor.extract_slice" or len(list(v.uses)) != 1 or not _large(v):
                             continue
                         t = ir.RankedTensorType(v.type)
-                        if not t.has_static_shape or len(list(v.uses)) != 1 or not _large(v):
-                            continue
                         with ir.InsertionPoint(op):
                             e = tensor.EmptyOp(list(t.shape), t.element_type)
                             c = linalg.copy(v, outs=[e.result])
@@ -665,7 +649,8 @@ def parallel_padding(root):
                         op.operands[i] = c
 
 
-def _pad_as_copies(pad, linalg, tensor):
+def _pad_as_copies(pad):
+    from mlir.dialects import linalg, tensor
     src_t, dst_t = ir.RankedTensorType(pad.operands[0].type), ir.RankedTensorType(pad.results[0].type)
     if not (src_t.has_static_shape and dst_t.has_static_shape) or len(pad.operands) != 1:
         return  # (dynamic low/high operands)
@@ -673,16 +658,13 @@ def _pad_as_copies(pad, linalg, tensor):
     if any(low):
         return
     yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    owner = yielded.owner
-    if isinstance(owner, ir.Block):
-        return  # a padding value computed from the indices
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    if owner.name != "arith.constant":
-        return
+    owner = defining_op(yielded)
+    if owner is None or owner.name != "arith.constant":
+        return  # (a padding value computed from the indices)
     src, dst = list(src_t.shape), list(dst_t.shape)
     r = len(src)
     with ir.InsertionPoint(pad), pad.location:
-        fill_value = owner.clone().results[0] if _inside(owner, pad) else yielded
+        fill_value = owner.clone().results[0] if within(owner, pad) else yielded
         e = tensor.EmptyOp(dst, dst_t.element_type).result
         window = tensor.extract_slice(ir.RankedTensorType.get(src, dst_t.element_type), e, [], [], [],
                                       [0] * r, src, [1] * r)
@@ -706,24 +688,10 @@ PARALLEL_COPY_MIN = 1 << 16  # elements: smaller copies and fills stay serial (a
 
 
 def _large(value) -> bool:
+    """A tensor of static shape with at least PARALLEL_COPY_MIN elements."""
     t = ir.RankedTensorType(value.type)
     return t.has_static_shape and math.prod(t.shape) >= PARALLEL_COPY_MIN
 
-
-def _in_forall(op) -> bool:
-    while op is not None and op.name != "func.func":
-        if op.name == "scf.forall":
-            return True
-        op = op.parent
-    return False
-
-
-def _inside(op, ancestor) -> bool:
-    while op is not None:
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
 
 def _inline(root, kernels):
     """Canonicalize the functions the kernels came from once (what the products' own

@@ -45,7 +45,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from .pass_base import MiraxPass, defining_op, user_op
+from .pass_base import MiraxPass, defining_op, user_op, within
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 1000
@@ -128,16 +128,8 @@ def _needs_allocated_pointer(value, inside) -> bool:
     pointer, not only the aligned one)."""
     for use in value.uses:
         o = user_op(use)
-        if o.name in ("memref.dealloc", "memref.realloc") and _within(o, inside):
+        if o.name in ("memref.dealloc", "memref.realloc") and within(o, inside):
             return True
-    return False
-
-
-def _within(op, top):
-    while op is not None:
-        if op == top:
-            return True
-        op = op.parent
     return False
 
 

@@ -114,6 +114,15 @@ def user_op(use):
     return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
+def within(op, ancestor) -> bool:
+    """Whether `op` is `ancestor` or nested in it."""
+    while op is not None:
+        if op == ancestor:
+            return True
+        op = op.parent
+    return False
+
+
 def memory_space(memref_type):
     """A memref type's memory space as an integer (3 workgroup, 6 private), or None."""
     ms = ir.MemRefType(memref_type).memory_space
