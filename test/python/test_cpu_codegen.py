@@ -13,6 +13,7 @@ from mlir.passmanager import PassManager
 
 import mirax as mr
 from arrays import A
+from rowwise import ROWWISE
 from mirax.lowering import PASSES, tuning
 from mirax.lowering.approx import function_text
 from mirax.runtime import cpu
@@ -172,32 +173,6 @@ def test_tuning_table_covers_the_families():
 
 
 # ---- row-wise fusion (lowering/fuse_reductions.py) ----------------------------------------
-
-def _ln(x):
-    m = mr.mean(x, axis=-1, keepdims=True)
-    d = x - m
-    return d * mr.rsqrt(mr.mean(d * d, axis=-1, keepdims=True) + 1e-5)
-
-
-def _np_ln(x):
-    d = x - x.mean(-1, keepdims=True)
-    return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
-
-
-def _np_softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _np_lse(x):
-    m = x.max(-1, keepdims=True)
-    return (np.log(np.exp(x - m).sum(-1, keepdims=True)) + m)[..., 0]
-
-
-ROWWISE = {"softmax": (lambda x: mr.softmax(x, axis=-1), _np_softmax),
-           "layer_norm": (_ln, _np_ln),
-           "logsumexp": (lambda x: mr.logsumexp(x, axis=-1), _np_lse)}
-
 
 def _fused_linalg(fun, shape, **opts):
     text = str(mr.trace(fun, mr.zeros(shape)))
