@@ -161,7 +161,8 @@ def _annotate_loops(op, *_):
     in modules of at least ANNOTATE_MIN_LOOPS loops."""
     from mlir import ir
     from .pass_base import walk_ops
-    if len(walk_ops(op, lambda n: n == "scf.for")) < ANNOTATE_MIN_LOOPS:
+    loops = walk_ops(op, lambda n: n == "scf.for")
+    if len(loops) < ANNOTATE_MIN_LOOPS:
         return
     mark = "mirax.vector_loop"  # (a temporary mark: ir.Operation hashes are not reliable keys)
     with op.context:
@@ -172,7 +173,7 @@ def _annotate_loops(op, *_):
                 if p.name == "scf.for":
                     p.attributes[mark] = ir.UnitAttr.get()
                 p = p.parent
-        for loop in walk_ops(op, lambda n: n == "scf.for"):
+        for loop in loops:
             if mark in loop.attributes:
                 del loop.attributes[mark]
             else:
