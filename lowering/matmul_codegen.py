@@ -263,12 +263,13 @@ def plan(op, config=None):
     limit = cfg["forall_m"] if tasks >= 2 or Mp < 2 * mr else min(cfg["forall_m"], Mp // 2)
     forall_m = max(d for d in range(mr, max(limit, mr) + 1, mr) if Mp % d == 0)
     nc = max(d for d in range(nr, max(cfg["nc"], nr) + 1, nr) if Np % d == 0)
+    threads = int(cfg.get("threads") or tuning.threads())
     if tasks == 1 and nc == Np and "forall_m" not in (config or {}):
         # one n-block: a task's row tiles share each kc x N slice of B, fetched from L3
         # once per task, so one task per thread (1024^3 on Zen 4, 2 threads, 4x64 tiles:
         # 32-row tasks 145-153 GFLOP/s, 512-row tasks 158-186). A's strip is read once per
         # k-slice whatever its height.
-        n = max(2, tuning.threads())  # (two at least: a one-trip forall folds away)
+        n = max(2, threads)  # (two at least: a one-trip forall folds away)
         if Mp % (n * mr) == 0:  # (else tasks of unequal height: the slowest thread decides)
             forall_m = max(forall_m, Mp // n)
     pack_b = cfg.get("pack_b")
@@ -277,7 +278,7 @@ def plan(op, config=None):
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a,
-                threads=int(cfg.get("threads") or tuning.threads()))
+                threads=threads)
 
 
 def _sizes(xs):
