@@ -26,7 +26,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from .emit import Emitter
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, defining_op, walk_ops
 
 NAME = "mirax-math-approx"
 
@@ -258,7 +258,6 @@ class MathApprox(MiraxPass):
 
 def _splat_int(v, value):
     """Is `v` an arith.constant splat (or scalar) integer `value`?"""
-    from .pass_base import defining_op
     d = defining_op(v)
     if d is None or d.name != "arith.constant":
         return False
@@ -271,7 +270,6 @@ def _splat_int(v, value):
 
 def _pow2_of(v):
     """`k` when `v` is `bitcast((k + 127) << 23)` (the exponent field of 2^k, `_pow2i`)."""
-    from .pass_base import defining_op
     b = defining_op(v)
     if b is None or b.name != "arith.bitcast":
         return None
@@ -292,7 +290,6 @@ def scale_with_ldexp(root):
     form is exact), overflow to inf and underflow to denormals or 0 alike, and a NaN stays
     a NaN. For hosts with AVX-512 only: elsewhere LLVM calls libm's ldexpf a lane."""
     from mlir.dialects import llvm
-    from .pass_base import defining_op, walk_ops
     for mul2 in walk_ops(root, lambda n: n == "arith.mulf"):
         if not str(mul2.results[0].type).startswith("vector<"):
             continue
