@@ -31,7 +31,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
-from .pass_base import MiraxPass, user_op, walk_ops
+from .pass_base import MiraxPass, clone_mapped, user_op, walk_ops
 
 NAME = "mirax-fuse"
 
@@ -307,12 +307,7 @@ def _fuse_pair(p, c, mine, p_maps, c_maps, n_in):
             o = o.operation
             if o.name == "linalg.yield":
                 return [mapping.get(v, v) for v in o.operands]
-            n = o.clone(ip)
-            for i, v in enumerate(n.operands):
-                if v in mapping:
-                    n.operands[i] = mapping[v]
-            for old, newr in zip(o.results, n.results):
-                mapping[old] = newr
+            clone_mapped(o, mapping, ip)
         return []
     p_val = clone_body(pb)[0]
     for i in mine:

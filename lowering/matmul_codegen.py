@@ -49,7 +49,7 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import apply_transform, defining_op, transform_script, walk_ops, within
+from .pass_base import apply_transform, clone_mapped, defining_op, transform_script, walk_ops, within
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -420,12 +420,7 @@ def pack_b(op, p):
         if src.name == "func.return":
             result = mapping[src.operands[0]]
             break
-        new = src.clone(ir.InsertionPoint(op))
-        for i, v in enumerate(src.operands):
-            if v in mapping:
-                new.operands[i] = mapping[v]
-        for r_old, r_new in zip(src.results, new.results):
-            mapping[r_old] = r_new
+        new = clone_mapped(src, mapping, ir.InsertionPoint(op))
         if new.name == "linalg.contract":
             contract = new
         if new.name in ("linalg.transpose", "linalg.fill") and p.get("threads", 1) > 1:
@@ -565,12 +560,7 @@ def _outline(root, op, i):
         for v, d in copies.items():
             local[v] = d.clone().results[0]
         for g in group:
-            new = g.clone()
-            for k, v in enumerate(g.operands):
-                if v in local:
-                    new.operands[k] = local[v]
-            for r_old, r_new in zip(g.results, new.results):
-                local[r_old] = r_new
+            clone_mapped(g, local)
         func.ReturnOp([local[result]])
     with ir.InsertionPoint(op), op.location:
         call = func.CallOp([result.type], ir.FlatSymbolRefAttr.get(f"{KERNEL}{i}"), args)

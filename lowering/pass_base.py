@@ -114,6 +114,19 @@ def user_op(use):
     return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
+def clone_mapped(op, mapping, ip=None):
+    """A clone of `op` at `ip` (else the current insertion point) reading `mapping[v]`
+    for each operand `v` that `mapping` holds; its results are added to `mapping` (old
+    value -> new), so a block's ops cloned in order read each other's clones."""
+    new = op.clone(ip) if ip is not None else op.clone()
+    for i, v in enumerate(op.operands):
+        if v in mapping:
+            new.operands[i] = mapping[v]
+    for old, r in zip(op.results, new.results):
+        mapping[old] = r
+    return new
+
+
 def within(op, ancestor) -> bool:
     """Whether `op` is `ancestor` or nested in it."""
     while op is not None:
