@@ -24,7 +24,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 
 from ..lowering.cpu_pipeline import MiraxCpuPipeline
-from . import disk_cache
+from . import disk_cache, llvm_codegen
 from .backend import Backend
 from .context import context
 from .kernel_cache import LRU
@@ -296,6 +296,19 @@ def clear_memory_cache():
     _loaded.clear()
 
 
+def _objects(module, name, opt_level):
+    """Object files of the lowered module from runtime/llvm_codegen.py (its functions on
+    several threads), or None where that path is not available or not right for the module:
+    the ExecutionEngine compiles it then (one thread, the same code)."""
+    if not disk_cache._link_commands() or not llvm_codegen.available() or not llvm_codegen.translatable(module):
+        return None
+    try:
+        return llvm_codegen.compile_objects(module, name, opt_level)
+    except llvm_codegen.CodegenError as e:
+        disk_cache._warn_once("llvm-codegen", f"{e}; compiling with MLIR's ExecutionEngine instead")
+        return None
+
+
 def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, lower=None,
                    libs=()) -> CpuKernel:
     """Lower a module holding `func.func @name` (with `llvm.emit_c_interface`) and JIT it,
@@ -341,19 +354,25 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
         else:
             lower_to_llvm(module)
         jit_libs = _jit_libs(module, text, libs)
-        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
-        _jit_loaded.update(jit_libs)
+        objects = _objects(module, name, opt_level)
+        if objects is None:
+            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+            _jit_loaded.update(jit_libs)
     stats.compiles += 1
-    # run the kernel from a linked .so and drop the engine: an engine keeps ~2.4 MB of LLVM
-    # state per kernel (300 eager kernels grew a process by 2 GB), a loaded .so a few KB
-    linked = disk_cache.link_and_load(engine, name, jit_libs)
+    # run the kernel from a linked .so (and drop the engine: an engine keeps ~2.4 MB of
+    # LLVM state per kernel, 300 eager kernels grew a process by 2 GB; a .so a few KB)
+    linked = disk_cache.link_and_load(objects if objects is not None else engine, name, jit_libs)
+    if linked is None and objects is not None:  # nothing links here: the engine's code
+        with ctx:
+            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+        _jit_loaded.update(jit_libs)
     if linked is None:  # nothing links here: keep the JIT's code
         k = CpuKernel.from_engine(engine, name)
         k.nbytes = ENGINE_BYTES
     else:
         lib, addr, elf = linked
         k = CpuKernel(addr, name, lib, nbytes=len(elf))
-        del engine
+        engine = None
         if use_disk:  # write the entry off the compile path
             disk_cache.store_later(elf, key, name, libs, _count_write)
     _loaded.put(key, k)

@@ -360,20 +360,20 @@ def _link_commands():
         cmds = []
         ld = shutil.which("ld")
         if ld and sys.platform.startswith("linux"):
-            cmds.append(lambda out, obj: [ld, "-shared", "-Bsymbolic", "-o", out, obj])
+            cmds.append(lambda out, objs: [ld, "-shared", "-Bsymbolic", "-o", out, *objs])
         cc = os.environ.get("CC") and shutil.which(os.environ["CC"]) or shutil.which("cc")
         if cc:
-            cmds.append(lambda out, obj: [cc, "-shared", "-Wl,-Bsymbolic", "-o", out, obj, "-lm"]
-                        if sys.platform.startswith("linux") else [cc, "-shared", "-o", out, obj])
+            cmds.append(lambda out, objs: [cc, "-shared", "-Wl,-Bsymbolic", "-o", out, *objs, "-lm"]
+                        if sys.platform.startswith("linux") else [cc, "-shared", "-o", out, *objs])
         _linkers = cmds
     return _linkers
 
 
-def _link(obj: str, out: str) -> bool:
+def _link(objs: list, out: str) -> bool:
     global _linkers
     errors = []
     for i, cmd in enumerate(_link_commands()):
-        r = subprocess.run(cmd(out, obj), stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        r = subprocess.run(cmd(out, objs), stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
         if r.returncode == 0:
             if i:  # remember what works
                 _linkers = _linkers[i:]
@@ -395,11 +395,12 @@ def _private_dir() -> Path:
     return _link_dir
 
 
-def link_and_load(engine, name: str, shared_libs=()):
-    """Link the engine's object code into a shared object and `dlopen` it, so the caller can
-    drop the engine: an ExecutionEngine keeps ~2.4 MB of LLVM state per kernel, a loaded
-    `.so` a few KB. Returns (CDLL, address of the packed wrapper, ELF bytes), or None when
-    nothing can link here (logged once; the caller keeps the engine)."""
+def link_and_load(code, name: str, shared_libs=()):
+    """Link object code into a shared object and `dlopen` it: `code` is an ExecutionEngine
+    (its object file; the caller can then drop the engine: an engine keeps ~2.4 MB of LLVM
+    state per kernel, a loaded `.so` a few KB) or a list of object files' bytes
+    (runtime/llvm_codegen.py). Returns (CDLL, address of the packed wrapper, ELF bytes),
+    or None when nothing can link here (logged once; the caller keeps the engine)."""
     global _link_count
     if not _link_commands():
         _warn_once("link", "no linker (`ld` or `cc`) found")
@@ -409,10 +410,15 @@ def link_and_load(engine, name: str, shared_libs=()):
         n = _link_count
     # unique per process and call: glibc hands back an already loaded library by path name
     base = _private_dir() / f"{os.getpid()}-{n}"
-    obj, so = f"{base}.o", f"{base}.so"
+    objs = [f"{base}.o"] if not isinstance(code, (list, tuple)) else [f"{base}-{k}.o" for k in range(len(code))]
+    so = f"{base}.so"
     try:
-        engine.dump_to_object_file(obj)
-        if not _link(obj, so):
+        if isinstance(code, (list, tuple)):
+            for path, data in zip(objs, code):
+                Path(path).write_bytes(data)
+        else:
+            code.dump_to_object_file(objs[0])
+        if not _link(objs, so):
             return None
         elf = Path(so).read_bytes()
         preload(shared_libs)
@@ -423,7 +429,7 @@ def link_and_load(engine, name: str, shared_libs=()):
         _warn_once("load", f"could not load a linked kernel: {e}")
         return None
     finally:
-        for p in (obj, so):  # the mapping outlives the file
+        for p in objs + [so]:  # the mapping outlives the file
             _remove(Path(p))
 
 
