@@ -277,8 +277,8 @@ def plan(op, config=None):
         pack_b = tuning.pack_b_default(M, N, K, mr)
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
-                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, transpose_a=transpose_a,
-                threads=threads)
+                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack and bool(cfg.get("pack_a")),
+                transpose_a=transpose_a, threads=threads)
 
 
 def _sizes(xs):
@@ -387,19 +387,42 @@ def _packed_text(p) -> str:
     if Np != N:
         L.append(f"  %bq = tensor.pad %b low[0, 0] high[0, {Np - N}] {{\n  {pad} : tensor<{K}x{N}xf32> to tensor<{K}x{Np}xf32>")
         b = "%bq"
-    amap = "(b, m, n, k) -> (k, m)" if p["transpose_a"] else "(b, m, n, k) -> (m, k)"
     L += [f"  %b3 = tensor.expand_shape {b} [[0], [1, 2]] output_shape [{K}, {N1}, {nr}] : "
           f"tensor<{K}x{Np}xf32> into tensor<{K}x{N1}x{nr}xf32>",
           f"  %eb = tensor.empty() : tensor<{N1}x{K}x{nr}xf32>",
           f"  %bp = linalg.transpose ins(%b3 : tensor<{K}x{N1}x{nr}xf32>) outs(%eb : tensor<{N1}x{K}x{nr}xf32>) "
-          "permutation = [1, 0, 2]",
-          f"  %e = tensor.empty() : tensor<{Mp}x{N1}x{nr}xf32>",
-          f"  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{Mp}x{N1}x{nr}xf32>) -> tensor<{Mp}x{N1}x{nr}xf32>",
-          f"  %r = linalg.contract indexing_maps = [affine_map<{amap}>, affine_map<(b, m, n, k) -> (b, k, n)>, "
-          "affine_map<(b, m, n, k) -> (m, b, n)>]",
-          f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : tensor<{Mp}x{N1}x{nr}xf32>) "
-          f"-> tensor<{Mp}x{N1}x{nr}xf32>",
-          f"  %c = tensor.collapse_shape %r [[0], [1, 2]] : tensor<{Mp}x{N1}x{nr}xf32> into tensor<{Mp}x{Np}xf32>"]
+          "permutation = [1, 0, 2]"]
+    if p.get("pack_a"):
+        # A too, into mr-row panels [M/mr][K][mr]: the micro kernel reads its mr values of
+        # a k step from one cache line (row-major A reads them from mr rows, which on
+        # 4 KiB-multiple strides share one L1 set: more than 8 rows thrash it)
+        mr, M1 = p["mr"], Mp // p["mr"]
+        if p["transpose_a"]:
+            L.append(f"  %a3 = tensor.expand_shape {a} [[0], [1, 2]] output_shape [{K}, {M1}, {mr}] : "
+                     f"{ap_t} into tensor<{K}x{M1}x{mr}xf32>")
+            perm, a3_t = "[1, 0, 2]", f"tensor<{K}x{M1}x{mr}xf32>"
+        else:
+            L.append(f"  %a3 = tensor.expand_shape {a} [[0, 1], [2]] output_shape [{M1}, {mr}, {K}] : "
+                     f"{ap_t} into tensor<{M1}x{mr}x{K}xf32>")
+            perm, a3_t = "[0, 2, 1]", f"tensor<{M1}x{mr}x{K}xf32>"
+        c_t = f"tensor<{M1}x{mr}x{N1}x{nr}xf32>"
+        L += [f"  %ea = tensor.empty() : tensor<{M1}x{K}x{mr}xf32>",
+              f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : tensor<{M1}x{K}x{mr}xf32>) permutation = {perm}",
+              f"  %e = tensor.empty() : {c_t}",
+              f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
+              "  %r = linalg.contract indexing_maps = [affine_map<(b, m1, m, n, k) -> (m1, k, m)>, "
+              "affine_map<(b, m1, m, n, k) -> (b, k, n)>, affine_map<(b, m1, m, n, k) -> (m1, m, b, n)>]",
+              f"       ins(%apk, %bp : tensor<{M1}x{K}x{mr}xf32>, tensor<{N1}x{K}x{nr}xf32>) outs(%f : {c_t}) -> {c_t}",
+              f"  %c = tensor.collapse_shape %r [[0, 1], [2, 3]] : {c_t} into tensor<{Mp}x{Np}xf32>"]
+    else:
+        amap = "(b, m, n, k) -> (k, m)" if p["transpose_a"] else "(b, m, n, k) -> (m, k)"
+        L += [f"  %e = tensor.empty() : tensor<{Mp}x{N1}x{nr}xf32>",
+              f"  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{Mp}x{N1}x{nr}xf32>) -> tensor<{Mp}x{N1}x{nr}xf32>",
+              f"  %r = linalg.contract indexing_maps = [affine_map<{amap}>, affine_map<(b, m, n, k) -> (b, k, n)>, "
+              "affine_map<(b, m, n, k) -> (m, b, n)>]",
+              f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : tensor<{Mp}x{N1}x{nr}xf32>) "
+              f"-> tensor<{Mp}x{N1}x{nr}xf32>",
+              f"  %c = tensor.collapse_shape %r [[0], [1, 2]] : tensor<{Mp}x{N1}x{nr}xf32> into tensor<{Mp}x{Np}xf32>"]
     out = "%c"
     if (Mp, Np) != (M, N):
         L.append(f"  %s = tensor.extract_slice %c[0, 0] [{M}, {N}] [1, 1] : tensor<{Mp}x{Np}xf32> to tensor<{M}x{N}xf32>")
@@ -455,11 +478,18 @@ def packed_script(i, p):
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
-    s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, kc], nb, kc)]
-    s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
-             f"[0, {p['forall_m']}, 0, 0] : {_handles(2)}")
-    s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
-             f"[1, {p['mr']}, 0, 1] : {_handles(4)}")
+    if p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
+        s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, 0, kc], nb, kc)]
+        s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
+                 f"[0, {p['forall_m'] // p['mr']}, 0, 0, 0] : {_handles(2)}")
+        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+                 f"[1, 1, 0, 0, 1] : {_handles(4)}")
+    else:  # dims (b, m, n, k)
+        s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, kc], nb, kc)]
+        s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
+                 f"[0, {p['forall_m']}, 0, 0] : {_handles(2)}")
+        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+                 f"[1, {p['mr']}, 0, 1] : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
     return s + micro_kernel_tail(i, unit_dims=True, hoist=[f"%k{i}r"])
 

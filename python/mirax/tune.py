@@ -57,14 +57,19 @@ func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
 
 def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6) -> list[dict]:
     """The tilings the tuner may pick on host `h`: the best `register_tiles` register
-    tiles by the register model, each with the derived kc and half and twice it."""
+    tiles by the register model, each with the derived kc and half and twice it, B as it
+    is or repacked into nr-wide panels; and both operands repacked (A into mr-row panels)
+    with the derived kc, 4x and 8x it (panels read contiguously afford deep k slices: C
+    read and written fewer times)."""
     h = h or host_cpu.host()
     out = []
     for mr, nr in tuning.register_tiles(h, every=True)[:register_tiles]:
         base = tuning.matmul_tiles(h, mr, nr)["kc"]
         for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
             for pack in (0, 1):  # B as it is, or repacked into nr-wide panels
-                out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=pack))
+                out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=pack, pack_a=0))
+        for kc in sorted({base, min(1024, base * 4), min(1024, base * 8)}):
+            out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1))
     return out
 
 
@@ -141,7 +146,7 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1), clock=clock,
                  shape=shape, candidates=len(fns))
     worst = max(final.values())
-    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']}: "
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry['pack_a']}: "
         f"{entry['gflops']} GFLOP per {clock} second ({len(fns)} candidates; the slowest of the "
         f"last four {flop / worst / 1e9:.1f})")
     if save:

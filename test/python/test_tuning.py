@@ -85,20 +85,20 @@ def test_families_get_different_tiles():
 
 
 def _all_candidates():
-    """Every tiling without repacking, and repacked B once per register tile (the
-    repacked form's structure depends on mr and nr, not on the cache tiles)."""
+    """Every tiling without repacking, and each repacked form (B; A and B) once per
+    register tile (its structure depends on mr and nr, not on the cache tiles)."""
     seen, packed = {}, set()
     for f in FAMILIES:
         for c in tune.matmul_candidates(host_cpu.PRESETS[f]):
             if c["pack_b"]:
-                if (c["mr"], c["nr"]) in packed:
+                if (c["mr"], c["nr"], c["pack_a"]) in packed:
                     continue
-                packed.add((c["mr"], c["nr"]))
+                packed.add((c["mr"], c["nr"], c["pack_a"]))
             seen.setdefault(tuple(sorted(c.items())), c)
     return list(seen.values())
 
 
-@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}".format(**c))
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}".format(**c))
 def test_every_candidate_computes_the_product(cand, rng):
     """Whatever the tuner picks on any family is correct here: padded M and N, K not a
     multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
