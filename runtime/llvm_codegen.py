@@ -378,6 +378,19 @@ def _executor():
     return _pool
 
 
+def _after_fork():
+    """A forked child has none of the parent's pool threads (a job given to the copied
+    pool would wait forever), and `_lock` may have been held: start both afresh. (MLIR's
+    context has a thread pool of its own with the same problem: a pass pipeline run in
+    a forked child of a process that ran one hangs; not handled here.)"""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def compile_objects(module: ir.Module, name: str, opt_level: int = 2, parts: int | None = None) -> list[bytes]:
     """Object files for a lowered (LLVM dialect) module whose entry is
     `_mlir_ciface_<name>`, one per partition, compiled concurrently. `parts` (default:
