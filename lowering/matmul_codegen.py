@@ -278,6 +278,7 @@ def plan(op, config=None):
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack and bool(cfg.get("pack_a")),
+                rows_outer=pack and bool(cfg.get("pack_a")) and bool(cfg.get("rows_outer")),
                 transpose_a=transpose_a, threads=threads)
 
 
@@ -446,7 +447,9 @@ def pack_b(op, p):
         new = clone_mapped(src, mapping, ir.InsertionPoint(op))
         if new.name == "linalg.contract":
             contract = new
-        if new.name in ("linalg.transpose", "linalg.fill") and p.get("threads", 1) > 1:
+        if new.name == "linalg.fill" and p.get("rows_outer"):
+            pass  # each task fills its own rows
+        elif new.name in ("linalg.transpose", "linalg.fill") and p.get("threads", 1) > 1:
             # the repacking of B and the zero fill of C, left serial, were ~10% of a 1024^3
             # product on 2 threads (Amdahl): mirax-parallelize splits them whatever their size
             new.attributes[PARALLEL] = ir.UnitAttr.get()
@@ -478,7 +481,18 @@ def packed_script(i, p):
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
-    if p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
+    if p.get("pack_a") and p.get("rows_outer"):
+        # the threads split C's rows first, each zero-filling its own rows (in cache) and
+        # running the n-blocks and k-slices over them
+        fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
+        s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op",
+             f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
+             f"[0, {p['forall_m'] // p['mr']}, 0, 0, 0] : {_handles(2)}",
+             f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}",
+             _cache_loops(i, f"%t{i}a", f"%t{i}b", [nb, 0, 0, 0, kc], nb, kc)]
+        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+                 f"[1, 1, 0, 0, 1] : {_handles(4)}")
+    elif p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
         s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, 0, kc], nb, kc)]
         s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
                  f"[0, {p['forall_m'] // p['mr']}, 0, 0, 0] : {_handles(2)}")

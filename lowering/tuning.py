@@ -275,7 +275,7 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
     if tuned:
-        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a") if x in tuned})
+        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer") if x in tuned})
         return cfg
     # unmeasured: of the host's best register tiles, the first that needs no padding
     # (padding copies A and slices C; per batch in a batched product: 64x256^3 ran at a

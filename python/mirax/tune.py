@@ -59,17 +59,20 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
     """The tilings the tuner may pick on host `h`: the best `register_tiles` register
     tiles by the register model, each with the derived kc and half and twice it, B as it
     is or repacked into nr-wide panels; and both operands repacked (A into mr-row panels)
-    with the derived kc, 4x and 8x it (panels read contiguously afford deep k slices: C
-    read and written fewer times)."""
+    with 4x and 8x the derived kc (panels read contiguously afford deep k slices: C read
+    and written fewer times), in GotoBLAS's loop order or with the threads' rows outermost
+    (each task zero-fills its rows of C in cache)."""
     h = h or host_cpu.host()
     out = []
     for mr, nr in tuning.register_tiles(h, every=True)[:register_tiles]:
         base = tuning.matmul_tiles(h, mr, nr)["kc"]
         for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
             for pack in (0, 1):  # B as it is, or repacked into nr-wide panels
-                out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=pack, pack_a=0))
-        for kc in sorted({base, min(1024, base * 4), min(1024, base * 8)}):
-            out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1))
+                out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=pack, pack_a=0, rows_outer=0))
+        deep = sorted({min(1024, base * 4), min(1024, base * 8)})
+        out.append(dict(tuning.matmul_tiles(h, mr, nr, deep[0]), pack_b=1, pack_a=1, rows_outer=0))
+        for kc in deep:  # the threads' rows outermost: tall tasks (32 register tiles)
+            out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1, rows_outer=1, forall_m=32 * mr))
     return out
 
 
@@ -146,7 +149,7 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1), clock=clock,
                  shape=shape, candidates=len(fns))
     worst = max(final.values())
-    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry['pack_a']}: "
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry.get('pack_a', 0)} rows_outer={entry.get('rows_outer', 0)}: "
         f"{entry['gflops']} GFLOP per {clock} second ({len(fns)} candidates; the slowest of the "
         f"last four {flop / worst / 1e9:.1f})")
     if save:

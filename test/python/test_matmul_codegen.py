@@ -271,12 +271,13 @@ func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>, %c: tensor<{m}x{n
     check(np.asarray(out), x.T.copy(), g)
 
 
-@pytest.mark.parametrize("pack_a", [0, 1])
+@pytest.mark.parametrize("pack_a,rows_outer", [(0, 0), (1, 0), (1, 1)])
 @pytest.mark.parametrize("transpose_a", [False, True])
 @pytest.mark.parametrize("m,n,k", [(256, 1024, 96), (100, 130, 70)])
-def test_repacked_b_matches_numpy(rng, pack_a, transpose_a, m, n, k):
+def test_repacked_b_matches_numpy(rng, pack_a, rows_outer, transpose_a, m, n, k):
     """pack_b: B as nr-wide panels, GotoBLAS loop order, padded M and N, A read
-    transposed in place; pack_a: A as mr-row panels too (from either layout)."""
+    transposed in place; pack_a: A as mr-row panels too (from either layout); rows_outer:
+    the threads' rows outermost, each task zero-filling its own rows."""
     a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
     maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
@@ -290,7 +291,8 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
   %r = linalg.matmul {maps}ins(%a, %b : {at}, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
   return %r : tensor<{m}x{n}xf32>
 }}"""
-    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=pack_a)
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=pack_a,
+               rows_outer=rows_outer)
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         script = mc.optimize_matmuls(module, config=cfg, return_script=True)
@@ -303,7 +305,10 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
             assert ("permutation = [1, 0, 2]" if transpose_a else "permutation = [0, 2, 1]") in str(module)
             assert re.search(r"tensor<\d+x%dx8xf32>" % k, str(module))
         # the repackings and the zero fill are split over the threads too (mirax-parallelize)
-        assert str(module).count("{mirax.parallel}") == ((3 if pack_a else 2) if mc.tuning.threads() > 1 else 0)
+        if rows_outer:  # C's fill moved into the tasks
+            assert re.search(r"fuse_into_containing_op %fill\d+ into %forall", script)
+        marked = (3 if pack_a else 2) - rows_outer
+        assert str(module).count("{mirax.parallel}") == (marked if mc.tuning.threads() > 1 else 0)
     fn = mc.compile_standalone(text, "mm", config=cfg)
     out = np.full((m, n), np.nan, np.float32)
     fn([a, b], [out])

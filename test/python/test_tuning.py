@@ -91,14 +91,14 @@ def _all_candidates():
     for f in FAMILIES:
         for c in tune.matmul_candidates(host_cpu.PRESETS[f]):
             if c["pack_b"]:
-                if (c["mr"], c["nr"], c["pack_a"]) in packed:
+                if (c["mr"], c["nr"], c["pack_a"], c["rows_outer"]) in packed:
                     continue
-                packed.add((c["mr"], c["nr"], c["pack_a"]))
+                packed.add((c["mr"], c["nr"], c["pack_a"], c["rows_outer"]))
             seen.setdefault(tuple(sorted(c.items())), c)
     return list(seen.values())
 
 
-@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}".format(**c))
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}{rows_outer}".format(**c))
 def test_every_candidate_computes_the_product(cand, rng):
     """Whatever the tuner picks on any family is correct here: padded M and N, K not a
     multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
