@@ -728,6 +728,55 @@ def _large(value) -> bool:
     return t.has_static_shape and math.prod(t.shape) >= PARALLEL_COPY_MIN
 
 
+def skip_zero_fill(kernel) -> int:
+    """In a tiled kernel whose every C tile is computed in one pass (rows outermost, K
+    not split into slices), the register tiles start from zeros instead of reading C's
+    zero fill, and the fill goes: C is then written once, never read (4096x4096x1024: a
+    64 MiB fill and its read-back saved). The C reads are found by following the fill's
+    value through scf.for iter_args and extract_slices to the transfer_reads that start
+    a loop's accumulator. Returns how many reads became zeros."""
+    from mlir.dialects import arith
+    from .pass_base import user_op
+    done = 0
+    for fill in walk_ops(kernel, lambda n: n == "linalg.fill"):
+        if not _zero_constant(fill.operands[0]):
+            continue
+        reads, todo, ok = [], [fill.results[0]], True
+        while todo and ok:
+            v = todo.pop()
+            for use in v.uses:
+                u, n = user_op(use), use.operand_number
+                if u.name == "scf.for" and n >= 3:  # an init: follow the iter_arg
+                    todo.append(u.regions[0].blocks[0].arguments[n - 2])
+                elif u.name == "tensor.extract_slice" and n == 0:
+                    todo.append(u.results[0])
+                elif u.name == "vector.transfer_read" and n == 0:
+                    r = u.results[0]
+                    ok = all(user_op(x).name == "scf.for" for x in r.uses)  # an accumulator's start
+                    reads.append(u)
+                elif u.name == "scf.yield" or (u.name in ("vector.transfer_write", "tensor.insert_slice") and n == 1):
+                    continue  # handed on unchanged / written over
+                else:
+                    ok = False
+        if not ok or not reads:
+            continue
+        for r in reads:
+            t = r.results[0].type
+            with ir.InsertionPoint(r), r.location:
+                zero = arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(ir.VectorType(t).element_type, 0.0)))
+            r.results[0].replace_all_uses_with(zero.result)
+            r.erase()
+            done += 1
+        fill.results[0].replace_all_uses_with(fill.operands[1])
+        fill.erase()
+    return done
+
+
+def _zero_constant(value) -> bool:
+    c = defining_op(value)
+    return c is not None and c.name == "arith.constant" and str(c.attributes["value"]).startswith("0.0")
+
+
 def _inline(root, kernels):
     """Canonicalize the functions the kernels came from once (what the products' own
     canonicalization did to the rest of them: pack_b's layout ops), put the tiled kernels
@@ -793,6 +842,9 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             items = []
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
+            for (i, _, p), (_, f) in zip(items, kernels):
+                if p.get("rows_outer") and p["kc"] >= p["dims"][2]:
+                    skip_zero_fill(f)
             _inline(root, kernels)
             fold_padded_fills(root)
             if max(p.get("threads", 1) for _, _, p in items) > 1:

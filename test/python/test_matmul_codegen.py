@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from mlir import ir
 
+from mirax import tune
 from mirax.lowering import matmul_codegen as mc
 
 
@@ -335,3 +336,24 @@ func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
         mm, rest = text.split("func.func @small")
         assert ("mirax.parallel" in mm) == parallel and ("tensor.pad" in mm) != parallel
         assert "tensor.pad" in rest and "mirax.parallel" not in rest
+
+
+@pytest.mark.parametrize("m,n,k,kc", [(100, 130, 70, 128), (64, 96, 96, 96), (100, 130, 70, 32)])
+def test_one_pass_tiles_start_from_zeros(rng, m, n, k, kc):
+    """rows_outer with K in one slice: every C tile is computed in one pass, so the
+    register tiles start from zeros and C's zero fill goes (C written once, never read);
+    with K split into slices the fill stays (later slices add to what earlier ones wrote)."""
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    cfg = dict(mr=8, nr=32, kc=kc, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=1, rows_outer=1)
+    text = tune.matmul_text(None, m, n, k)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        mc.optimize_matmuls(module, config=cfg)
+        fills = str(module).count("linalg.fill")
+    # (padded M or N: the padding values of A and B are tensor.pad, not fills)
+    assert fills == (0 if kc >= k else 1)
+    fn = mc.compile_standalone(text, "mm", config=cfg)
+    out = np.full((m, n), np.nan, np.float32)
+    fn([a, b], [out])
+    check(out, a, b)
