@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import os
 import threading
 
 from mlir import ir
@@ -37,3 +38,22 @@ def context() -> ir.Context:
             if _ctx is None:
                 _ctx = new_context()
     return _ctx
+
+
+_inherited = []  # the parent's context in a forked child: kept, never destroyed
+
+
+def _after_fork():
+    """A forked child has none of the threads of MLIR's thread pool that the parent's
+    context holds: the next pass pipeline run in it would wait for them forever, and so
+    would destroying that context (its thread pool's destructor waits on them). The child
+    keeps the parent's context alive and starts a context of its own on first use (IR a
+    caller kept from before the fork still reads, but running passes on it would hang)."""
+    global _ctx, _lock
+    if _ctx is not None:
+        _inherited.append(_ctx)
+    _ctx, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -380,9 +380,8 @@ def _executor():
 
 def _after_fork():
     """A forked child has none of the parent's pool threads (a job given to the copied
-    pool would wait forever), and `_lock` may have been held: start both afresh. (MLIR's
-    context has a thread pool of its own with the same problem: a pass pipeline run in
-    a forked child of a process that ran one hangs; not handled here.)"""
+    pool would wait forever), and `_lock` may have been held: start both afresh (MLIR's
+    context: runtime/context.py)."""
     global _pool, _lock
     _pool, _lock = None, threading.Lock()
 

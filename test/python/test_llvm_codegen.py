@@ -97,8 +97,7 @@ def _compile_in_partitions(conn):
 
 def test_a_forked_child_compiles_on_threads_of_its_own(monkeypatch):
     """The parent's compile threads do not exist in a forked child: the child's pool is
-    new. (The module is lowered before the fork: MLIR's own thread pool has the same
-    problem in a child, see the note in runtime/llvm_codegen.py.)"""
+    new. (MLIR's own pool: test_threads.py.)"""
     import multiprocessing
     monkeypatch.setattr(llvm_codegen, "MIN_PARTITION_COST", 1)
     _forked["module"] = lowered(MODULE)

@@ -1,6 +1,7 @@
 """Threads and processes (issue 11): eager ops, compile and grad from 8 threads at once
 give correct results on both devices; 4 processes compiling the same function into one
-cold cache directory all succeed and leave valid entries a fifth process reuses.
+cold cache directory all succeed and leave valid entries a fifth process reuses; a
+forked child compiles.
 (A truncated or corrupted entry is detected and rebuilt: test_disk_cache.py.)"""
 import json
 import os
@@ -84,3 +85,29 @@ def test_four_processes_share_one_cold_cache(tmp_path):
     assert r.returncode == 0, r.stderr
     again = json.loads(r.stdout.strip().splitlines()[-1])
     assert again["compiles"] == 0 and again["disk_hits"] >= 1, (again, first, [e.name for e in entries])
+
+
+def _compile_in_child(conn):
+    from mirax.runtime import disk_cache as dc
+    dc.lookup = lambda *a, **k: None  # a compile, not a cache hit
+    x = mr.array(np.arange(6, dtype=np.float32))
+    conn.send(np.asarray(mr.compile(lambda v: mr.tanh(v) * 3 - 1)(x)).tolist())
+
+
+def test_a_forked_child_compiles():
+    """A process forked after compiling (multiprocessing's default on Linux) compiles
+    too: MLIR's and the LLVM code generator's thread pools are the parent's, whose
+    threads the child does not have (its first pass pipeline used to wait forever)."""
+    import multiprocessing
+    x = mr.array(np.ones(4, np.float32))
+    np.asarray(mr.compile(lambda v: mr.exp(v) * 2)(x))  # the parent has run the pipeline
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_compile_in_child, args=(child,))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the forked child's compile hung")
+    assert p.exitcode == 0
+    np.testing.assert_allclose(parent.recv(), np.tanh(np.arange(6)) * 3 - 1, rtol=1e-5)
