@@ -191,3 +191,12 @@ def test_engine_and_threads_give_the_same_results(monkeypatch):
     engine = run("engine")
     for a, b in zip(threads, engine):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_partitions_stay_within_the_memory_budget(monkeypatch):
+    """Each partition parses the whole module: no more of them than the budget holds."""
+    monkeypatch.setattr(llvm_codegen, "MIN_PARTITION_COST", 1)
+    m = lowered(MODULE)
+    size = len(llvm_codegen.translate(m))
+    monkeypatch.setattr(llvm_codegen, "MEMORY_BUDGET", 2 * llvm_codegen.PARTITION_BYTES_PER_CHAR * size)
+    assert len(llvm_codegen.compile_objects(m, "main", parts=3)) == 2
