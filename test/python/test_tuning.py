@@ -219,6 +219,28 @@ def test_tuner_picks_a_correct_winner(store):
     assert (entry["mr"], entry["nr"], entry["kc"]) in cands
 
 
+def test_a_retune_races_the_stored_choice(store, monkeypatch):
+    """The class's stored tiling (here one no candidate has) runs in the final race of a
+    re-tune, so noise in one run cannot replace it by a slower candidate unmeasured."""
+    cls = tuning.shape_class("linalg.matmul", None, 96, 128, 64)
+    lanes = host_cpu.host().f32_lanes
+    stored = dict(mr=2, nr=lanes, kc=48, nc=lanes, forall_m=8, pack_b=0)
+    tuning.save("matmul", cls, dict(stored, dtype="f32", shape="96x128x64"))
+    raced, race = [], tune._race
+
+    def spy(fns, rounds, calls):
+        raced.append(set(fns))
+        return race(fns, rounds, calls)
+    monkeypatch.setattr(tune, "_race", spy)
+    logs = []
+    entry = tune.tune_matmul("96x128x64", budget=30, log=logs.append)
+    assert any("stored choice" in m for m in logs)
+    assert 0 in raced[-1]  # the incumbent (index 0) in the final race
+    won = {x: entry[x] for x in stored}
+    assert won == stored or (entry["mr"], entry["nr"], entry["kc"]) in [
+        (c["mr"], c["nr"], c["kc"]) for c in tune.matmul_candidates()]
+
+
 def test_tuner_rows_and_threads(store):
     lanes = host_cpu.host().f32_lanes
     e = tune.tune_rows(8, 256 * lanes, log=lambda *_: None)
