@@ -357,3 +357,16 @@ def test_one_pass_tiles_start_from_zeros(rng, m, n, k, kc):
     out = np.full((m, n), np.nan, np.float32)
     fn([a, b], [out])
     check(out, a, b)
+
+
+@pytest.mark.parametrize("m,threads,rows", [(1200, 2, 200), (1200, 1, 240), (1000, 2, 200), (1200, 3, 200), (1000, 3, 200)])
+def test_tasks_the_threads_share_evenly(m, threads, rows):
+    """forall_m: the largest multiple of mr dividing M (at most the tile's forall_m), unless
+    a task count the threads share evenly comes with tasks down to a quarter of its rows
+    (1200 rows: 5 tasks of 240 -> 6 of 200 on 2 threads; 1000 rows in 8-row tiles have
+    no even count)."""
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=256, min_flops=0, pack_b=0, threads=threads)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, m, 64, 64))
+        script = mc.optimize_matmuls(module, config=cfg, return_script=True)
+    assert re.search(rf"tile_using_forall \S+ tile_sizes \[{rows}, 0\]", script)
