@@ -377,7 +377,10 @@ def _packed_text(p) -> str:
     """The packed form of one matmul as a function of (A, B): B repacked into nr-wide
     panels, [N/nr][K][nr], so the micro kernel reads B contiguously (the plain layout
     reads it with B's row stride: on 4 KiB multiples every row maps to the same L1
-    sets, and each k step touches a new page); C is the same bytes as [M][N/nr][nr]."""
+    sets, and each k step touches a new page); C is the same bytes as [M][N/nr][nr]
+    ([M/mr][mr][N/nr][nr] with A packed), a view of a 2-d tensor: bufferized, the
+    product writes the caller's buffer (a C of its own, collapsed, was copied into it:
+    a 64 MiB copy and 64 MiB of page faults a call at 4096x4096)."""
     M, N, K = p["dims"]
     Mp, Np = p["pad"]
     nr, N1 = p["nr"], p["pad"][1] // p["nr"]
@@ -416,7 +419,9 @@ def _packed_text(p) -> str:
         c_t = f"tensor<{M1}x{mr}x{N1}x{nr}xf32>"
         L += [f"  %ea = tensor.empty() : tensor<{M1}x{K}x{mr}xf32>",
               f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : tensor<{M1}x{K}x{mr}xf32>) permutation = {perm}",
-              f"  %e = tensor.empty() : {c_t}",
+              f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
+              f"  %e = tensor.expand_shape %e2 [[0, 1], [2, 3]] output_shape [{M1}, {mr}, {N1}, {nr}] : "
+              f"tensor<{Mp}x{Np}xf32> into {c_t}",
               f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
               "  %r = linalg.contract indexing_maps = [affine_map<(b, m1, m, n, k) -> (m1, k, m)>, "
               "affine_map<(b, m1, m, n, k) -> (b, k, n)>, affine_map<(b, m1, m, n, k) -> (m1, m, b, n)>]",
@@ -424,7 +429,9 @@ def _packed_text(p) -> str:
               f"  %c = tensor.collapse_shape %r [[0, 1], [2, 3]] : {c_t} into tensor<{Mp}x{Np}xf32>"]
     else:
         amap = "(b, m, n, k) -> (k, m)" if p["transpose_a"] else "(b, m, n, k) -> (m, k)"
-        L += [f"  %e = tensor.empty() : tensor<{Mp}x{N1}x{nr}xf32>",
+        L += [f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
+              f"  %e = tensor.expand_shape %e2 [[0], [1, 2]] output_shape [{Mp}, {N1}, {nr}] : "
+              f"tensor<{Mp}x{Np}xf32> into tensor<{Mp}x{N1}x{nr}xf32>",
               f"  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{Mp}x{N1}x{nr}xf32>) -> tensor<{Mp}x{N1}x{nr}xf32>",
               f"  %r = linalg.contract indexing_maps = [affine_map<{amap}>, affine_map<(b, m, n, k) -> (b, k, n)>, "
               "affine_map<(b, m, n, k) -> (m, b, n)>]",
