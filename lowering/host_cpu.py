@@ -230,6 +230,16 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def usable_cpus(cap_env: str | None = None) -> int:
+    """The CPUs this process may run on, capped by the environment variable `cap_env`
+    (kernel threads: `MIRAX_NUM_THREADS`; LLVM's compile threads: `MIRAX_JIT_THREADS`)."""
+    n = _cores()
+    cap = os.environ.get(cap_env) if cap_env else None
+    if cap:
+        n = min(n, max(1, int(cap)))
+    return n
+
+
 def detect() -> HostCPU:
     """Read the host now (no disk cache)."""
     model, flags, _ = _cpuinfo()

@@ -382,13 +382,7 @@ def _find_openmp_library():
 def threads() -> int:
     """How many threads kernels may use: the CPUs this process may run on, capped by
     `MIRAX_NUM_THREADS`; 1 when no OpenMP runtime is available."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    cap = os.environ.get("MIRAX_NUM_THREADS")
-    if cap:
-        n = min(n, max(1, int(cap)))
+    n = host_cpu.usable_cpus("MIRAX_NUM_THREADS")
     if n > 1 and openmp_library() is None:
         return 1
     return n

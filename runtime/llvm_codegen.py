@@ -167,14 +167,8 @@ def available() -> bool:
 
 def threads() -> int:
     """Compile threads: the CPUs this process may use, capped by `MIRAX_JIT_THREADS`."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    cap = os.environ.get("MIRAX_JIT_THREADS")
-    if cap:
-        n = min(n, max(1, int(cap)))
-    return max(1, min(n, MAX_THREADS))
+    from ..lowering.host_cpu import usable_cpus
+    return max(1, min(usable_cpus("MIRAX_JIT_THREADS"), MAX_THREADS))
 
 
 # dialects MLIR translates to LLVM IR (a module with anything else goes to the
