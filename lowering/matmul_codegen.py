@@ -283,10 +283,10 @@ def plan(op, config=None):
     if pack_b is None:  # unmeasured: the host's rule (tuning.pack_b_default)
         pack_b = tuning.pack_b_default(M, N, K, mr)
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
+    pack_a = pack and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
-                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack and bool(cfg.get("pack_a")),
-                rows_outer=pack and bool(cfg.get("pack_a")) and bool(cfg.get("rows_outer")),
-                transpose_a=transpose_a, threads=threads)
+                kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
+                rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a, threads=threads)
 
 
 def _sizes(xs):
@@ -416,28 +416,22 @@ def _packed_text(p) -> str:
             L.append(f"  %a3 = tensor.expand_shape {a} [[0, 1], [2]] output_shape [{M1}, {mr}, {K}] : "
                      f"{ap_t} into tensor<{M1}x{mr}x{K}xf32>")
             perm, a3_t = "[0, 2, 1]", f"tensor<{M1}x{mr}x{K}xf32>"
-        c_t = f"tensor<{M1}x{mr}x{N1}x{nr}xf32>"
-        L += [f"  %ea = tensor.empty() : tensor<{M1}x{K}x{mr}xf32>",
-              f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : tensor<{M1}x{K}x{mr}xf32>) permutation = {perm}",
-              f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
-              f"  %e = tensor.expand_shape %e2 [[0, 1], [2, 3]] output_shape [{M1}, {mr}, {N1}, {nr}] : "
-              f"tensor<{Mp}x{Np}xf32> into {c_t}",
-              f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
-              "  %r = linalg.contract indexing_maps = [affine_map<(b, m1, m, n, k) -> (m1, k, m)>, "
-              "affine_map<(b, m1, m, n, k) -> (b, k, n)>, affine_map<(b, m1, m, n, k) -> (m1, m, b, n)>]",
-              f"       ins(%apk, %bp : tensor<{M1}x{K}x{mr}xf32>, tensor<{N1}x{K}x{nr}xf32>) outs(%f : {c_t}) -> {c_t}",
-              f"  %c = tensor.collapse_shape %r [[0, 1], [2, 3]] : {c_t} into tensor<{Mp}x{Np}xf32>"]
+        a, ap_t = "%apk", f"tensor<{M1}x{K}x{mr}xf32>"
+        L += [f"  %ea = tensor.empty() : {ap_t}",
+              f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : {ap_t}) permutation = {perm}"]
+        dims, amap, cmap = "(b, m1, m, n, k)", "(m1, k, m)", "(m1, m, b, n)"
+        c_shape, groups = [M1, mr, N1, nr], "[[0, 1], [2, 3]]"
     else:
-        amap = "(b, m, n, k) -> (k, m)" if p["transpose_a"] else "(b, m, n, k) -> (m, k)"
-        L += [f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
-              f"  %e = tensor.expand_shape %e2 [[0], [1, 2]] output_shape [{Mp}, {N1}, {nr}] : "
-              f"tensor<{Mp}x{Np}xf32> into tensor<{Mp}x{N1}x{nr}xf32>",
-              f"  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{Mp}x{N1}x{nr}xf32>) -> tensor<{Mp}x{N1}x{nr}xf32>",
-              f"  %r = linalg.contract indexing_maps = [affine_map<{amap}>, affine_map<(b, m, n, k) -> (b, k, n)>, "
-              "affine_map<(b, m, n, k) -> (m, b, n)>]",
-              f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : tensor<{Mp}x{N1}x{nr}xf32>) "
-              f"-> tensor<{Mp}x{N1}x{nr}xf32>",
-              f"  %c = tensor.collapse_shape %r [[0], [1, 2]] : tensor<{Mp}x{N1}x{nr}xf32> into tensor<{Mp}x{Np}xf32>"]
+        dims, amap, cmap = "(b, m, n, k)", "(k, m)" if p["transpose_a"] else "(m, k)", "(m, b, n)"
+        c_shape, groups = [Mp, N1, nr], "[[0], [1, 2]]"
+    c_t = f"tensor<{'x'.join(map(str, c_shape))}xf32>"
+    L += [f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
+          f"  %e = tensor.expand_shape %e2 {groups} output_shape {c_shape} : tensor<{Mp}x{Np}xf32> into {c_t}",
+          f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
+          f"  %r = linalg.contract indexing_maps = [affine_map<{dims} -> {amap}>, "
+          f"affine_map<{dims} -> (b, k, n)>, affine_map<{dims} -> {cmap}>]",
+          f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : {c_t}) -> {c_t}",
+          f"  %c = tensor.collapse_shape %r {groups} : {c_t} into tensor<{Mp}x{Np}xf32>"]
     out = "%c"
     if (Mp, Np) != (M, N):
         L.append(f"  %s = tensor.extract_slice %c[0, 0] [{M}, {N}] [1, 1] : tensor<{Mp}x{Np}xf32> to tensor<{M}x{N}xf32>")
@@ -461,11 +455,11 @@ def pack_b(op, p):
         new = clone_mapped(src, mapping, ir.InsertionPoint(op))
         if new.name == "linalg.contract":
             contract = new
-        if new.name == "linalg.fill" and p.get("rows_outer"):
-            pass  # each task fills its own rows
-        elif new.name in ("linalg.transpose", "linalg.fill") and p.get("threads", 1) > 1:
-            # the repacking of B and the zero fill of C, left serial, were ~10% of a 1024^3
-            # product on 2 threads (Amdahl): mirax-parallelize splits them whatever their size
+        # the repackings and the zero fill of C (unless each task fills its own rows), left
+        # serial, were ~10% of a 1024^3 product on 2 threads (Amdahl): mirax-parallelize
+        # splits them whatever their size
+        shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not p.get("rows_outer"))
+        if shared and p.get("threads", 1) > 1:
             new.attributes[PARALLEL] = ir.UnitAttr.get()
     fill = op.operands[2].owner
     op.results[0].replace_all_uses_with(result)
@@ -495,29 +489,25 @@ def packed_script(i, p):
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
-    if p.get("pack_a") and p.get("rows_outer"):
+    if p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
+        cache, forall, micro = [nb, 0, 0, 0, kc], [0, p["forall_m"] // p["mr"], 0, 0, 0], [1, 1, 0, 0, 1]
+    else:  # dims (b, m, n, k)
+        cache, forall, micro = [nb, 0, 0, kc], [0, p["forall_m"], 0, 0], [1, p["mr"], 0, 1]
+    if p.get("rows_outer"):
         # the threads split C's rows first, each zero-filling its own rows (in cache) and
         # running the n-blocks and k-slices over them
         fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
         s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op",
              f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
-             f"[0, {p['forall_m'] // p['mr']}, 0, 0, 0] : {_handles(2)}",
+             f"{_sizes(forall)} : {_handles(2)}",
              f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}",
-             _cache_loops(i, f"%t{i}a", f"%t{i}b", [nb, 0, 0, 0, kc], nb, kc)]
-        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
-                 f"[1, 1, 0, 0, 1] : {_handles(4)}")
-    elif p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
-        s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, 0, kc], nb, kc)]
-        s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
-                 f"[0, {p['forall_m'] // p['mr']}, 0, 0, 0] : {_handles(2)}")
-        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
-                 f"[1, 1, 0, 0, 1] : {_handles(4)}")
-    else:  # dims (b, m, n, k)
-        s = [_cache_loops(i, f"%m{i}", f"%t{i}a", [nb, 0, 0, kc], nb, kc)]
-        s.append(f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
-                 f"[0, {p['forall_m']}, 0, 0] : {_handles(2)}")
-        s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
-                 f"[1, {p['mr']}, 0, 1] : {_handles(4)}")
+             _cache_loops(i, f"%t{i}a", f"%t{i}b", cache, nb, kc)]
+    else:
+        s = [_cache_loops(i, f"%m{i}", f"%t{i}a", cache, nb, kc),
+             f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
+             f"{_sizes(forall)} : {_handles(2)}"]
+    s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
+             f"{_sizes(micro)} : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
     return s + micro_kernel_tail(i, unit_dims=True, hoist=[f"%k{i}r"])
 
