@@ -35,7 +35,7 @@ import mirax as mr  # noqa: E402
 from mirax.lowering import tuning  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _host import describe  # noqa: E402
-from mirax.runtime import cpu  # noqa: E402
+from mirax.runtime import buffers, cpu  # noqa: E402
 
 try:
     from scipy.special import erf as sp_erf
@@ -60,7 +60,9 @@ def compiled(fun, x):
     t0 = time.perf_counter()
     k = cpu.compile_module(text, "main")
     build = time.perf_counter() - t0
-    out = np.empty(fun(mr.zeros(x.shape)).shape, x.dtype)  # lazy: only the shape is computed
+    # the output as mr.compile allocates it (runtime/buffers.py: 64-byte aligned); lazy:
+    # only the shape is computed
+    out = buffers.empty(fun(mr.zeros(x.shape)).shape, x.dtype)
     return (lambda: k([x], [out])), out, build
 
 

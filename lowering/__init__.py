@@ -16,6 +16,7 @@ from .mirax_simplify import MiraxSimplify
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
+from .streaming_stores import MiraxStreamingStores
 from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
 from .vectorize_transposes import MiraxVectorizeTransposes
 from .verify import MiraxVerify
@@ -24,6 +25,7 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MathApprox, MiraxFuse, MiraxFuseReductions, MiraxParallelize,
                                MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
-                               MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory]}
+                               MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
+                               MiraxStreamingStores]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

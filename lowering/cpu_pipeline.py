@@ -18,6 +18,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     bufferize                   into the caller's buffers
     mirax-row-memory            row loops: next rows prefetched, row buffers on the stack
     mirax-early-dealloc         each temporary freed after its last use (not at the return)
+    mirax-streaming-stores      outputs beyond the last-level cache: vector loops with
+                                non-temporal stores (no read for ownership)
     mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
@@ -36,6 +38,7 @@ from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
+from .streaming_stores import MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
 
 NAME = "mirax-cpu-pipeline"
@@ -193,7 +196,9 @@ class MiraxCpuPipeline(MiraxPass):
     summary = "Lower mirax to LLVM for the CPU: linalg, fusion, threads, bufferization into out-params, LLVM"
     options = {"threads": (0, "threads for large kernels (0: tuning.threads(); 1: serial)"),
                "fuse": (True, "fuse elementwise ops (mirax-fuse)"),
-               "approx": (True, "f32 exp/log/erf/tanh as polynomials (mirax-math-approx)")}
+               "approx": (True, "f32 exp/log/erf/tanh as polynomials (mirax-math-approx)"),
+               "stream-bytes": (0, "outputs of at least this many bytes get streaming stores "
+                                   "(mirax-streaming-stores; 0: the host's last-level cache, -1: none)")}
 
     def add_to(self, pm):
         threads = self.add_tensor_passes(pm)
@@ -207,6 +212,8 @@ class MiraxCpuPipeline(MiraxPass):
         pm.add(_strided_copies, name="mirax-strided-copies")
         MiraxRowMemory(threads=threads).add_to(pm)  # rows prefetched, row buffers on the stack
         MiraxEarlyDealloc().add_to(pm)
+        if int(self.opts["stream-bytes"]) >= 0:
+            MiraxStreamingStores(**{"min-bytes": int(self.opts["stream-bytes"])}).add_to(pm)
         MiraxOutlineKernels().add_to(pm)
         for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
             pm.add(p)

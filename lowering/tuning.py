@@ -112,7 +112,11 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     return {
         "host": h.key(),
         # all-parallel linalg.generic (after fusion): split the outermost splittable dim
-        "elementwise": dict(parallel_min_elements=parallel),
+        # ...and outputs larger than the last-level cache written with streaming stores of
+        # one cache line each (mirax-streaming-stores; Apple's cores have 128-byte lines)
+        "elementwise": dict(parallel_min_elements=parallel,
+                            streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
+                            line_bytes=128 if h.name.startswith("apple") else 64),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
         # fills, copies, transposes, broadcasts that survived fusion: memory-bound
