@@ -99,6 +99,28 @@ func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<
 
 // -----
 
+// Rows padded too (1020 -> 1024): the last task's slice of C's padding is ragged, and
+// tiling that tensor.pad guards it with `scf.if %empty {tensor.generate}`; the guard is
+// dropped (its result bufferized to a fully dynamic layout, and the register tiles of C
+// were then read element by element).
+// CHECK-LABEL: func.func @ragged_rows
+// CHECK: scf.forall
+// CHECK-NOT: scf.if
+// CHECK-NOT: tensor.generate
+// CHECK: vector.transfer_read %{{.+}} : tensor<64x32xf32>, vector<8x32xf32>
+// CHECK: vector.fma
+// CHECK-NOT: scf.if
+// CHECK-LABEL: return
+func.func @ragged_rows(%a: tensor<1020x64xf32>, %b: tensor<64x24xf32>) -> tensor<1020x24xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1020x24xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1020x24xf32>) -> tensor<1020x24xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<1020x64xf32>, tensor<64x24xf32>) outs(%f : tensor<1020x24xf32>) -> tensor<1020x24xf32>
+  return %r : tensor<1020x24xf32>
+}
+
+// -----
+
 // batch_matmul: the batch dim and row blocks share the parallel loop; the unit batch
 // dim of the register tile is cast away before the outer-product lowering.
 // CHECK-LABEL: func.func @batched

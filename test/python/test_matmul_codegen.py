@@ -62,6 +62,7 @@ SHAPES = [  # (batch, M, N, K)
     (None, 96, 544, 300),      # N divides the register tile but not the cache tile
     (8, 256, 256, 256),
     (3, 100, 130, 70),         # batched and padded
+    (None, 1536, 24, 64),      # the transformer's logits: rows and columns padded, ragged tasks
 ]
 
 
