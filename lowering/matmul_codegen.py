@@ -207,11 +207,13 @@ TRANSPOSED_A = ("[affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) 
                 "affine_map<(d0, d1, d2) -> (d0, d1)>]")
 
 
-def plan(op, config=None):
+def plan(op, config=None, inherit=None):
     """Tile sizes for one linalg.matmul/batch_matmul op, or None to leave it alone.
 
-    `config` (the tuner's candidates, tests) replaces the tuning table's entries.
-    Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc, kc, mr, nr)."""
+    `config` (the tuner's candidates, tests) replaces the tuning table's entries;
+    `inherit` (the divisible piece of a split product: its parent's tiles) stands in for
+    the measured entry. Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc,
+    kc, mr, nr, pack, pack_a, rows_outer, split, tiles)."""
     name = op.name
     if len(op.operands) != 3 or len(op.results) != 1:
         return None
@@ -239,6 +241,7 @@ def plan(op, config=None):
     cfg = tuning.matmul_config(name, dtype, batch, M, N, K)
     if cfg is None:
         return None
+    cfg.update(inherit or {})
     cfg.update(config or {})
     if 2 * (batch or 1) * M * N * K < cfg["min_flops"] or K < 8:  # (K < 8: outer products)
         return None
@@ -279,6 +282,12 @@ def plan(op, config=None):
         n = max(2, threads)  # (two at least: a one-trip forall folds away)
         if Mp % (n * mr) == 0:  # (else tasks of unequal height: the slowest thread decides)
             forall_m = max(forall_m, Mp // n)
+    # split off the rows and columns the tile does not divide (split_remainders) instead
+    # of padding; a remainder piece itself is padded
+    split = cfg.get("split")
+    if split is None:  # unmeasured: the host's rule (tuning.split_default)
+        split = tuning.split_default(M, N, K, mr, nr)
+    split = bool(split) and (Mp, Np) != (M, N) and REMAINDER not in op.attributes and M >= mr and N >= nr
     pack_b = cfg.get("pack_b")
     if pack_b is None:  # unmeasured: the host's rule (tuning.pack_b_default)
         pack_b = tuning.pack_b_default(M, N, K, mr)
@@ -286,7 +295,67 @@ def plan(op, config=None):
     pack_a = pack and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
-                rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a, threads=threads)
+                rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a, threads=threads,
+                split=split, init_op=_linalg_producer(op.operands[2]) is not None, tiles={x: cfg[x] for x in tuning.MATMUL_KEYS if x in cfg})
+
+
+REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padded, not split again
+
+
+def split_remainders(op, p):
+    """Cut matmul `op` into the part its mr x nr tile divides and the remainders:
+
+        C[:Mm, :Nm] = A[:Mm] @ B[:, :Nm]      Mm = M - M % mr, Nm = N - N % nr
+        C[:Mm, Nm:] = A[:Mm] @ B[:, Nm:]      (and the rows Mm: likewise)
+
+    each a matmul on slices (A, B and C read and written in place, C's zero fill per
+    piece), so no operand is copied into a padded one and C is not sliced out of a padded
+    product: 1000^3 with 14x16 tiles padded A, B and C to 1008 (three 4 MB copies) and ran
+    ~8% slower per flop than 1008^3. The remainder pieces (marked REMAINDER) are padded to
+    their own tiles. Returns the pieces, the divisible one first."""
+    from mlir.dialects import linalg, tensor
+    M, N, K = p["dims"]
+    mr, nr = p["mr"], p["nr"]
+    cut = lambda n, t: [(0, n - n % t), (n - n % t, n)] if n % t and n >= t else [(0, n)]  # noqa: E731
+    rows, cols = cut(M, mr), cut(N, nr)
+    lead = [p["batch"]] if p["batch"] else []
+    z = [0] * len(lead)
+    a, b, init = op.operands[0], op.operands[1], op.operands[2]
+    fill = defining_op(init)
+    zero = fill is not None and fill.name == "linalg.fill"
+    c = fill.operands[1] if zero else init
+    maps = None
+    if "indexing_maps" in op.attributes:
+        maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+    def piece_of(v, offsets, sizes):
+        t = ir.RankedTensorType.get(lead + sizes, ir.RankedTensorType(v.type).element_type)
+        return tensor.ExtractSliceOp(t, v, [], [], [], z + offsets, lead + sizes, [1] * (len(lead) + 2)).result
+
+    pieces = []
+    with ir.InsertionPoint(op), op.location:
+        for r0, r1 in rows:
+            for c0, c1 in cols:
+                av = (piece_of(a, [0, r0], [K, r1 - r0]) if p["transpose_a"] else piece_of(a, [r0, 0], [r1 - r0, K]))
+                bv = piece_of(b, [0, c0], [K, c1 - c0])
+                cv = piece_of(c, [r0, c0], [r1 - r0, c1 - c0])
+                if zero:
+                    cv = linalg.fill(fill.operands[0], outs=[cv])
+                if p["batch"]:
+                    r = linalg.batch_matmul(av, bv, outs=[cv])
+                else:
+                    r = linalg.matmul(av, bv, outs=[cv], indexing_maps=maps) if maps else linalg.matmul(av, bv, outs=[cv])
+                new = defining_op(r)
+                if (r0, c0) != (0, 0):
+                    new.attributes[REMAINDER] = ir.UnitAttr.get()
+                pieces.append(new)
+                c = tensor.InsertSliceOp(r, c, [], [], [], z + [r0, c0], lead + [r1 - r0, c1 - c0],
+                                         [1] * (len(lead) + 2)).result
+    op.results[0].replace_all_uses_with(c)
+    op.erase()
+    if zero and not list(fill.results[0].uses):
+        fill.erase()
+    return pieces
 
 
 def _sizes(xs):
@@ -316,13 +385,18 @@ def op_script(i, name, p):
     # loop: each task fills its rows, in parallel and while they are in cache. (Fusing
     # A's tensor.pad the same way leaves an i1 memref.store that MLIR 22's memref-to-llvm
     # asserts on.)
-    s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
+    # A C of the caller's (an accumulating product, a split product's slice), unpadded,
+    # has no producer to move.
+    fused = p["init_op"] or (Mp, Np) != (M, N)
+    if fused:
+        s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
     forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
     fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
-    s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
-             f"%forall{i} {fuse}")
+    if fused:
+        s.append(f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into "
+                 f"%forall{i} {fuse}")
     # a cache tile as large as its dimension would make a one-trip loop, which the
     # canonicalization below folds away under a live handle: such dims are not tiled
     K = p["dims"][2]
@@ -364,6 +438,13 @@ def micro_kernel_tail(i, unit_dims: bool, hoist) -> list:
     return s
 
 
+def _linalg_producer(value):
+    """The linalg op (C's fill, say) that defines `value`, which the script fuses into the
+    parallel loop; None for anything else (an argument, a slice)."""
+    op = defining_op(value)
+    return op if op is not None and op.name.startswith("linalg.") else None
+
+
 def _zero_filled(value) -> bool:
     """Whether `value` is a `linalg.fill` of 0.0 (a product that starts from zeros)."""
     op = defining_op(value)
@@ -387,7 +468,7 @@ def _packed_text(p) -> str:
     a_t = f"tensor<{K}x{M}xf32>" if p["transpose_a"] else f"tensor<{M}x{K}xf32>"
     ap_t = f"tensor<{K}x{Mp}xf32>" if p["transpose_a"] else f"tensor<{Mp}x{K}xf32>"
     pad = ("^bb0(%i: index, %j: index):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }")
-    L = [f"func.func @packed(%a: {a_t}, %b: tensor<{K}x{N}xf32>) -> tensor<{M}x{N}xf32> {{",
+    L = [f"func.func @packed(%a: {a_t}, %b: tensor<{K}x{N}xf32>, %cd: tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32> {{",
          "  %z = arith.constant 0.0 : f32"]
     a = "%a"
     if Mp != M:
@@ -425,8 +506,14 @@ def _packed_text(p) -> str:
         dims, amap, cmap = "(b, m, n, k)", "(k, m)" if p["transpose_a"] else "(m, k)", "(m, b, n)"
         c_shape, groups = [Mp, N1, nr], "[[0], [1, 2]]"
     c_t = f"tensor<{'x'.join(map(str, c_shape))}xf32>"
-    L += [f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>",
-          f"  %e = tensor.expand_shape %e2 {groups} output_shape {c_shape} : tensor<{Mp}x{Np}xf32> into {c_t}",
+    # C's own destination (%cd: what the product's zero fill filled) unless padded: a
+    # split product's piece is a slice of the caller's C, which a new tensor.empty would
+    # copy into (bufferization does not see through the expand_shape)
+    dest = "%cd"
+    if (Mp, Np) != (M, N):
+        L.append(f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>")
+        dest = "%e2"
+    L += [f"  %e = tensor.expand_shape {dest} {groups} output_shape {c_shape} : tensor<{Mp}x{Np}xf32> into {c_t}",
           f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
           f"  %r = linalg.contract indexing_maps = [affine_map<{dims} -> {amap}>, "
           f"affine_map<{dims} -> (b, k, n)>, affine_map<{dims} -> {cmap}>]",
@@ -445,7 +532,8 @@ def pack_b(op, p):
     the linalg.contract to tile."""
     tmp = ir.Module.parse(_packed_text(p))  # kept alive while its ops are cloned
     block = tmp.body.operations[0].operation.regions[0].blocks[0]
-    mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1]}
+    mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1],
+               block.arguments[2]: defining_op(op.operands[2]).operands[1]}  # (C zero-filled: plan)
     contract = result = None
     for src in list(block.operations):
         src = src.operation
@@ -575,7 +663,7 @@ def _outline(root, op, i):
     Constants and `tensor.empty` come along as copies (what canonicalization sees of them
     stays the same); other values outside come in as arguments."""
     from mlir.dialects import func
-    init = defining_op(op.operands[len(op.operands) - 1])
+    init = _linalg_producer(op.operands[len(op.operands) - 1])  # (a slice of C stays where it is)
     group = ([init] if init is not None else []) + [op]
     top = op.parent
     while top.name != "func.func":
@@ -852,9 +940,16 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     with root.context, ir.Location.unknown():
         fold_transposed_a(root, config)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
-        for op in matmul_ops(root):
-            p = plan(op, config)
+        todo = [(op, config, None) for op in matmul_ops(root)]
+        while todo:
+            op, cfg, inherit = todo.pop(0)
+            p = plan(op, cfg, inherit)
             if p is None:
+                continue
+            if p["split"]:  # the pieces are planned in turn: the divisible one with this
+                # plan's tiles, the remainders (padded) with the table's
+                main, *rest = split_remainders(op, p)
+                todo[:0] = [(main, cfg, p["tiles"])] + [(r, None, None) for r in rest]
                 continue
             if p["pack"]:
                 op = pack_b(op, p)
@@ -880,8 +975,9 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             if max(p.get("threads", 1) for _, _, p in items) > 1:
                 parallel_padding(root)
         for op in matmul_ops(root):  # ops left alone keep no marker
-            if MARK in op.attributes:
-                del op.attributes[MARK]
+            for mark in (MARK, REMAINDER):
+                if mark in op.attributes:
+                    del op.attributes[mark]
         if not items:
             return None
         # the register-blocked loops balance best with dynamic OpenMP scheduling; streaming

@@ -44,6 +44,8 @@ from . import host_cpu
 
 FORMAT = 1
 MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul")
+# what a measured matmul entry chooses (matmul_codegen.plan reads each)
+MATMUL_KEYS = ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer", "split")
 
 
 # ---- layer 1: derived from the host -------------------------------------------------------
@@ -98,6 +100,15 @@ def pack_b_default(m: int, n: int, k: int, mr: int, h: host_cpu.HostCPU | None =
     if m < 16 * mr:
         return False
     return (n * 4) % 4096 == 0 or k * n * 4 > 2 * h.l2
+
+
+def split_default(m: int, n: int, k: int, mr: int, nr: int) -> bool:
+    """Whether an unmeasured matmul that the mr x nr tile does not divide is split
+    (matmul_codegen.split_remainders: the divisible part in place, the remainders
+    padded) rather than padded whole: when the tile fits in both M and N (else the
+    divisible part would still be padded) and that part holds 7/8 of M x N at least (else
+    the remainders, padded to their own tiles, cost more than the copies they spare)."""
+    return m >= mr and n >= nr and (m - m % mr) * (n - n % nr) >= 7 * m * n / 8
 
 
 def derive(h: host_cpu.HostCPU | None = None) -> dict:
@@ -279,7 +290,7 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
     if tuned:
-        cfg.update({x: tuned[x] for x in ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer") if x in tuned})
+        cfg.update({x: tuned[x] for x in MATMUL_KEYS if x in tuned})
         return cfg
     # unmeasured: of the host's best register tiles, the first that needs no padding
     # (padding copies A and slices C; per batch in a batched product: 64x256^3 ran at a

@@ -55,16 +55,38 @@ func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
 }}"""
 
 
-def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6) -> list[dict]:
+def _lean_tiles(h, tiles: list, m: int, n: int, keep: int = 2) -> list:
+    """Register tiles beyond `tiles` that pad an m x n product less than all of them (1000
+    columns: 1008 with 16 lanes, 1024 with 32 or 64), at least 8 accumulators each (FMA
+    latency), the most accumulators first among those within 1% of the least padding."""
+    up = lambda x, t: -(-x // t) * t  # noqa: E731
+    area = lambda t: up(m, t[0]) * up(n, t[1])  # noqa: E731
+    best = min(area(t) for t in tiles)
+    lean = [t for t in tuning.register_tiles(h, every=True)
+            if t not in tiles and area(t) < best and t[0] * t[1] // h.f32_lanes >= 8]
+    if not lean:
+        return []
+    least = min(area(t) for t in lean)
+    lean = [t for t in lean if area(t) <= 1.01 * least]
+    return sorted(lean, key=lambda t: -t[0] * t[1])[:keep]
+
+
+def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6,
+                      m: int | None = None, n: int | None = None) -> list[dict]:
     """The tilings the tuner may pick on host `h`: the best `register_tiles` register
-    tiles by the register model, each with the derived kc and half and twice it, B as it
+    tiles by the register model (and, for an m x n product they all pad, the two that pad
+    it least; a tile that pads it both padded whole and split into the part it divides and
+    padded remainders), each with the derived kc and half and twice it, B as it
     is or repacked into nr-wide panels; and both operands repacked (A into mr-row panels)
     with 4x and 8x the derived kc (panels read contiguously afford deep k slices: C read
     and written fewer times), in GotoBLAS's loop order or with the threads' rows outermost
     (each task zero-fills its rows of C in cache)."""
     h = h or host_cpu.host()
     out = []
-    for mr, nr in tuning.register_tiles(h, every=True)[:register_tiles]:
+    tiles = tuning.register_tiles(h, every=True)[:register_tiles]
+    if m and n:
+        tiles += _lean_tiles(h, tiles, m, n)
+    for mr, nr in tiles:
         base = tuning.matmul_tiles(h, mr, nr)["kc"]
         for kc in sorted({max(32, base // 2), base, min(512, base * 2)}):
             for pack in (0, 1):  # B as it is, or repacked into nr-wide panels
@@ -73,6 +95,9 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
         out.append(dict(tuning.matmul_tiles(h, mr, nr, deep[0]), pack_b=1, pack_a=1, rows_outer=0))
         for kc in deep:  # the threads' rows outermost: tall tasks (32 register tiles)
             out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1, rows_outer=1, forall_m=32 * mr))
+    if m and n:  # a tile that pads the product: padded whole, or split (the divisible part in place)
+        out = [dict(c, split=s) for c in out
+               for s in ((0, 1) if m % c["mr"] or n % c["nr"] else (0,))]
     return out
 
 
@@ -123,8 +148,8 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     # it unless a candidate beats it in this run
     key = tuning.shape_class(op, batch, m, n, k)
     incumbent = {x: v for x, v in tuning.measured().get("matmul", {}).get(key, {}).items()
-                 if x in ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer")}
-    cands = matmul_candidates()
+                 if x in tuning.MATMUL_KEYS}
+    cands = matmul_candidates(m=m, n=n)
     if incumbent:
         cands = [c for c in cands if {x: c.get(x, 0) for x in incumbent} != {x: incumbent.get(x, 0) for x in incumbent}]
         cands.insert(0, incumbent)
@@ -160,8 +185,11 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     clock = "cpu" if _clock[0] is time.process_time else "wall"
     entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1), clock=clock,
                  shape=shape, candidates=len(fns))
+    if "split" not in entry:  # (an incumbent stored before splitting was a choice: what plan did)
+        pads = bool(m % entry["mr"] or n % entry["nr"])
+        entry["split"] = int(pads and tuning.split_default(m, n, k, entry["mr"], entry["nr"]))
     worst = max(final.values())
-    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry.get('pack_a', 0)} rows_outer={entry.get('rows_outer', 0)}: "
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry.get('pack_a', 0)} rows_outer={entry.get('rows_outer', 0)} split={entry['split']}: "
         f"{entry['gflops']} GFLOP per {clock} second ({len(fns)} candidates; the slowest of the "
         f"last four {flop / worst / 1e9:.1f})")
     if save:

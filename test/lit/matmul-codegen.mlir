@@ -1,6 +1,9 @@
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=2 | FileCheck %s
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=1 | FileCheck %s --check-prefix=SERIAL
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,threads=2 --script | FileCheck %s --check-prefix=SCRIPT
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 | FileCheck %s
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=1 | FileCheck %s --check-prefix=SERIAL
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 --script | FileCheck %s --check-prefix=SCRIPT
+// split=1: a shape the tile does not divide is cut into the part it divides, a product of
+// slices computed in place, and remainders padded to their own tiles (SPLIT, on @ragged).
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=1,threads=2 | FileCheck %s --check-prefix=SPLIT
 // With B repacked (pack_b): B becomes nr-wide panels [N/nr][K][nr] (a transpose of its
 // expanded form) and C is read as [M][N/nr][nr]; GotoBLAS's loop order: for each block of
 // panels and slice of K, the threads split C's rows.
@@ -18,10 +21,10 @@
 // The tiles each ISA family's host derives (lowering/tuning.py) from its vector registers
 // and caches: AVX2 (16 ymm) 6x16, AVX-512 (32 zmm) 14x32, NEON (32 q registers) 14x8,
 // with kc from L1d and nc from L2 (a cache tile covering its whole dim is not tiled).
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --script | FileCheck %s --check-prefix=AVX2
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx512 --script | FileCheck %s --check-prefix=AVX512
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=neon --script | FileCheck %s --check-prefix=NEON
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 | FileCheck %s --check-prefix=AVX2-IR
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX2
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx512 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX512
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=neon --tiles=split=0 --script | FileCheck %s --check-prefix=NEON
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --tiles=split=0 | FileCheck %s --check-prefix=AVX2-IR
 // AVX2: transform.structured.pad {{.+}} pad_to_multiple_of [6, 16, 1]
 // AVX2: tile_using_for {{.+}} tile_sizes [0, 256, 256]
 // AVX2: tile_using_for {{.+}} tile_sizes [6, 16, 1]
@@ -89,6 +92,22 @@ func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 // SERIAL: linalg.fill ins(%{{.+}}) outs(%{{.+}} : tensor<40x1056xf32>)
 // SCRIPT-LABEL: transform.named_sequence @__transform_main
 // SCRIPT: transform.structured.pad {{.+}} pad_to_multiple_of [8, 32, 1]
+// Split (1000 rows divide 8; 1030 = 1024 + 6 columns): B's first 1024 columns and C's
+// slice, tiled without padding, written back in place; then the last 6 columns padded.
+// SPLIT-LABEL: func.func @ragged
+// SPLIT: %[[B:.+]] = tensor.extract_slice %arg1[0, 0] [999, 1024] [1, 1]
+// SPLIT: %[[C:.+]] = tensor.extract_slice %{{.+}}[0, 0] [1000, 1024] [1, 1]
+// SPLIT-NOT: tensor.pad
+// SPLIT: scf.forall ({{.+}}) in (25) shared_outs(%{{.+}} = %[[C]]) -> (tensor<1000x1024xf32>)
+// SPLIT: vector.fma {{.+}} : vector<32xf32>
+// SPLIT: %[[MAIN:.+]] = tensor.insert_slice %{{.+}} into %{{.+}}[0, 0] [1000, 1024] [1, 1]
+// SPLIT: tensor.extract_slice %arg1[0, 1024] [999, 6] [1, 1]
+// SPLIT: tensor.extract_slice %[[MAIN]][0, 1024] [1000, 6] [1, 1]
+// SPLIT: tensor.pad
+// SPLIT: scf.forall
+// SPLIT: tensor.insert_slice %{{.+}} into %{{.+}}[0, 1024] [1000, 6] [1, 1]
+// SPLIT-NOT: linalg.matmul
+// SPLIT-NOT: __mirax_matmul
 func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<1000x1030xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1000x1030xf32>
@@ -103,6 +122,7 @@ func.func @ragged(%a: tensor<1000x999xf32>, %b: tensor<999x1030xf32>) -> tensor<
 // tiling that tensor.pad guards it with `scf.if %empty {tensor.generate}`; the guard is
 // dropped (its result bufferized to a fully dynamic layout, and the register tiles of C
 // were then read element by element).
+// SPLIT-LABEL: func.func @ragged_rows
 // CHECK-LABEL: func.func @ragged_rows
 // CHECK: scf.forall
 // CHECK-NOT: scf.if

@@ -1,10 +1,12 @@
 """optimize_matmuls (lowering/matmul_codegen.py): the tiled, vectorized, two-thread matmul
 against numpy, through the standalone driver (optimize_matmuls + PASSES_AFTER + JIT)."""
+import math
 import re
 
 import numpy as np
 import pytest
 from mlir import ir
+from mlir.passmanager import PassManager
 
 from mirax import tune
 from mirax.lowering import matmul_codegen as mc
@@ -76,7 +78,10 @@ def test_matches_numpy(rng, batch, m, n, k):
     script, ir_text = transformed(text)
     assert script is not None, "this shape should be transformed"
     assert "scf.forall" in ir_text and "vector.fma" in ir_text
-    assert "linalg.matmul" not in ir_text and "linalg.batch_matmul" not in ir_text
+    # (only a split product's corner piece, too small for tiles, is left to the generic lowering)
+    min_flops = mc.tuning.table()["matmul"][("linalg.matmul", "f32")]["min_flops"]
+    assert all(2 * math.prod(int(x) for x in shape.split("x")) * k < min_flops
+               for shape in re.findall(r"linalg\.(?:batch_)?matmul .*outs\(%\S+ : tensor<(\S+)xf32>\)", ir_text))
     check(run(text, a, b, lead + (m, n)), a, b)
 
 
@@ -275,9 +280,9 @@ func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>, %c: tensor<{m}x{n
 
 @pytest.mark.parametrize("pack_a,rows_outer", [(0, 0), (1, 0), (1, 1)])
 @pytest.mark.parametrize("transpose_a", [False, True])
-@pytest.mark.parametrize("m,n,k", [(256, 1024, 96), (100, 130, 70)])
-def test_repacked_b_matches_numpy(rng, pack_a, rows_outer, transpose_a, m, n, k):
-    """pack_b: B as nr-wide panels, GotoBLAS loop order, padded M and N, A read
+@pytest.mark.parametrize("m,n,k,split", [(256, 1024, 96, 0), (100, 130, 70, 0), (100, 130, 70, 1)])
+def test_repacked_b_matches_numpy(rng, pack_a, rows_outer, transpose_a, m, n, k, split):
+    """pack_b: B as nr-wide panels, GotoBLAS loop order, padded M and N (or split), A read
     transposed in place; pack_a: A as mr-row panels too (from either layout); rows_outer:
     the threads' rows outermost, each task zero-filling its own rows."""
     a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
@@ -294,7 +299,7 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
   return %r : tensor<{m}x{n}xf32>
 }}"""
     cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=pack_a,
-               rows_outer=rows_outer)
+               rows_outer=rows_outer, split=split)
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         script = mc.optimize_matmuls(module, config=cfg, return_script=True)
@@ -317,6 +322,70 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
     check(out, a.T.copy() if transpose_a else a, b)
 
 
+def _bufferized(text, cfg):
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        mc.optimize_matmuls(module, config=cfg)
+        PassManager.parse("builtin.module(" + ",".join(["canonicalize", "cse"] + mc.BUFFERIZE) + ")").run(module.operation)
+        return str(module)
+
+
+@pytest.mark.parametrize("batch,m,n,k,transpose_a,accumulate,pack_b", [
+    (None, 1000, 1030, 999, False, False, 0),  # columns: 1024 + 6 (rows divide)
+    (None, 100, 130, 70, False, False, 0),     # rows 96 + 4, columns 128 + 2, a corner
+    (None, 100, 130, 70, True, False, 0),      # A read transposed in place
+    (None, 100, 130, 70, False, True, 0),      # C accumulated (not a zero fill): slices of C
+    (None, 100, 130, 70, False, False, 1),     # the divisible part repacked
+    (3, 100, 130, 70, False, False, 0),        # batched
+])
+def test_split_products_match_numpy(rng, batch, m, n, k, transpose_a, accumulate, pack_b):
+    """split: the part the tile divides is a product of slices, read and written in place
+    (no operand copied, C not sliced out of a padded product); the remainders are padded."""
+    lead = (batch,) if batch else ()
+    a = rng.standard_normal(lead + ((k, m) if transpose_a else (m, k)), dtype=np.float32)
+    b = rng.standard_normal(lead + (k, n), dtype=np.float32)
+    c0 = rng.standard_normal(lead + (m, n), dtype=np.float32)
+    at, bt, ct = _t(a.shape, "f32"), _t(b.shape, "f32"), _t(c0.shape, "f32")
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
+            "affine_map<(m, n, k) -> (m, n)>] ") if transpose_a else ""
+    init = "%c" if accumulate else "%f"
+    text = f"""
+func.func @mm(%a: {at}, %b: {bt}, %c: {ct}) -> {ct} attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : {ct}
+  %f = linalg.fill ins(%z : f32) outs(%e : {ct}) -> {ct}
+  %r = {op} {maps}ins(%a, %b : {at}, {bt}) outs({init} : {ct}) -> {ct}
+  return %r : {ct}
+}}"""
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, pack_b=pack_b, split=1)
+    mm, mn = (m - m % 8, n - n % 32)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        mc.optimize_matmuls(module, config=cfg)
+        ir_text = str(module)
+    main = "x".join(map(str, lead + (mm, mn)))
+    assert f"{mm}, {mn}] [1, 1" in ir_text and f"tensor<{main}xf32>" in ir_text
+    assert mc.REMAINDER not in ir_text
+    buffers = _bufferized(text, cfg)
+    # the divisible part's C is a view of the caller's: no buffer or copy of its size
+    assert not re.search(rf"memref\.(alloc|copy).*memref<{main}xf32", buffers)
+    fn = mc.compile_standalone(text, "mm", config=cfg)
+    out = np.full(lead + (m, n), np.nan, np.float32)
+    fn([a, b, c0.copy()], [out])  # (the product writes its C in place)
+    a2 = np.swapaxes(a, -1, -2) if transpose_a else a
+    ref = np.matmul(a2.astype(np.float64), b) + (c0 if accumulate else 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_split_only_where_the_tile_fits():
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=8, pack_b=0, split=1)
+    for (m, n), split in (((1536, 24), False), ((4, 1000), False), ((1024, 1024), False), ((1000, 1000), True)):
+        with ir.Context(), ir.Location.unknown():  # N or M under one tile, or nothing to cut: padded
+            module = ir.Module.parse(matmul_text(m, n, 64))
+            assert mc.plan(mc.matmul_ops(module)[0], cfg)["split"] == split
+
+
 def test_padding_copies_split_over_threads_only_when_large():
     """With threads, a padded product's operand padding becomes a linalg.copy marked for
     mirax-parallelize; a small tensor.pad elsewhere in the module stays as it is."""
@@ -332,7 +401,7 @@ func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
     for threads, parallel in ((2, True), (1, False)):
         with ir.Context(), ir.Location.unknown():
             module = ir.Module.parse(matmul_text(1000, 1030, 999) + small)
-            mc.optimize_matmuls(module, config=dict(threads=threads))
+            mc.optimize_matmuls(module, config=dict(threads=threads, split=0))
             text = str(module)
         mm, rest = text.split("func.func @small")
         assert ("mirax.parallel" in mm) == parallel and ("tensor.pad" in mm) != parallel
@@ -346,7 +415,8 @@ def test_one_pass_tiles_start_from_zeros(rng, m, n, k, kc):
     with K split into slices the fill stays (later slices add to what earlier ones wrote)."""
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
-    cfg = dict(mr=8, nr=32, kc=kc, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=1, rows_outer=1)
+    cfg = dict(mr=8, nr=32, kc=kc, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=1, rows_outer=1,
+               split=0)
     text = tune.matmul_text(None, m, n, k)
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)

@@ -85,12 +85,19 @@ def test_families_get_different_tiles():
 
 
 def _all_candidates():
-    """Every tiling without repacking, and each repacked form (B; A and B) once per
-    register tile (its structure depends on mr and nr, not on the cache tiles)."""
+    """Every tiling without repacking, and each repacked form (B; A and B) and split form
+    (the product cut into its divisible part and remainders; B as it is or repacked) once
+    per register tile (its structure depends on mr and nr, not on the cache tiles)."""
     seen, packed = {}, set()
     for f in FAMILIES:
-        for c in tune.matmul_candidates(host_cpu.PRESETS[f]):
-            if c["pack_b"]:
+        # (1000 x 1000: the two tiles that pad it least join the candidates, and the
+        # tiles that pad it come split too)
+        for c in tune.matmul_candidates(host_cpu.PRESETS[f], m=1000, n=1000):
+            if c.get("split"):  # (A packed too and rows outermost, split: test_matmul_codegen)
+                if ("split", c["mr"], c["nr"], c["pack_b"]) in packed:
+                    continue
+                packed.add(("split", c["mr"], c["nr"], c["pack_b"]))
+            elif c["pack_b"]:
                 if (c["mr"], c["nr"], c["pack_a"], c["rows_outer"]) in packed:
                     continue
                 packed.add((c["mr"], c["nr"], c["pack_a"], c["rows_outer"]))
@@ -98,7 +105,7 @@ def _all_candidates():
     return list(seen.values())
 
 
-@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}{rows_outer}".format(**c))
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}{rows_outer}s{split}".format(**c))
 def test_every_candidate_computes_the_product(cand, rng):
     """Whatever the tuner picks on any family is correct here: padded M and N, K not a
     multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
@@ -126,6 +133,34 @@ def test_batched_candidate_of_each_family(family, rng):
     out = np.full((3, m, n), np.nan, np.float32)
     fn([a, b], [out])
     np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+
+
+def test_padded_shapes_get_split_candidates():
+    h = host_cpu.PRESETS["avx512"]
+    for m, n in ((1000, 1000), (1024, 1024), (1008, 1024)):
+        for c in tune.matmul_candidates(h, m=m, n=n):
+            pads = bool(m % c["mr"] or n % c["nr"])
+            assert c["split"] in ((0, 1) if pads else (0,))
+        splits = {(c["mr"], c["nr"], c["kc"], c["pack_b"], c["split"]) for c in tune.matmul_candidates(h, m=m, n=n)}
+        assert all((t[:4] + (1 - t[4],)) in splits for t in splits if m % t[0] or n % t[1])  # both forms
+
+
+def test_split_default():
+    # the divisible part holds 7/8 of M x N: split; else (or a tile wider than M or N) padded
+    assert tuning.split_default(1000, 1000, 1000, 14, 16)      # 994 x 992
+    assert not tuning.split_default(100, 40, 64, 8, 32)         # 96 x 32 of 100 x 40
+    assert not tuning.split_default(1536, 24, 64, 14, 32)       # N under one tile
+    assert not tuning.split_default(6, 1000, 64, 14, 16)        # M under one tile
+
+
+def test_shapes_the_best_tiles_pad_get_leaner_ones():
+    h = host_cpu.PRESETS["avx512"]
+    tiles = lambda **s: {(c["mr"], c["nr"]) for c in tune.matmul_candidates(h, **s)}  # noqa: E731
+    plain = tiles()
+    assert all(nr % 32 == 0 for _, nr in plain)  # 1000 columns padded to 1024
+    lean = tiles(m=1000, n=1000) - plain
+    assert lean == {(16, 16), (14, 16)}  # 1008 x 1008, the most accumulators
+    assert tiles(m=1024, n=1024) == plain  # nothing pads less than no padding
 
 
 def test_shape_classes():
