@@ -274,6 +274,11 @@ def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
             own = [int(x) for x in e["shape"].rpartition(":")[2].split("x")]
             if (m % e["mr"] and not own[0] % e["mr"]) or (n % e["nr"] and not own[1] % e["nr"]):
                 continue
+            # nor one that left B as it is where B's rows were not a page-multiple stride
+            # apart and here they are (every row in the same L1 sets: 1000^3's 14x16 plain
+            # tiles ran 1024^3 at 87 GFLOP/s, its derived tiles with B repacked at ~190)
+            if not e.get("pack_b", 1) and (n * 4) % 4096 == 0 and (own[1] * 4) % 4096:
+                continue
         if dist is None or sum(d) < dist:
             best, dist = e, sum(d)
     return best

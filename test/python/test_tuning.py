@@ -193,6 +193,17 @@ def test_a_neighbour_whose_tile_pads_this_shape_is_not_used(store):
     assert tuning.matmul_config("linalg.matmul", "f32", None, 1000, 1000, 1000)["kc"] == 96
 
 
+def test_a_neighbour_that_left_b_alone_is_not_used_on_page_strided_rows(store):
+    lanes = host_cpu.host().f32_lanes
+    derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
+    # 8 x 2*lanes divides both; B plain suited 1000 columns (4000-byte rows), not 1024's 4 KiB
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1000, 1000, 1000),
+                dict(mr=8, nr=2 * lanes, kc=96, nc=4 * lanes, forall_m=80, pack_b=0, dtype="f32", shape="1000x1000x1000"))
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1000, 1000, 1000)["kc"] == 96
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)["kc"] == derived["kc"]
+    assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1000, 1024)["kc"] == 96  # 1000 columns again
+
+
 def test_measurements_are_used_by_later_compiles(store):
     before = tuning.fingerprint()
     derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
