@@ -159,10 +159,12 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
             break
         if batch and cand["pack_b"]:
             continue  # batched products are not repacked
-        cfg = dict(cand, min_flops=0)
         try:
-            with tuning.override(matmul={}):  # plan from the candidate, not from stored entries
-                fn = mc.compile_standalone(text, "mm", config=cfg)
+            # the candidate as the class's stored entry, alone: compiled exactly as a later
+            # compile would plan it (its one-task-per-thread rule, the split default for an
+            # entry without one), not as an explicit config, which plans differently
+            with tuning.override(matmul={key: dict(cand, dtype="f32", shape=shape)}):
+                fn = mc.compile_standalone(text, "mm")
         except Exception as err:  # noqa: BLE001 - a candidate that does not compile is skipped
             log(f"  {shape}: candidate {cand} failed to compile: {err}")
             continue

@@ -287,6 +287,22 @@ def test_a_retune_races_the_stored_choice(store, monkeypatch):
         (c["mr"], c["nr"], c["kc"]) for c in tune.matmul_candidates()]
 
 
+def test_candidates_compile_as_later_compiles_plan_them(store, monkeypatch):
+    """The tuner compiles each candidate as the class's stored entry, with no explicit
+    config: what it times is what a later compile of that class builds."""
+    from mirax.lowering import matmul_codegen as mc
+    seen, compile_standalone = [], mc.compile_standalone
+
+    def spy(text, name, **kw):
+        seen.append((kw.get("config"), dict(tuning.measured()["matmul"])))
+        return compile_standalone(text, name, **kw)
+    monkeypatch.setattr(mc, "compile_standalone", spy)
+    tune.tune_matmul("96x128x64", budget=0.01, log=lambda *_: None, save=False)
+    cls = tuning.shape_class("linalg.matmul", None, 96, 128, 64)
+    assert seen and all(cfg is None and list(store_) == [cls] for cfg, store_ in seen)
+    assert seen[0][1][cls]["shape"] == "96x128x64"
+
+
 def test_tuner_rows_and_threads(store):
     lanes = host_cpu.host().f32_lanes
     e = tune.tune_rows(8, 256 * lanes, log=lambda *_: None)
