@@ -95,9 +95,10 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
         out.append(dict(tuning.matmul_tiles(h, mr, nr, deep[0]), pack_b=1, pack_a=1, rows_outer=0))
         for kc in deep:  # the threads' rows outermost: tall tasks (32 register tiles)
             out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1, rows_outer=1, forall_m=32 * mr))
-    if m and n:  # a tile that pads the product: padded whole, or split (the divisible part in place)
-        out = [dict(c, split=s) for c in out
-               for s in ((0, 1) if m % c["mr"] or n % c["nr"] else (0,))]
+    if m and n:  # a tile that pads the product: padded whole, or split (the divisible part in
+        # place); a tile that does not pad it chooses nothing (its neighbours keep the default)
+        out = [dict(c, split=s) if m % c["mr"] or n % c["nr"] else c for c in out for s in (0, 1)
+               if s == 0 or m % c["mr"] or n % c["nr"]]
     return out
 
 
@@ -187,11 +188,11 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     clock = "cpu" if _clock[0] is time.process_time else "wall"
     entry = dict(cfgs[win], dtype="f32", gflops=round(flop / final[win] / 1e9, 1), clock=clock,
                  shape=shape, candidates=len(fns))
-    if "split" not in entry:  # (an incumbent stored before splitting was a choice: what plan did)
-        pads = bool(m % entry["mr"] or n % entry["nr"])
-        entry["split"] = int(pads and tuning.split_default(m, n, k, entry["mr"], entry["nr"]))
+    if "split" not in entry and (m % entry["mr"] or n % entry["nr"]):
+        # (an incumbent stored before splitting was a choice: what plan did)
+        entry["split"] = int(tuning.split_default(m, n, k, entry["mr"], entry["nr"]))
     worst = max(final.values())
-    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry.get('pack_a', 0)} rows_outer={entry.get('rows_outer', 0)} split={entry['split']}: "
+    log(f"  {shape}: mr={entry['mr']} nr={entry['nr']} kc={entry['kc']} nc={entry['nc']} pack_b={entry['pack_b']} pack_a={entry.get('pack_a', 0)} rows_outer={entry.get('rows_outer', 0)} split={entry.get('split', '-')}: "
         f"{entry['gflops']} GFLOP per {clock} second ({len(fns)} candidates; the slowest of the "
         f"last four {flop / worst / 1e9:.1f})")
     if save:

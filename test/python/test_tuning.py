@@ -105,7 +105,7 @@ def _all_candidates():
     return list(seen.values())
 
 
-@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}{rows_outer}s{split}".format(**c))
+@pytest.mark.parametrize("cand", _all_candidates(), ids=lambda c: "{mr}x{nr}k{kc}n{nc}m{forall_m}p{pack_b}{pack_a}{rows_outer}s{split}".format(**{"split": "-", **c}))
 def test_every_candidate_computes_the_product(cand, rng):
     """Whatever the tuner picks on any family is correct here: padded M and N, K not a
     multiple of kc, several nc blocks (the tiling is IR; LLVM targets this host)."""
@@ -140,8 +140,8 @@ def test_padded_shapes_get_split_candidates():
     for m, n in ((1000, 1000), (1024, 1024), (1008, 1024)):
         for c in tune.matmul_candidates(h, m=m, n=n):
             pads = bool(m % c["mr"] or n % c["nr"])
-            assert c["split"] in ((0, 1) if pads else (0,))
-        splits = {(c["mr"], c["nr"], c["kc"], c["pack_b"], c["split"]) for c in tune.matmul_candidates(h, m=m, n=n)}
+            assert c.get("split") in ((0, 1) if pads else (None,))  # (no choice where nothing pads)
+        splits = {(c["mr"], c["nr"], c["kc"], c["pack_b"], c.get("split")) for c in tune.matmul_candidates(h, m=m, n=n)}
         assert all((t[:4] + (1 - t[4],)) in splits for t in splits if m % t[0] or n % t[1])  # both forms
 
 
