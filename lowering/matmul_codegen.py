@@ -10,12 +10,14 @@ before bufferization). Every f32 matmul with static shapes that is large enough 
             vector.fma (outer products)
 
 built by a transform-dialect script (text generated here per op from `tuning.matmul_config`) and
-applied with `transform.interpreter.apply_named_sequence`. Shapes that do not divide
-the micro tile are padded with zeros (`transform.structured.pad`), and the result is a
-slice of the padded product; other ops (other dtypes, dynamic or small shapes) are
-left alone for the generic lowering. Each product is tiled in a small function of its
-own, then put back (`_outline`, `_inline`): in the program's function the script's
-cost would grow with (products x program size).
+applied with `transform.interpreter.apply_named_sequence`. A shape that does not divide
+the micro tile is split into the part it divides and remainder products
+(`split_remainders`: slices of A, B and C, no copies), or padded with zeros whole
+(`transform.structured.pad`: the result a slice of the padded product), as the tuning
+table says; a remainder is padded to its own tile. Other ops (other dtypes, dynamic or
+small shapes) are left alone for the generic lowering. Each product is tiled in a small
+function of its own, then put back (`_outline`, `_inline`): in the program's function
+the script's cost would grow with (products x program size).
 
     with ctx:
         module = ir.Module.parse(text)            # linalg.matmul on tensors
@@ -296,7 +298,8 @@ def plan(op, config=None, inherit=None):
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
                 rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a, threads=threads,
-                split=split, init_op=_linalg_producer(op.operands[2]) is not None, tiles={x: cfg[x] for x in tuning.MATMUL_KEYS if x in cfg})
+                split=split, init_op=_linalg_producer(op.operands[2]) is not None,
+                tiles={x: cfg[x] for x in tuning.MATMUL_KEYS if x in cfg})
 
 
 REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padded, not split again
@@ -308,8 +311,7 @@ def split_remainders(op, p):
         C[:Mm, :Nm] = A[:Mm] @ B[:, :Nm]      Mm = M - M % mr, Nm = N - N % nr
         C[:Mm, Nm:] = A[:Mm] @ B[:, Nm:]      (and the rows Mm: likewise)
 
-    each a matmul on slices (A, B and C read and written in place, C's zero fill per
-    piece), so no operand is copied into a padded one and C is not sliced out of a padded
+    each a matmul on slices (A, B and C read and written in place, C's fill per piece), so no operand is copied into a padded one and C is not sliced out of a padded
     product: 1000^3 with 14x16 tiles padded A, B and C to 1008 (three 4 MB copies) and ran
     ~8% slower per flop than 1008^3. The remainder pieces (marked REMAINDER) are padded to
     their own tiles. Returns the pieces, the divisible one first."""
@@ -322,8 +324,8 @@ def split_remainders(op, p):
     z = [0] * len(lead)
     a, b, init = op.operands[0], op.operands[1], op.operands[2]
     fill = defining_op(init)
-    zero = fill is not None and fill.name == "linalg.fill"
-    c = fill.operands[1] if zero else init
+    filled = fill is not None and fill.name == "linalg.fill"  # (each piece fills its slice)
+    c = fill.operands[1] if filled else init
     maps = None
     if "indexing_maps" in op.attributes:
         maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(op.attributes["indexing_maps"])]
@@ -339,7 +341,7 @@ def split_remainders(op, p):
                 av = (piece_of(a, [0, r0], [K, r1 - r0]) if p["transpose_a"] else piece_of(a, [r0, 0], [r1 - r0, K]))
                 bv = piece_of(b, [0, c0], [K, c1 - c0])
                 cv = piece_of(c, [r0, c0], [r1 - r0, c1 - c0])
-                if zero:
+                if filled:
                     cv = linalg.fill(fill.operands[0], outs=[cv])
                 if p["batch"]:
                     r = linalg.batch_matmul(av, bv, outs=[cv])
@@ -353,7 +355,7 @@ def split_remainders(op, p):
                                          [1] * (len(lead) + 2)).result
     op.results[0].replace_all_uses_with(c)
     op.erase()
-    if zero and not list(fill.results[0].uses):
+    if filled and not list(fill.results[0].uses):
         fill.erase()
     return pieces
 
