@@ -311,14 +311,15 @@ def split_remainders(op, p):
         C[:Mm, :Nm] = A[:Mm] @ B[:, :Nm]      Mm = M - M % mr, Nm = N - N % nr
         C[:Mm, Nm:] = A[:Mm] @ B[:, Nm:]      (and the rows Mm: likewise)
 
-    each a matmul on slices (A, B and C read and written in place, C's fill per piece), so no operand is copied into a padded one and C is not sliced out of a padded
+    each a matmul on slices (A, B and C read and written in place, C's fill per piece),
+    so no operand is copied into a padded one and C is not sliced out of a padded
     product: 1000^3 with 14x16 tiles padded A, B and C to 1008 (three 4 MB copies) and ran
     ~8% slower per flop than 1008^3. The remainder pieces (marked REMAINDER) are padded to
     their own tiles. Returns the pieces, the divisible one first."""
     from mlir.dialects import linalg, tensor
     M, N, K = p["dims"]
     mr, nr = p["mr"], p["nr"]
-    cut = lambda n, t: [(0, n - n % t), (n - n % t, n)] if n % t and n >= t else [(0, n)]  # noqa: E731
+    cut = lambda n, t: [(0, n - n % t), (n - n % t, n)] if n % t else [(0, n)]  # noqa: E731 (plan: n >= t)
     rows, cols = cut(M, mr), cut(N, nr)
     lead = [p["batch"]] if p["batch"] else []
     z = [0] * len(lead)

@@ -97,8 +97,8 @@ def matmul_candidates(h: host_cpu.HostCPU | None = None, register_tiles: int = 6
             out.append(dict(tuning.matmul_tiles(h, mr, nr, kc), pack_b=1, pack_a=1, rows_outer=1, forall_m=32 * mr))
     if m and n:  # a tile that pads the product: padded whole, or split (the divisible part in
         # place); a tile that does not pad it chooses nothing (its neighbours keep the default)
-        out = [dict(c, split=s) if m % c["mr"] or n % c["nr"] else c for c in out for s in (0, 1)
-               if s == 0 or m % c["mr"] or n % c["nr"]]
+        pads = lambda c: m % c["mr"] or n % c["nr"]  # noqa: E731
+        out = [v for c in out for v in ([dict(c, split=0), dict(c, split=1)] if pads(c) else [c])]
     return out
 
 
