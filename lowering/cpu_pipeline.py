@@ -197,6 +197,8 @@ class MiraxCpuPipeline(MiraxPass):
     options = {"threads": (0, "threads for large kernels (0: tuning.threads(); 1: serial)"),
                "fuse": (True, "fuse elementwise ops (mirax-fuse)"),
                "approx": (True, "f32 exp/log/erf/tanh as polynomials (mirax-math-approx)"),
+               "matmuls": (True, "tile and vectorize matmuls (lowering/matmul_codegen.py); off: "
+                                 "they were already (matmul_codegen.lower_to_llvm) or stay generic"),
                "stream-bytes": (0, "outputs of at least this many bytes get streaming stores "
                                    "(mirax-streaming-stores; 0: the host's last-level cache, -1: none)")}
 
@@ -234,7 +236,8 @@ class MiraxCpuPipeline(MiraxPass):
         if self.opts["fuse"]:
             MiraxFuse().add_to(pm)
             MiraxFuseReductions(threads=threads).add_to(pm)
-        pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
+        if self.opts["matmuls"]:
+            pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
         MiraxParallelize(threads=threads).add_to(pm)
         MiraxVectorizeTransposes().add_to(pm)
         return threads

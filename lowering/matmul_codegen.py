@@ -24,21 +24,21 @@ the script's cost would grow with (products x program size).
         optimize_matmuls(module)                  # scf.forall + vector.fma on tensors
         lower_to_llvm(module)                     # what the CPU pipeline must do after it
 
-Integration into the CPU pipeline (`lower_to_llvm` below is the reference, used by the
-tests and bench/matmul.py):
-  1. after convert-mirax-to-linalg (+ inline, canonicalize, cse), before bufferization:
-     `optimize_matmuls(module)` (as a Python pass: `pm.add(lambda op, *_: ...)`);
-  2. its bufferization as is (BUFFERIZE), then `strided_copies_to_linalg` (optional:
-     makes padding copies vectorizable instead of `memrefCopy` calls);
-  3. TO_LLVM, which is the pipeline's list plus `scf-forall-to-parallel`,
-     `convert-scf-to-openmp` (at the start), `convert-vector-to-scf{full-unroll}`,
-     `convert-vector-to-llvm` (before `finalize-memref-to-llvm`) and
-     `convert-openmp-to-llvm` (after it, before `convert-scf-to-cf`); between
-     convert-scf-to-openmp and the rest, `openmp_dynamic_schedule` (optional, helps
-     when other processes hold a core);
-  4. ExecutionEngine shared_libs: `libmlir_c_runner_utils.so` and an LLVM OpenMP
-     runtime (`__kmpc_*`: Debian `libomp5` or PyPI `intel-openmp`; `openmp_library()`
-     finds one). Without it the engine fails to resolve `__kmpc_fork_call`.
+In mirax-cpu-pipeline (lowering/cpu_pipeline.py) it runs after fusion, before
+mirax-parallelize and bufferization, as the Python pass `mirax-matmul-codegen`; what the
+pipeline does after it is what `lower_to_llvm` runs (the pipeline with its matmul hook
+off), so the tuner and the tests check and time the code a compile makes:
+  1. after convert-mirax-to-linalg (+ canonicalize, cse) and fusion, on tensors:
+     `optimize_matmuls(module)`; then mirax-parallelize splits the repackings over the
+     threads and mirax-vectorize-transposes vectorizes them;
+  2. bufferization into out-params, then `strided_copies_to_linalg` (padding copies
+     vectorizable instead of `memrefCopy` calls);
+  3. TO_LLVM: `scf-forall-to-parallel`, `convert-scf-to-openmp`, then
+     `openmp_dynamic_schedule` (helps when other processes hold a core),
+     `convert-vector-to-scf{full-unroll}`, `convert-vector-to-llvm` (before
+     `finalize-memref-to-llvm`) and `convert-openmp-to-llvm` (after it);
+  4. an LLVM OpenMP runtime (`__kmpc_*`: Debian `libomp5` or PyPI `intel-openmp`;
+     `openmp_library()` finds one) among the engine's shared libraries.
 """
 from __future__ import annotations
 
@@ -71,18 +71,18 @@ from .cpu_pipeline import BUFFERIZE, TO_LLVM  # noqa: E402
 
 
 def lower_to_llvm(module) -> None:
-    """Bufferize and lower a module that went through optimize_matmuls (in place)."""
+    """Bufferize and lower a module that went through optimize_matmuls (in place): the
+    rest of mirax-cpu-pipeline, exactly as a compile runs it (its matmul hook off), so the
+    tuner and the tests time and check the code a later compile makes (the repackings
+    split over the threads by mirax-parallelize and vectorized by
+    mirax-vectorize-transposes: left serial and scalar here, they had cost a 1024^3
+    product on 2 AVX2 threads a quarter of its speed, and the tuner ranked the packed
+    candidates by that)."""
     from mlir.passmanager import PassManager
-
-    def run(passes):
-        PassManager.parse("builtin.module(" + ",".join(passes) + ")", context=module.context).run(
-            module.operation)
-    run(["canonicalize", "cse"] + BUFFERIZE)
-    strided_copies_to_linalg(module)
-    split = TO_LLVM.index("convert-scf-to-openmp") + 1
-    run(TO_LLVM[:split])
-    openmp_dynamic_schedule(module)
-    run(TO_LLVM[split:])
+    from .cpu_pipeline import MiraxCpuPipeline
+    pm = PassManager("builtin.module", context=module.context)
+    MiraxCpuPipeline(matmuls=False).add_to(pm)
+    pm.run(module.operation)
 
 
 def _walk(root, name):
