@@ -69,3 +69,7 @@ config.substitutions.append(("%PYTHON", python))
 for var in ("HOME", "TMPDIR", "MIRAX_CACHE_DIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# the code generator's choices as this host's features derive them, not as `python -m
+# mirax.tune` measured them here: a tuned machine's stored entries (A repacked, say) would
+# change what the checks see
+config.environment["MIRAX_TUNING"] = "off"

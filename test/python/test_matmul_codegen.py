@@ -433,6 +433,19 @@ def test_one_pass_tiles_start_from_zeros(rng, m, n, k, kc):
     check(out, a, b)
 
 
+@pytest.mark.parametrize("m,threads,rows", [(1026, 2, 54), (1026, 1, 114), (1020, 2, 102), (1026, 3, 114)])
+def test_tasks_that_share_unevenly_leave_the_least_to_the_slowest_thread(m, threads, rows):
+    """With no task count the threads share evenly, the task height whose slowest thread
+    runs the fewest rows, down to a quarter of the tile's forall_m: 1026 rows (1024 padded
+    to 6-row tiles) on 2 threads as 19 tasks of 54 (540 rows on the slower thread), not 9
+    of 114 (570); 3 threads share 9 tasks of 114 evenly."""
+    cfg = dict(mr=6, nr=16, kc=64, nc=64, forall_m=192, min_flops=0, pack_b=0, threads=threads)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, m, 64, 64))
+        script = mc.optimize_matmuls(module, config=cfg, return_script=True)
+    assert re.search(rf"tile_using_forall \S+ tile_sizes \[{rows}, 0\]", script)
+
+
 @pytest.mark.parametrize("m,threads,rows", [(1200, 2, 200), (1200, 1, 240), (1000, 2, 200), (1200, 3, 200), (1000, 3, 200)])
 def test_tasks_the_threads_share_evenly(m, threads, rows):
     """forall_m: the largest multiple of mr dividing M (at most the tile's forall_m), unless
