@@ -76,7 +76,8 @@ def lower_to_llvm(module) -> None:
     split over the threads by mirax-parallelize and vectorized by
     mirax-vectorize-transposes (a pass list of its own here had left them serial and
     scalar, and the tuner ranked the packed candidates by that: on a 2-core AVX2 host
-    it measured 86 GFLOP/s for 256x512x512's best, 148 once lowered as compiled)."""
+    its best for 256x512x512 measured 86 GFLOP/s, and 148 in a later tuner run lowered as
+    compiled)."""
     from mlir.passmanager import PassManager
     from .cpu_pipeline import MiraxCpuPipeline
     pm = PassManager("builtin.module", context=module.context)

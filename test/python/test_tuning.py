@@ -307,8 +307,8 @@ def test_candidates_are_lowered_as_a_compile_lowers_them(monkeypatch):
     """What the tuner times goes through the rest of mirax-cpu-pipeline after the matmul
     code generator: the repackings of a packed candidate are split over the threads
     (mirax-parallelize) and vectorized (mirax-vectorize-transposes), as in a compile (a
-    lowering of its own had left them serial and scalar: the tuner ranked the packed
-    candidates of 1024^3 on 2 AVX2 threads ~20% below what a compile then ran)."""
+    lowering of its own had left them serial and scalar, so the tuner ranked the packed
+    candidates below what a compile of them runs)."""
     from mirax.lowering import matmul_codegen as mc
     from mirax.lowering.parallelize import MiraxParallelize
     from mirax.lowering.vectorize_transposes import MiraxVectorizeTransposes
