@@ -200,7 +200,9 @@ def softmax(a, axis=None, precise=False) -> Array:
         a = ew.astype(a, dt.float32)
     m = ew.stop_gradient(max(a, axes, keepdims=True))
     e = ew.exp(ew.subtract(a, m))
-    r = ew.divide(e, sum(e, axes, keepdims=True))
+    # times the reciprocal of the sum, as MLX's kernels do: one division a row, not one
+    # an element (vdivps was an eighth of a compiled 4096-wide softmax on AVX2)
+    r = ew.multiply(e, ew.reciprocal(sum(e, axes, keepdims=True)))
     return ew.astype(r, orig)
 
 
