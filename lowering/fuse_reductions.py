@@ -1,7 +1,7 @@
 """`mirax-fuse-reductions`: row-wise kernels (softmax, layer norm, logsumexp) as one loop.
 
 After `mirax-fuse` a softmax is still four kernels over the whole array (max, exp(x - m),
-sum, divide) because the exp has two consumers. This pass finds each group of linalg ops
+sum, scale by the sum's reciprocal) because the exp has two consumers. This pass finds each group of linalg ops
 connected by def-use edges that all index the same outer parallel loop (the rows) and
 hold at least one reduction, tiles the group's last op into row blocks
 (`transform.structured.tile_using_forall ... tile_sizes [R, 0]`) and pulls every other op
@@ -33,16 +33,16 @@ vectorized at its own width. softmax then reads (64-wide chunks, abridged):
         ... exp(x - mx) ... vector.transfer_write %e, %r[0, %k]                    // exp into the output row
       }
       %s = scf.for ... iter_args(%a = 0) -> (vector<1x64xf32>) { ... arith.addf ... }  // sum
-      %t = vector.reduction <add>, %s fastmath<reassoc>
+      %t = vector.reduction <add>, %s fastmath<reassoc>    (%rt = 1 / %t, once a row)
       %d = scf.for %k = 0 to 4096 step 64 iter_args(%r = %ex) -> (tensor<1x4096xf32>) {
-        %v = vector.transfer_read %r[0, %k] ... arith.divf %v, %t ... transfer_write %q, %r[0, %k]   // in place
+        %v = vector.transfer_read %r[0, %k] ... arith.mulf %v, %rt ... transfer_write %q, %r[0, %k]  // in place
       }
       scf.forall.in_parallel { tensor.parallel_insert_slice %d into %o[%i, 0] [1, 4096] [1, 1] }
     }
 
 An elementwise op that does not read its output and has a same-shaped input dead after
-it (softmax's divide of the exp, layer norm's scaling of x - mean) writes into that input
-(`_reuse_inputs`): bufferized, the exp goes into the output's row and the divide rewrites
+it (softmax's scaling of the exp, layer norm's scaling of x - mean) writes into that input
+(`_reuse_inputs`): bufferized, the exp goes into the output's row and the scaling rewrites
 it there, with no temporary row. When every op's loops but the last are rows (a softmax
 over the last axis of a 3-d or 4-d array: `_row_dims`), the row loop runs over all those
 dims, one row an iteration (`scf.forall (%i, %j) in (B, S)`), vectorized the same way.
@@ -448,7 +448,7 @@ def _find_forall(module, gid):
 
 def _reuse_inputs(body):
     """An elementwise op of the row block that does not read its output and has an input
-    of the output's type, dead after it (exp(x - m) before softmax's divide, x - mean
+    of the output's type, dead after it (exp(x - m) before softmax's scaling, x - mean
     before layer norm's scaling), writes into that input instead: the op reads and writes
     the same chunk of one buffer, which bufferizes in place (its loop over column chunks
     would otherwise write a fresh buffer, a row copy a row)."""
