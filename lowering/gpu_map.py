@@ -8,7 +8,7 @@ becomes the root of one kernel:
                  16x16 threads, each owning a 2x2 block of C); shapes that do not divide
                  the tile take the `parallel` strategy (one thread per output, serial K)
     row          a reduction over trailing dims, or an all-parallel op that reads such a
-                 reduction (softmax's divide, layer norm's scale): one workgroup of 256
+                 reduction (softmax's scaling, layer norm's scale): one workgroup of 256
                  threads per row; the reductions and elementwise producers of the row
                  are fused into the kernel, each reduction split over the threads with
                  its partial results in workgroup memory (address space 3) and barriers
