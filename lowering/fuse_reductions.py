@@ -1,11 +1,11 @@
 """`mirax-fuse-reductions`: row-wise kernels (softmax, layer norm, logsumexp) as one loop.
 
 After `mirax-fuse` a softmax is still four kernels over the whole array (max, exp(x - m),
-sum, scale by the sum's reciprocal) because the exp has two consumers. This pass finds each group of linalg ops
-connected by def-use edges that all index the same outer parallel loop (the rows) and
-hold at least one reduction, tiles the group's last op into row blocks
-(`transform.structured.tile_using_forall ... tile_sizes [R, 0]`) and pulls every other op
-of the group into that loop, greedily from the consumer up
+sum, scale by the sum's reciprocal) because the exp has two consumers. This pass finds
+each group of linalg ops connected by def-use edges that all index the same outer
+parallel loop (the rows) and hold at least one reduction, tiles the group's last op into
+row blocks (`transform.structured.tile_using_forall ... tile_sizes [R, 0]`) and pulls
+every other op of the group into that loop, greedily from the consumer up
 (`transform.structured.fuse_into_containing_op`), so each block of R rows is read from
 memory once and its intermediates stay in cache. Blocks are single rows (the tuning
 table's `block_elements`): a 4096-column row is 16 KiB, in L1 for every pass after the
