@@ -160,12 +160,21 @@ def _previous(op):
 
 def _vectorize_copies(root, copies) -> None:
     """Tile each marked copy [(rank, inner size or None)] along its last dim by 4 host
-    vectors and vectorize the full tiles; a remainder is peeled off as a scalar loop
-    (masked vectorization leaves `vector.mask`s the LLVM lowering rejects)."""
+    vectors (a shorter run whole) and vectorize the full tiles; a remainder is peeled off
+    as a scalar loop (masked vectorization leaves `vector.mask`s the LLVM lowering
+    rejects)."""
     from .host_cpu import host
-    width = 4 * host().f32_lanes
+    lanes = host().f32_lanes
     body = []
     for i, (rank, inner) in enumerate(copies):
+        # 4 vectors a step; a run of at most that (a repacked panel row of B, a head's
+        # 16 columns) in one step, and a multiple of the lanes that divides the run
+        # before a peeled remainder
+        width = 4 * lanes
+        if inner is not None and inner <= width:
+            width = inner
+        elif inner is not None:
+            width = max((w for w in range(lanes, width + 1, lanes) if inner % w == 0), default=width)
         tiles = ", ".join(["1"] * (rank - 1) + [str(width)])
         body += [f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
                  f"in %root : (!transform.any_op) -> !transform.any_op",
@@ -331,6 +340,7 @@ def split_remainders(op, p):
     fill = defining_op(init)
     filled = fill is not None and fill.name == "linalg.fill"  # (each piece fills its slice)
     c = fill.operands[1] if filled else init
+    c = _own_empty(c, op)
     maps = None
     if "indexing_maps" in op.attributes:
         maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(op.attributes["indexing_maps"])]
@@ -363,6 +373,26 @@ def split_remainders(op, p):
     if filled and not list(fill.results[0].uses):
         fill.erase()
     return pieces
+
+
+OWN = "__mirax_own_buffer"  # on a tensor.empty that CSE must not merge with its twins
+_owned = [0]
+
+
+def _own_empty(value, op):
+    """`value` if it is not a `tensor.empty`; else a twin of that empty, placed before
+    `op`, that CSE cannot merge back (a unique OWN attribute). The pieces of a split
+    product write slices of C; CSE makes every empty tensor of a type one value, and
+    when two products wrote slices of the same one, bufferization copied the slice
+    (undefined contents, but it cannot tell through `extract_slice`) into a new buffer
+    for the later product: four serial 252x512 copies in an MLP training step."""
+    d = defining_op(value)
+    if d is None or d.name != "tensor.empty" or len(d.operands):
+        return value
+    twin = d.clone(ir.InsertionPoint(op))
+    _owned[0] += 1
+    twin.attributes[OWN] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), _owned[0])
+    return twin.results[0]
 
 
 def _sizes(xs):
@@ -896,6 +926,52 @@ def skip_zero_fill(kernel) -> int:
     return done
 
 
+def scalar_broadcast_reads(kernel) -> int:
+    """In a tiled kernel, a `vector.transfer_read` used only by `vector.extract`s of
+    single elements (A's mr values of a k step, each broadcast against B's row: a
+    vector<6xf32> of packed A, a vector<6x1xf32> column of row-major A) becomes one
+    `tensor.extract` per element, so each broadcast is a `vbroadcastss` from memory.
+    Read as one vector<6xf32>, LLVM loads elements 4 and 5 as a pair (`vmovsd`) and
+    splats them with shuffles on the FP pipes the FMAs need: on Zen 2, a 6x16 k loop of
+    that form ran at 78 GFLOP/s a core against 92 with six memory broadcasts (the same
+    loop written out by hand, L1-resident operands). Returns how many reads were split."""
+    from mlir.dialects import arith, tensor
+    from .pass_base import user_op
+    done = 0
+    for read in walk_ops(kernel, lambda n: n == "vector.transfer_read"):
+        try:
+            src_t = ir.RankedTensorType(read.operands[0].type)
+        except ValueError:
+            continue  # (on memrefs: not here, the script runs on tensors)
+        vt = ir.VectorType(read.results[0].type)
+        uses = [user_op(u) for u in read.results[0].uses]
+        if not uses or any(u.name != "vector.extract" or len(u.operands) != 1
+                           or not isinstance(u.results[0].type, ir.FloatType) for u in uses):
+            continue  # (a vector use, or a dynamic position)
+        if len(read.operands) != 2 + src_t.rank:
+            continue  # (a masked read)
+        pmap = ir.AffineMapAttr(read.attributes["permutation_map"]).value
+        in_bounds = [ir.BoolAttr(b).value for b in ir.ArrayAttr(read.attributes["in_bounds"])]
+        if not all(in_bounds) or len(pmap.results) != vt.rank or not all(isinstance(e, ir.AffineDimExpr) for e in pmap.results):
+            continue  # (a broadcast dim, a read that may run out of bounds)
+        dims = [ir.AffineDimExpr(e).position for e in pmap.results]  # vector dim -> source dim
+        indices = list(read.operands[1:1 + src_t.rank])
+        for u in uses:
+            pos = list(ir.DenseI64ArrayAttr(u.attributes["static_position"]))
+            with ir.InsertionPoint(u), u.location:
+                idx = list(indices)
+                for d, p in zip(dims, pos):
+                    if p:
+                        step = arith.ConstantOp(ir.IndexType.get(), p).result
+                        idx[d] = arith.AddIOp(indices[d], step).result
+                x = tensor.ExtractOp(read.operands[0], idx).result
+            u.results[0].replace_all_uses_with(x)
+            u.erase()
+        read.erase()
+        done += 1
+    return done
+
+
 def _zero_constant(value) -> bool:
     c = defining_op(value)
     return c is not None and c.name == "arith.constant" and str(c.attributes["value"]).startswith("0.0")
@@ -944,6 +1020,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     (None when no op qualified). `config` overrides the tuning table's tiles (the tuner)."""
     root = module.operation  # an ir.Module, or the module op a Python pass receives
     items, ops = [], []
+    _owned[0] = 0  # (the same module, the same IR)
     with root.context, ir.Location.unknown():
         fold_transposed_a(root, config)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
@@ -976,6 +1053,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             for (i, _, p), (_, f) in zip(items, kernels):
                 if p.get("rows_outer") and p["kc"] >= p["dims"][2]:
                     skip_zero_fill(f)
+                scalar_broadcast_reads(f)
             _inline(root, kernels)
             drop_zero_slice_guards(root)
             fold_padded_fills(root)

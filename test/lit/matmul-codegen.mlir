@@ -48,7 +48,9 @@
 // CHECK: %[[ACC:.+]] = vector.transfer_read {{.+}} vector<8x32xf32>
 // CHECK: scf.for {{.+}} iter_args({{.*}}%{{.+}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
 // CHECK: vector.transfer_read %{{.+}} : tensor<1024x1024xf32>, vector<{{(1x)?}}32xf32>
-// CHECK-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// A's mr values of a k step are read one by one (each broadcast a load of its own, not
+// shuffles of a vector), each feeding one row's FMA:
+// CHECK-COUNT-8: tensor.extract %arg0[%{{.+}}, %{{.+}}] : tensor<1024x1024xf32>
 // CHECK: vector.transfer_write {{.+}} : vector<8x32xf32>, tensor<64x512xf32>
 // CHECK: scf.forall.in_parallel
 // CHECK-NOT: linalg.matmul
@@ -176,12 +178,14 @@ func.func @skipped(%a: tensor<256x256xf64>, %c: tensor<256x256xf64>, %x: tensor<
 // -----
 
 // A transposed first operand (a gradient's x.T @ g) is read in place: the transpose
-// folds into the matmul's indexing map and the micro kernel loads A's column of each k
-// step contiguously.
+// folds into the matmul's indexing map and the micro kernel reads A's column of each k
+// step from one row of x (8 contiguous scalars, each broadcast from memory).
 // CHECK-LABEL: func.func @transposed_a
 // CHECK-NOT: linalg.transpose
-// CHECK: vector.transfer_read %arg0{{.+}} : tensor<256x784xf32>, vector<1x8xf32>
+// CHECK-NOT: vector.transfer_read %arg0
+// CHECK: tensor.extract %arg0[%[[K:.+]], %{{.+}}] : tensor<256x784xf32>
 // CHECK: vector.fma
+// CHECK: tensor.extract %arg0[%[[K]], %{{.+}}] : tensor<256x784xf32>
 func.func @transposed_a(%x: tensor<256x784xf32>, %g: tensor<256x512xf32>) -> tensor<784x512xf32> {
   %z = arith.constant 0.0 : f32
   %et = tensor.empty() : tensor<784x256xf32>

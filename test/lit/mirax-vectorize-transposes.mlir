@@ -22,17 +22,27 @@ func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
 
 // -----
 
-// Attention's head split keeps the innermost dim (a strided copy LLVM vectorizes), and a
-// transpose whose dims the lanes do not divide, are left alone.
-// CHECK-LABEL: func.func @left_alone
-// CHECK: linalg.transpose {{.+}} permutation = [0, 2, 1, 3]
+// A transpose that keeps the innermost dim (attention's head split, matmul's B repacked
+// into panels) copies runs of it: one slice copy per run (a vector read and write once
+// bufferized), instead of a scalar loop LLVM unrolls and cannot vectorize (source and
+// destination may alias). A run longer than 4 vectors is cut into 4-vector pieces. A
+// transpose whose swapped dims the lanes do not divide is left alone.
+// CHECK-LABEL: func.func @keeps_inner
+// CHECK: tensor.extract_slice %arg0[{{.+}}] [1, 1, 1, 16] [1, 1, 1, 1] : tensor<2x48x4x16xf32> to tensor<1x1x1x16xf32>
+// CHECK: tensor.insert_slice {{.+}} [1, 1, 1, 16] [1, 1, 1, 1] : tensor<1x1x1x16xf32> into tensor<2x4x48x16xf32>
+// CHECK: tensor.extract_slice %arg1[{{.+}}] [1, 1, 64] [1, 1, 1] : tensor<8x4x256xf32> to tensor<1x1x64xf32>
 // CHECK: linalg.transpose {{.+}} permutation = [1, 0]
-func.func @left_alone(%a: tensor<2x48x4x16xf32>, %b: tensor<10x512xf32>) -> (tensor<2x4x48x16xf32>, tensor<512x10xf32>) {
+// CHECK-NOT: linalg.transpose
+// AVX2-LABEL: func.func @keeps_inner
+// AVX2: tensor.extract_slice %arg1[{{.+}}] [1, 1, 32] [1, 1, 1] : tensor<8x4x256xf32> to tensor<1x1x32xf32>
+func.func @keeps_inner(%a: tensor<2x48x4x16xf32>, %c: tensor<8x4x256xf32>, %b: tensor<10x512xf32>) -> (tensor<2x4x48x16xf32>, tensor<4x8x256xf32>, tensor<512x10xf32>) {
   %e = tensor.empty() : tensor<2x4x48x16xf32>
   %t = linalg.transpose ins(%a : tensor<2x48x4x16xf32>) outs(%e : tensor<2x4x48x16xf32>) permutation = [0, 2, 1, 3]
+  %g = tensor.empty() : tensor<4x8x256xf32>
+  %v = linalg.transpose ins(%c : tensor<8x4x256xf32>) outs(%g : tensor<4x8x256xf32>) permutation = [1, 0, 2]
   %f = tensor.empty() : tensor<512x10xf32>
   %u = linalg.transpose ins(%b : tensor<10x512xf32>) outs(%f : tensor<512x10xf32>) permutation = [1, 0]
-  return %t, %u : tensor<2x4x48x16xf32>, tensor<512x10xf32>
+  return %t, %v, %u : tensor<2x4x48x16xf32>, tensor<4x8x256xf32>, tensor<512x10xf32>
 }
 
 // -----
