@@ -122,11 +122,14 @@ class _Attrs:
 class Executable:
     """One specialization: a native function per device and how to call it."""
 
-    def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name):
+    def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name,
+                 passthrough=None):
         self.text = module_text
         self.stages = stages  # filled on demand by Lowered
         self.in_avals = in_avals
-        self.out_avals = out_avals
+        self.out_avals = out_avals  # every output; the kernel writes those not passed through
+        self.passthrough = passthrough or {}  # output position -> the input it is
+        self.kernel_avals = [a for j, a in enumerate(out_avals) if j not in self.passthrough]
         self.out_tree = out_tree
         self.n_state_out = n_state_out
         self.lifted = [np.asarray(_host(a._data, a.aval)) for a in lifted]
@@ -171,11 +174,21 @@ class Executable:
             ins += self.lifted
         if self._host is not False and self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
             outs = self.host_program(ins)
-            return [Array._leaf(o, a.dtype) for o, a in zip(outs, self.out_avals)]
+            return self._with_passthrough([Array._leaf(o, a.dtype) for o, a in zip(outs, self.kernel_avals)], arrays)
         kernel = self._kernel or self.kernel
-        outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.out_avals]
+        outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.kernel_avals]
         kernel(ins, outs)
-        return [Array._host_result(o, a) for o, a in zip(outs, self.out_avals)]
+        results = [Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)]
+        return self._with_passthrough(results, arrays) if self.passthrough else results
+
+    def _with_passthrough(self, results, arrays, wrap=None):
+        """The kernel's results with the passed-through inputs put in their places
+        (`wrap(i)`: input i as an output, else the input array itself)."""
+        if not self.passthrough:
+            return results
+        it = iter(results)
+        return [(wrap(self.passthrough[j]) if wrap else arrays[self.passthrough[j]]) if j in self.passthrough
+                else next(it) for j in range(len(self.out_avals))]
 
     def call(self, arrays):
         """A compiled call on positional input arrays (no captured state): evaluate the
@@ -195,9 +208,10 @@ class Executable:
         if self._lifted_gpu is None:
             self._lifted_gpu = [backend.upload(a) for a in self.lifted]
         ins = [_move_to(a, dev) for a in arrays]
-        outs = [backend.empty(a.shape, a.dtype.storage) for a in self.out_avals]
+        outs = [backend.empty(a.shape, a.dtype.storage) for a in self.kernel_avals]
         backend.run(prog, ins + self._lifted_gpu, outs)
-        return [Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.out_avals)]
+        return self._with_passthrough([Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.kernel_avals)],
+                                      arrays, lambda i: Array._leaf(ins[i], arrays[i].dtype, arrays[i].shape))
 
 
 def _fast_key(args):
@@ -382,11 +396,19 @@ class Compiled:
                                 f"{type(o).__name__}{where_text()}")
         _TRACES[self._key] = _TRACES.get(self._key, 0) + 1
         all_out = list(out_leaves) + list(state_out)
-        text, lifted = to_mlir_text(ph, all_out, "main")
+        # an output that is an input as it came in (state the step left alone: SGD's
+        # momentum buffers at momentum 0, say) is handed back, not copied by the kernel
+        # into a new buffer (2.6 MB a step of the MLP benchmark)
+        index = {id(p): i for i, p in enumerate(ph)}
+        passthrough = {j: index[id(o)] for j, o in enumerate(all_out) if id(o) in index}
+        if len(passthrough) == len(all_out):
+            passthrough = {}  # (a kernel of no results: nothing to gain, keep the plain path)
+        kernel_out = [o for j, o in enumerate(all_out) if j not in passthrough]
+        text, lifted = to_mlir_text(ph, kernel_out, "main")
         _eval(lifted)
         name = getattr(self.fun, "__name__", "fun")
         return _executable(text, [a.aval for a in arrays], [o.aval for o in all_out], out_tree,
-                           len(state_out), lifted, name)
+                           len(state_out), lifted, name, passthrough)
 
     # ---- inspection ---------------------------------------------------------------------
     def lower(self, *args):
@@ -499,7 +521,7 @@ def _late_stages(simplified) -> dict:
     return {"linalg": linalg, "optimized": optimized, "llvm": llvm}
 
 
-def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):
+def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name, passthrough=None):
     try:
         stages = {"traced": text}
         if os.environ.get("MIRAX_DUMP_IR"):
@@ -507,7 +529,8 @@ def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name):
             for st in Lowered.STAGES:
                 low.as_text(st)
             _dump(name, {k: v for k, v in stages.items() if k != "traced"})
-        return Executable(_module_text(text), stages, in_avals, out_avals, out_tree, n_state_out, lifted, name)
+        return Executable(_module_text(text), stages, in_avals, out_avals, out_tree, n_state_out, lifted, name,
+                          passthrough)
     except ir.MLIRError as err:
         raise MiraxError(f"compile: lowering failed: {err}{where_text()}") from None
 
@@ -533,7 +556,9 @@ def _respecialize(exe, in_avals):
     text, new_lifted = to_mlir_text(ph, outs, "main", lift=True)
     assert n_lifted == 0 or new_lifted, "captured constants are lifted again"
     _eval(new_lifted)
-    return _executable(text, in_avals, [o.aval for o in outs], exe.out_tree, exe.n_state_out, new_lifted, exe.name)
+    it = iter([o.aval for o in outs])  # (the passed-through outputs: the new inputs' avals)
+    out_avals = [in_avals[exe.passthrough[j]] if j in exe.passthrough else next(it) for j in range(len(exe.out_avals))]
+    return _executable(text, in_avals, out_avals, exe.out_tree, exe.n_state_out, new_lifted, exe.name, exe.passthrough)
 
 
 _DUMPS = [0]

@@ -135,6 +135,36 @@ def test_pure_functions_return_state_or_capture_outputs():
     close(state2[0], 4.0)
 
 
+def test_state_left_alone_is_handed_back_not_copied():
+    """State the function does not change (SGD's velocities at momentum 0) comes back as
+    the same array: the kernel neither takes it as a result nor copies it."""
+    state = [mr.array(np.arange(6, dtype=np.float32)), mr.array(np.ones(6, np.float32))]
+    keep = state[1]
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def step(x):
+        state[0] = state[0] * x
+        return state[0].sum() + x
+
+    out = step(mr.array(2.0))
+    close(out, 32.0)
+    assert state[1] is keep
+    np.testing.assert_array_equal(np.asarray(state[0]), 2 * np.arange(6))
+    step(mr.array(2.0))  # cached
+    np.testing.assert_array_equal(np.asarray(state[0]), 4 * np.arange(6))
+    assert state[1] is keep and np.asarray(keep).tolist() == [1.0] * 6
+    text = mr.compile(lambda x, y: (x * 2, y)).lower(mr.array(1.0), mr.array(3.0)).as_text("mirax")
+    assert "-> tensor<f32> attributes" in text  # one result: y is not the kernel's
+
+    ident = mr.compile(lambda x, y: (y, x + 1))  # a returned input is that input
+    a, b = mr.array(5.0), mr.array(7.0)
+    r = ident(a, b)
+    assert r[0] is b
+    close(r[1], 6.0)
+    whole = mr.compile(lambda x: x)  # (nothing left to compute: the plain path)
+    close(whole(mr.array(3.0)), 3.0)
+
+
 def test_closed_over_arrays_are_constants_unless_captured():
     state = [mr.array(1.0)]
 
