@@ -18,24 +18,46 @@ _NODES: dict = {}
 def register_tree_node(cls, flatten, unflatten):
     """Make instances of `cls` tree nodes (see the module docstring)."""
     _NODES[cls] = (flatten, unflatten)
+    _LEAF_TYPES.clear()  # (a type seen as a leaf may be a node now)
+    _RESOLVED.clear()
+
+
+# Types whose instances `_node` found to be leaves: whether an object is a node depends on
+# its type only, so a type seen once as a leaf skips the registry, its base classes and the
+# NamedTuple / dataclass checks next time (a training step flattens ~50 leaves a call).
+_LEAF_TYPES: set = set()
+_RESOLVED: dict = {}  # type -> its registered (flatten, unflatten) or None
 
 
 def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+def _registered(t):
+    """The (flatten, unflatten) registered for `t` or its nearest registered base class
+    (nn.Module subclasses), else None; remembered per type."""
+    try:
+        return _RESOLVED[t]
+    except KeyError:
+        pass
+    got = next((_NODES[b] for b in t.__mro__ if b in _NODES), None)
+    _RESOLVED[t] = got
+    return got
+
+
 def _node(x):
     """(children, rebuild) for a node, or None for a leaf."""
     t = type(x)
-    if t in _NODES:
-        flatten, unflatten = _NODES[t]
+    reg = _registered(t)
+    if reg is not None:
+        flatten, unflatten = reg
         children, aux = flatten(x)
         return list(children), lambda cs: unflatten(aux, cs)
-    for base in t.__mro__[1:]:  # subclasses of registered nodes (nn.Module subclasses)
-        if base in _NODES:
-            flatten, unflatten = _NODES[base]
-            children, aux = flatten(x)
-            return list(children), lambda cs: unflatten(aux, cs)
+    if t is dict:  # (the common nodes first)
+        keys = list(x)
+        return [x[k] for k in keys], lambda cs: dict(zip(keys, cs))
+    if t is list or t is tuple:
+        return list(x), lambda cs: t(cs)
     if _is_namedtuple(x):
         return list(x), lambda cs: t(*cs)
     if isinstance(x, (list, tuple)):
@@ -71,6 +93,10 @@ class TreeDef:
         return f"TreeDef({self._key})"
 
 
+_LEAF = TreeDef("leaf", None, (), "*")  # (immutable: one for every leaf)
+_NONE = TreeDef("none", None, (), "None")
+
+
 def _struct_key(x, children):
     t = type(x)
     if isinstance(x, dict):
@@ -85,13 +111,18 @@ def _struct_key(x, children):
 def _flatten(x, is_leaf, leaves):
     if is_leaf is not None and is_leaf(x):
         leaves.append(x)
-        return TreeDef("leaf", None, (), "*")
+        return _LEAF
+    t = type(x)
+    if t in _LEAF_TYPES:
+        leaves.append(x)
+        return _LEAF
     if x is None:
-        return TreeDef("none", None, (), "None")
+        return _NONE
     node = _node(x)
     if node is None:
+        _LEAF_TYPES.add(t)
         leaves.append(x)
-        return TreeDef("leaf", None, (), "*")
+        return _LEAF
     children, rebuild = node
     defs = tuple(_flatten(c, is_leaf, leaves) for c in children)
     return TreeDef("node", rebuild, defs, _struct_key(x, tuple(d._key for d in defs)))

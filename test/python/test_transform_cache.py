@@ -445,3 +445,22 @@ def test_entries_do_not_keep_the_function_or_its_state_alive():
     del f
     gc.collect()
     assert fref() is None and wref() is None
+
+
+def test_mirax_imported_through_a_path_with_dots_is_still_library_code(tmp_path):
+    """Code of mirax names its file by the path it was imported from ("bench/../python"
+    when a script puts that on sys.path): it is still mirax's, whose globals the cache
+    does not walk (it walked 620 objects a call of nn.value_and_grad)."""
+    import os
+    import subprocess
+    import sys
+    pkg = os.path.dirname(os.path.dirname(mr.__file__))  # .../python
+    dotted = os.path.join(pkg, "..", os.path.basename(pkg))
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "import mirax.nn.utils as u\n"
+            "from mirax.transforms import cache\n"
+            "assert '..' in u.__file__, u.__file__\n"
+            "print(cache._library(u.value_and_grad.__code__))" % dotted)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -271,6 +271,28 @@ def test_registered_tree_nodes():
     close(g.v, [2.0, 4.0])
 
 
+def test_a_type_flattened_as_a_leaf_can_be_registered_later():
+    """tree_flatten remembers the types it found to be leaves; registering one makes it
+    a node from then on."""
+    from mirax.tree import register_tree_node, tree_flatten, tree_unflatten
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+    p = Pair(mr.array(1.0), mr.array(2.0))
+    leaves, _ = tree_flatten([p, p])
+    assert leaves == [p, p]
+    register_tree_node(Pair, lambda q: ([q.a, q.b], None), lambda _, cs: Pair(*cs))
+    leaves, td = tree_flatten({"x": [p, None]})
+    assert len(leaves) == 2 and leaves[0] is p.a
+    back = tree_unflatten(td, leaves)
+    assert isinstance(back["x"][0], Pair) and back["x"][1] is None
+
+    class Sub(Pair):  # a subclass of a registered node is one too
+        pass
+    assert len(tree_flatten(Sub(1, 2))[0]) == 2
+
+
 def test_closures_over_outer_traces_compose():
     # the inner grad closes over y, a value of the outer grad's trace
     f = lambda y: mr.grad(lambda x: (x * y) ** 2)(mr.array(1.0))  # d/dx = 2 x y^2  # noqa: E731

@@ -156,8 +156,11 @@ def _library(code) -> bool:
         import mirax
         from .. import dialect, lowering, runtime
         for m in (mirax, dialect, lowering, runtime):
-            for p in m.__path__:
-                _LIB_DIRS.extend({os.path.join(os.path.abspath(p), ""), os.path.join(os.path.realpath(p), "")})
+            for p in m.__path__:  # (as imported, too: code names its file by that path, which
+                # may hold "..": bench/ puts "bench/../python" on sys.path, and mirax's own
+                # functions were walked as user code, 620 objects a call of nn.value_and_grad)
+                _LIB_DIRS.extend({os.path.join(p, ""), os.path.join(os.path.abspath(p), ""),
+                                  os.path.join(os.path.realpath(p), "")})
     return code.co_filename.startswith(tuple(_LIB_DIRS))
 
 
