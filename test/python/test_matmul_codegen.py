@@ -281,6 +281,35 @@ func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>, %c: tensor<{m}x{n
     check(np.asarray(out), x.T.copy(), g)
 
 
+@pytest.mark.parametrize("m,n,k", [(784, 512, 256), (100, 130, 70)])
+def test_transposed_weight_gradient_is_the_product_of_the_swapped_operands(rng, m, n, k):
+    """(x.T @ g).T -- a weight's gradient through x @ W.T -- becomes g.T @ x with both
+    read in place: no transpose is left, and the values are those of numpy."""
+    import mirax as mr
+    x = rng.standard_normal((k, m), dtype=np.float32)
+    g = rng.standard_normal((k, n), dtype=np.float32)
+    text = f"""
+func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>) -> tensor<{n}x{m}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{k}xf32>
+  %t = linalg.transpose ins(%x : tensor<{k}x{m}xf32>) outs(%e : tensor<{m}x{k}xf32>) permutation = [1, 0]
+  %c0 = tensor.empty() : tensor<{m}x{n}xf32>
+  %c = linalg.fill ins(%z : f32) outs(%c0 : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.matmul ins(%t, %g : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%c : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %e2 = tensor.empty() : tensor<{n}x{m}xf32>
+  %w = linalg.transpose ins(%r : tensor<{m}x{n}xf32>) outs(%e2 : tensor<{n}x{m}xf32>) permutation = [1, 0]
+  return %w : tensor<{n}x{m}xf32>
+}}"""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        assert mc.fold_transposed_a(module.operation, dict(min_flops=0)) == 1
+        assert mc.fold_transposed_products(module.operation, dict(min_flops=0)) == 1
+        assert "linalg.transpose" not in str(module)
+        assert "ins(%arg1, %arg0" in str(module)  # g read transposed, x as it is
+    out = mr.compile(lambda a, b: (a.T @ b).T)(mr.array(x), mr.array(g))
+    check(np.asarray(out), g.T.copy(), x)
+
+
 @pytest.mark.parametrize("pack_a,rows_outer", [(0, 0), (1, 0), (1, 1)])
 @pytest.mark.parametrize("transpose_a", [False, True])
 @pytest.mark.parametrize("m,n,k,split", [(256, 1024, 96, 0), (100, 130, 70, 0), (100, 130, 70, 1)])
