@@ -258,6 +258,16 @@ def plan(op, config=None, inherit=None):
         return None
     mr, nr = cfg["mr"], cfg["nr"]
     Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+    if REMAINDER in op.attributes and (Mp, Np) != (M, N) and config is None:
+        # a split product's remainder (the last M % mr rows, say): the host's register tile
+        # that pads it least, the most accumulators among those (4 rows: 4x16, not 6x16
+        # padded with two rows of zeros, a third of its FMAs wasted)
+        from .host_cpu import host
+        up = lambda x, t: -(-x // t) * t  # noqa: E731
+        tiles = tuning.register_tiles(host(), every=True)
+        mr, nr = min(tiles, key=lambda t: (up(M, t[0]) * up(N, t[1]), -t[0] * t[1]))
+        Mp, Np = up(M, mr), up(N, nr)
+        cfg.update(tuning.matmul_tiles(host(), mr, nr))
     if Mp * Np > cfg["max_pad"] * M * N and config is None:
         # the tile (measured for a neighbouring shape class, or derived) pads this shape
         # too much: the host's register tile that pads least, up to max_pad_skinny (a
@@ -308,7 +318,16 @@ def plan(op, config=None, inherit=None):
         pack_b = tuning.pack_b_default(M, N, K, mr)
     pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
     pack_a = pack and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
-    return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, nc=nc,
+    # one task of rows (a remainder's few rows, a product of few rows): the threads
+    # split its columns instead, in blocks of whole register tiles (a 4x512x784 remainder
+    # of an MLP step ran on one thread while the other waited)
+    forall_n = 0
+    if threads > 1 and tasks == 1 and forall_m == Mp and not pack and "forall_m" not in (config or {}):
+        blocks = [d for d in range(nr, Np // threads + 1, nr) if Np % d == 0]
+        if blocks:
+            forall_n = min(blocks, key=lambda d: (-(-(Np // d) // threads) * d, -d))
+            nc = max(d for d in range(nr, min(nc, forall_n) + 1, nr) if forall_n % d == 0)
+    return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, forall_n=forall_n, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
                 rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a, threads=threads,
                 split=split, init_op=_linalg_producer(op.operands[2]) is not None,
@@ -427,7 +446,7 @@ def op_script(i, name, p):
     fused = p["init_op"] or (Mp, Np) != (M, N)
     if fused:
         s.append(f"%fill{i} = transform.get_producer_of_operand {h}[2] : (!transform.any_op) -> !transform.any_op")
-    forall_tiles = ([1] if b else []) + [p["forall_m"], 0]
+    forall_tiles = ([1] if b else []) + ([0, p["forall_n"]] if p.get("forall_n") else [p["forall_m"], 0])
     s.append(f"%t{i}a, %forall{i} = transform.structured.tile_using_forall {h} tile_sizes "
              f"{_sizes(forall_tiles)} : {_handles(2)}")
     fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
@@ -437,7 +456,7 @@ def op_script(i, name, p):
     # a cache tile as large as its dimension would make a one-trip loop, which the
     # canonicalization below folds away under a live handle: such dims are not tiled
     K = p["dims"][2]
-    nc = p["nc"] if p["nc"] < Np else 0
+    nc = p["nc"] if p["nc"] < (p.get("forall_n") or Np) else 0  # (within a task's columns)
     kc = p["kc"] if p["kc"] < K else 0
     s.append(_cache_loops(i, f"%t{i}a", f"%t{i}b", lead + [0, nc, kc], nc, kc))
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
