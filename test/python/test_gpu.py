@@ -253,6 +253,26 @@ def test_compiled_cross_entropy_value_and_grad_on_gpu():
         np.testing.assert_allclose(np.asarray(g), np.asarray(v), rtol=1e-4, atol=1e-6)
 
 
+def test_compiled_state_left_alone_on_gpu():
+    """State a compiled step leaves alone, and an input returned as it is, come back with
+    their values from the GPU kernel's call (they are not its results)."""
+    from functools import partial
+    state = [mr.array(np.arange(6, dtype=np.float32)), mr.array(np.ones(6, np.float32))]
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def step(x):
+        state[0] = state[0] * x
+        return state[0].sum() + x
+
+    with mr.stream(mr.gpu):
+        out = step(mr.array(2.0))
+        swap = mr.compile(lambda a, b: (b, a + 1))(mr.array(1.0), mr.array(5.0))
+    assert out.item() == 32.0
+    np.testing.assert_array_equal(np.asarray(state[0]), 2 * np.arange(6))
+    np.testing.assert_array_equal(np.asarray(state[1]), np.ones(6))
+    assert swap[0].item() == 5.0 and swap[1].item() == 2.0
+
+
 def _example(name):
     import importlib.util
     from pathlib import Path
