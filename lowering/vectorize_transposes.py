@@ -60,6 +60,26 @@ def plan(op, lanes: int):
     return tiles
 
 
+LINE = 64  # bytes of a cache line
+
+
+def line_tiles(op, tiles):
+    """Outer tile sizes that group register blocks so each source row read is a whole
+    cache line (two 8x8 blocks side by side with AVX2's 8 lanes), or None where one block
+    already is (AVX-512) or the shape does not allow it. One 8x8 block reads half of
+    each of 8 lines; the other half came 512 blocks later, from L2 again."""
+    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    rank = len(perm)
+    j = perm.index(rank - 1)
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
+    per_line = LINE // 4
+    if j == rank - 1 or tiles[j] >= per_line or shape[j] % per_line:
+        return None
+    outer = list(tiles)
+    outer[j] = per_line
+    return outer
+
+
 class MiraxVectorizeTransposes(MiraxPass):
     name = NAME
     summary = "Tile transposes into register blocks of the host's vector width, transposed by shuffles"
@@ -77,19 +97,22 @@ class MiraxVectorizeTransposes(MiraxPass):
                 if tiles is None:
                     continue
                 op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(todo))
-                todo.append(tiles)
+                todo.append((line_tiles(op, tiles), tiles))
             if not todo:
                 return
             strategy = "shuffle_16x16" if lanes == 16 else "shuffle_1d"
             body = []
-            for i, tiles in enumerate(todo):
-                n = sum(1 for x in tiles if x)
-                sizes = ", ".join(map(str, tiles))
-                body += [f"%t{i} = transform.structured.match ops{{[\"linalg.transpose\"]}} attributes{{{MARK} = {i} : i64}} "
-                         f"in %root : (!transform.any_op) -> !transform.any_op",
-                         f"%b{i}, %l{i}:{n} = transform.structured.tile_using_for %t{i} tile_sizes [{sizes}] : "
-                         f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * n})",
-                         f"transform.structured.vectorize %b{i} : !transform.any_op"]
+            for i, (outer, tiles) in enumerate(todo):
+                body.append(f"%t{i} = transform.structured.match ops{{[\"linalg.transpose\"]}} attributes{{{MARK} = {i} : i64}} "
+                            f"in %root : (!transform.any_op) -> !transform.any_op")
+                h = f"%t{i}"
+                for k, sizes in enumerate(([outer] if outer else []) + [tiles]):
+                    n = sum(1 for x in sizes if x)
+                    body.append(f"%b{i}_{k}, %l{i}_{k}:{n} = transform.structured.tile_using_for {h} tile_sizes "
+                                f"[{', '.join(map(str, sizes))}] : (!transform.any_op) -> (!transform.any_op"
+                                f"{', !transform.any_op' * n})")
+                    h = f"%b{i}_{k}"
+                body.append(f"transform.structured.vectorize {h} : !transform.any_op")
             body += ["%f = transform.structured.match ops{[\"func.func\"]} in %root : "
                      "(!transform.any_op) -> !transform.any_op",
                      "transform.apply_patterns to %f {\n"

@@ -11,7 +11,11 @@
 // CHECK: vector.shuffle
 // CHECK: vector.transfer_write {{.+}} : vector<16x16xf32>, tensor<16x16xf32>
 // CHECK-NOT: linalg.transpose
+// With 8 lanes, blocks go in pairs along the source rows, so that each source row read is
+// a whole cache line (16 floats), the pair's two 8x8 blocks one after the other:
 // AVX2-LABEL: func.func @square
+// AVX2: tensor.extract_slice %arg0[%{{.+}}, %{{.+}}] [8, 16] [1, 1] : tensor<512x784xf32> to tensor<8x16xf32>
+// AVX2: scf.for {{.+}} step %c8
 // AVX2: vector.transfer_read {{.+}} : tensor<8x8xf32>, vector<8x8xf32>
 // AVX2: vector.shuffle
 func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
