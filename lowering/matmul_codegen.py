@@ -263,10 +263,9 @@ def plan(op, config=None, inherit=None):
         # that pads it least, the most accumulators among those (4 rows: 4x16, not 6x16
         # padded with two rows of zeros, a third of its FMAs wasted)
         from .host_cpu import host
-        up = lambda x, t: -(-x // t) * t  # noqa: E731
         tiles = tuning.register_tiles(host(), every=True)
-        mr, nr = min(tiles, key=lambda t: (up(M, t[0]) * up(N, t[1]), -t[0] * t[1]))
-        Mp, Np = up(M, mr), up(N, nr)
+        mr, nr = min(tiles, key=lambda t: (_up(M, t[0]) * _up(N, t[1]), -t[0] * t[1]))
+        Mp, Np = _up(M, mr), _up(N, nr)
         cfg.update(tuning.matmul_tiles(host(), mr, nr))
     if Mp * Np > cfg["max_pad"] * M * N and config is None:
         # the tile (measured for a neighbouring shape class, or derived) pads this shape
@@ -275,8 +274,7 @@ def plan(op, config=None, inherit=None):
         # padded to one vector: 0.6 ms vs 0.01 ms for 256x512 @ 512x10 on Zen 5)
         from .host_cpu import host
         tiles = tuning.register_tiles(host(), every=True)
-        area = lambda t: (-(-M // t[0]) * t[0]) * (-(-N // t[1]) * t[1])  # noqa: E731
-        mr, nr = min(tiles, key=area)
+        mr, nr = min(tiles, key=lambda t: _up(M, t[0]) * _up(N, t[1]))
         Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
         if Mp * Np <= cfg["max_pad_skinny"] * M * N:
             cfg.update(tuning.matmul_tiles(host(), mr, nr), max_pad=cfg["max_pad_skinny"])
@@ -296,7 +294,8 @@ def plan(op, config=None, inherit=None):
         # one exists), down to a quarter of the largest: 1026 rows in 6-row tiles, 2
         # threads: 19 tasks of 54 (540 rows on the slower thread), not 9 of 114 (570: the
         # other thread idle a tenth of the time, measured on AVX2)
-        share = lambda d: -(-(tasks * Mp // d) // threads) * d  # noqa: E731
+        def share(d):  # rows of the thread that runs the most tasks
+            return -(-(tasks * Mp // d) // threads) * d
         forall_m = min((d for d in divisors if 4 * d >= forall_m), key=lambda d: (share(d), -d))
     nc = max(d for d in range(nr, max(cfg["nc"], nr) + 1, nr) if Np % d == 0)
     if tasks == 1 and nc == Np and "forall_m" not in (config or {}):
@@ -335,6 +334,11 @@ def plan(op, config=None, inherit=None):
 
 
 REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padded, not split again
+
+
+def _up(x: int, t: int) -> int:
+    """x rounded up to a multiple of t."""
+    return -(-x // t) * t
 
 
 def split_remainders(op, p):
