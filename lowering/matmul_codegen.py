@@ -257,7 +257,7 @@ def plan(op, config=None, inherit=None):
     if 2 * (batch or 1) * M * N * K < cfg["min_flops"] or K < 8:  # (K < 8: outer products)
         return None
     mr, nr = cfg["mr"], cfg["nr"]
-    Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+    Mp, Np = _up(M, mr), _up(N, nr)
     if REMAINDER in op.attributes and (Mp, Np) != (M, N) and config is None:
         # a split product's remainder (the last M % mr rows, say): the host's register tile
         # that pads it least, the most accumulators among those (4 rows: 4x16, not 6x16
@@ -275,7 +275,7 @@ def plan(op, config=None, inherit=None):
         from .host_cpu import host
         tiles = tuning.register_tiles(host(), every=True)
         mr, nr = min(tiles, key=lambda t: _up(M, t[0]) * _up(N, t[1]))
-        Mp, Np = -(-M // mr) * mr, -(-N // nr) * nr
+        Mp, Np = _up(M, mr), _up(N, nr)
         if Mp * Np <= cfg["max_pad_skinny"] * M * N:
             cfg.update(tuning.matmul_tiles(host(), mr, nr), max_pad=cfg["max_pad_skinny"])
     if Mp * Np > cfg["max_pad"] * M * N:
@@ -294,9 +294,8 @@ def plan(op, config=None, inherit=None):
         # one exists), down to a quarter of the largest: 1026 rows in 6-row tiles, 2
         # threads: 19 tasks of 54 (540 rows on the slower thread), not 9 of 114 (570: the
         # other thread idle a tenth of the time, measured on AVX2)
-        def share(d):  # rows of the thread that runs the most tasks
-            return -(-(tasks * Mp // d) // threads) * d
-        forall_m = min((d for d in divisors if 4 * d >= forall_m), key=lambda d: (share(d), -d))
+        forall_m = min((d for d in divisors if 4 * d >= forall_m),
+                       key=lambda d: (_slowest_share(tasks * Mp, d, threads), -d))
     nc = max(d for d in range(nr, max(cfg["nc"], nr) + 1, nr) if Np % d == 0)
     if tasks == 1 and nc == Np and "forall_m" not in (config or {}):
         # one n-block: a task's row tiles share each kc x N slice of B, fetched from L3
@@ -324,7 +323,7 @@ def plan(op, config=None, inherit=None):
     if threads > 1 and tasks == 1 and forall_m == Mp and not pack and "forall_m" not in (config or {}):
         blocks = [d for d in range(nr, Np // threads + 1, nr) if Np % d == 0]
         if blocks:
-            forall_n = min(blocks, key=lambda d: (-(-(Np // d) // threads) * d, -d))
+            forall_n = min(blocks, key=lambda d: (_slowest_share(Np, d, threads), -d))
             nc = max(d for d in range(nr, min(nc, forall_n) + 1, nr) if forall_n % d == 0)
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, forall_n=forall_n, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
@@ -339,6 +338,12 @@ REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padd
 def _up(x: int, t: int) -> int:
     """x rounded up to a multiple of t."""
     return -(-x // t) * t
+
+
+def _slowest_share(total: int, d: int, threads: int) -> int:
+    """What the busiest of `threads` runs of `total` rows (or columns) cut into tasks of
+    `d`: its whole tasks times `d`."""
+    return _up(total // d, threads) // threads * d
 
 
 def split_remainders(op, p):

@@ -178,8 +178,7 @@ class Executable:
         kernel = self._kernel or self.kernel
         outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.kernel_avals]
         kernel(ins, outs)
-        results = [Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)]
-        return self._with_passthrough(results, arrays) if self.passthrough else results
+        return self._with_passthrough([Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)], arrays)
 
     def _with_passthrough(self, results, arrays, wrap=None):
         """The kernel's results with the passed-through inputs put in their places
