@@ -164,17 +164,13 @@ def _vectorize_copies(root, copies) -> None:
     as a scalar loop (masked vectorization leaves `vector.mask`s the LLVM lowering
     rejects)."""
     from .host_cpu import host
+    from .vectorize_transposes import vector_run
     lanes = host().f32_lanes
     body = []
     for i, (rank, inner) in enumerate(copies):
-        # 4 vectors a step; a run of at most that (a repacked panel row of B, a head's
-        # 16 columns) in one step, and a multiple of the lanes that divides the run
-        # before a peeled remainder
-        width = 4 * lanes
-        if inner is not None and inner <= width:
-            width = inner
-        elif inner is not None:
-            width = max((w for w in range(lanes, width + 1, lanes) if inner % w == 0), default=width)
+        # a short run (a repacked panel row of B, a head's 16 columns) in one step; else a
+        # multiple of the lanes that divides it, or 4 vectors and a peeled remainder
+        width = (vector_run(inner, lanes) if inner is not None else None) or 4 * lanes
         tiles = ", ".join(["1"] * (rank - 1) + [str(width)])
         body += [f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
                  f"in %root : (!transform.any_op) -> !transform.any_op",

@@ -31,6 +31,15 @@ NAME = "mirax-vectorize-transposes"
 MARK = "__mirax_vector_transpose"
 
 
+def vector_run(n: int, lanes: int):
+    """How many elements of a contiguous run of `n` one vectorized copy step moves: the
+    whole run up to 4 vectors, else the largest multiple of the lanes up to 4 vectors
+    that divides it; None when none does."""
+    if n <= 4 * lanes:
+        return n
+    return max((w for w in range(lanes, 4 * lanes + 1, lanes) if n % w == 0), default=None)
+
+
 def plan(op, lanes: int):
     """Tile sizes over the op's (output) loops, or None to leave it alone."""
     try:
@@ -49,9 +58,7 @@ def plan(op, lanes: int):
         # stores it cannot reorder (source and destination may alias): 16 vmovss pairs
         # per panel row, 8% of a 1024^3 product on AVX2. Tiled by the run (or 4 vectors
         # of it), each tile is one vector read and one vector write.
-        inner = shape[-1]
-        if inner > 4 * lanes:
-            inner = max((d for d in range(lanes, 4 * lanes + 1, lanes) if shape[-1] % d == 0), default=0)
+        inner = vector_run(shape[-1], lanes)
         return [1] * (rank - 1) + [inner] if inner else None  # (outer dims may be dynamic: a task's share)
     if j == rank - 1 or not t.has_static_shape or shape[rank - 1] % lanes or shape[j] % lanes:
         return None
