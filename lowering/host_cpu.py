@@ -4,6 +4,7 @@
     h = host()             # read once per process (and remembered on disk per CPU)
     h.name, h.isa          # 'znver5', 'avx512'
     h.vector_bits, h.vector_registers, h.f32_lanes    # 512, 32, 16
+    h.l1d, h.l2, h.line    # bytes: 49152, 1048576, 64
     print(h.describe())    # one line for benchmark headers
 
 The JIT targets the host (`JITTargetMachineBuilder::detectHost`: LLVM's host CPU name
@@ -28,7 +29,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 
-FORMAT = 1
+FORMAT = 2  # 2: the cache line size
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class HostCPU:
     l2: int = 512 << 10            # bytes per core (or per cluster where shared)
     l3: int = 0                    # bytes, shared
     model: str = ""                # the OS's model string, for people
+    line: int = 64                 # bytes of an L1d cache line (Apple's cores: 128)
 
     @property
     def isa(self) -> str:
@@ -106,7 +108,7 @@ PRESETS = {
     "avx512": HostCPU("x86_64", "znver4", frozenset({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl"}),
                       2, 32 << 10, 1 << 20, 32 << 20, "AMD EPYC (Zen 4)"),
     "neon": HostCPU("arm64", "apple-m1", frozenset({"neon", "fp-armv8", "fullfp16"}), 8,
-                    128 << 10, 3 << 20, 0, "Apple M1"),  # 12 MiB L2 per 4 performance cores
+                    128 << 10, 3 << 20, 0, "Apple M1", 128),  # 12 MiB L2 per 4 performance cores
     "sve": HostCPU("aarch64", "neoverse-v1", frozenset({"neon", "sve", "fp-armv8"}), 4,
                    64 << 10, 1 << 20, 32 << 20, "AWS Graviton3"),
 }
@@ -180,20 +182,21 @@ def _sysctl(name: str) -> int:
         return 0
 
 
-def _caches() -> tuple[int, int, int]:
-    """(L1d, L2, L3) bytes as the OS reports them; 0 where unknown."""
+def _caches() -> tuple[int, int, int, int]:
+    """(L1d, L2, L3, L1d line) bytes as the OS reports them; 0 where unknown."""
     if sys.platform == "darwin":
         # Apple Silicon: the performance cores' caches (perflevel0), else the global ones
         # (an L2 shared by a cluster of cores counts its share per core)
         l1 = _sysctl("hw.perflevel0.l1dcachesize") or _sysctl("hw.l1dcachesize")
         l2 = _sysctl("hw.perflevel0.l2cachesize") or _sysctl("hw.l2cachesize")
-        return l1, l2 // max(1, _sysctl("hw.perflevel0.cpusperl2")), _sysctl("hw.l3cachesize")
-    sizes = {}
+        return (l1, l2 // max(1, _sysctl("hw.perflevel0.cpusperl2")), _sysctl("hw.l3cachesize"),
+                _sysctl("hw.cachelinesize"))
+    sizes, line = {}, 0
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(base))
     except OSError:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     for e in entries:
         if not e.startswith("index"):
             continue
@@ -212,7 +215,12 @@ def _caches() -> tuple[int, int, int]:
             except (OSError, ValueError):
                 pass
         sizes[level] = int(size.rstrip("KMG")) * mult // sharing
-    return sizes.get(1, 0), sizes.get(2, 0), sizes.get(3, 0)
+        if level == 1:
+            try:
+                line = int(rd("coherency_line_size"))
+            except (OSError, ValueError):
+                pass
+    return sizes.get(1, 0), sizes.get(2, 0), sizes.get(3, 0), line
 
 
 def _cpu_list(text: str) -> list[int]:
@@ -254,11 +262,13 @@ def detect() -> HostCPU:
                                    text=True, timeout=5).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
-    l1, l2, l3 = _caches()
+    l1, l2, l3, line = _caches()
     arch = platform.machine()
     # where the OS is silent, the family's usual sizes (documented in PRESETS)
-    fallback = PRESETS["neon" if arch in ("aarch64", "arm64") else "avx2"]
-    return HostCPU(arch, name, features, _cores(), l1 or fallback.l1d, l2 or fallback.l2, l3, model)
+    fallback = PRESETS["neon" if sys.platform == "darwin" and arch == "arm64"
+                       else "sve" if arch in ("aarch64", "arm64") else "avx2"]
+    return HostCPU(arch, name, features, _cores(), l1 or fallback.l1d, l2 or fallback.l2, l3, model,
+                   line or fallback.line)
 
 
 def _identity() -> str:

@@ -124,10 +124,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         "host": h.key(),
         # all-parallel linalg.generic (after fusion): split the outermost splittable dim
         # ...and outputs larger than the last-level cache written with streaming stores of
-        # one cache line each (mirax-streaming-stores; Apple's cores have 128-byte lines)
+        # one cache line each (mirax-streaming-stores; the host's line: Apple's cores 128 bytes)
         "elementwise": dict(parallel_min_elements=parallel,
                             streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
-                            line_bytes=128 if h.name.startswith("apple") else 64),
+                            line_bytes=h.line),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
         # fills, copies, transposes, broadcasts that survived fusion: memory-bound

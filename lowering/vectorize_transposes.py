@@ -67,19 +67,17 @@ def plan(op, lanes: int):
     return tiles
 
 
-LINE = 64  # bytes of a cache line
-
-
-def line_tiles(op, tiles):
+def line_tiles(op, tiles, line: int):
     """Outer tile sizes that group register blocks so each source row read is a whole
-    cache line (two 8x8 blocks side by side with AVX2's 8 lanes), or None where one block
-    already is (AVX-512) or the shape does not allow it. One 8x8 block reads half of
-    each of 8 lines; the other half came 512 blocks later, from L2 again."""
+    cache line of `line` bytes (two 8x8 blocks side by side with AVX2's 8 lanes and
+    64-byte lines), or None where one block already is (AVX-512) or the shape does not
+    allow it. One 8x8 block reads half of each of 8 lines; the other half came 512
+    blocks later, from L2 again."""
     perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
     rank = len(perm)
     j = perm.index(rank - 1)
     shape = list(ir.RankedTensorType(op.results[0].type).shape)
-    per_line = LINE // 4
+    per_line = line // 4
     if j == rank - 1 or tiles[j] >= per_line or shape[j] % per_line:
         return None
     outer = list(tiles)
@@ -90,11 +88,13 @@ def line_tiles(op, tiles):
 class MiraxVectorizeTransposes(MiraxPass):
     name = NAME
     summary = "Tile transposes into register blocks of the host's vector width, transposed by shuffles"
-    options = {"lanes": (0, "block size (0: the host's f32 lanes)")}
+    options = {"lanes": (0, "block size (0: the host's f32 lanes)"),
+               "line": (0, "cache line bytes (0: the host's)")}
 
     def run(self, module: ir.Operation):
         from .host_cpu import host
         lanes = int(self.opts["lanes"]) or host().f32_lanes
+        line = int(self.opts["line"]) or host().line
         if lanes < 4:
             return
         todo = []
@@ -104,7 +104,7 @@ class MiraxVectorizeTransposes(MiraxPass):
                 if tiles is None:
                     continue
                 op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(todo))
-                todo.append((line_tiles(op, tiles), tiles))
+                todo.append((line_tiles(op, tiles, line), tiles))
             if not todo:
                 return
             strategy = "shuffle_16x16" if lanes == 16 else "shuffle_1d"

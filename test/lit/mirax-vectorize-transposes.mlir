@@ -1,5 +1,6 @@
-// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes=lanes=16 | FileCheck %s
-// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes=lanes=8 | FileCheck %s --check-prefix=AVX2
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=16 line=64" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=8 line=64" | FileCheck %s --check-prefix=AVX2
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=4 line=128" | FileCheck %s --check-prefix=LINE128
 
 // A 2-d transpose becomes 16x16 (8x8 with AVX2's lanes) register blocks: contiguous
 // vector reads of the source, a transpose lowered to shuffles, contiguous writes.
@@ -18,6 +19,11 @@
 // AVX2: scf.for {{.+}} step %c8
 // AVX2: vector.transfer_read {{.+}} : tensor<8x8xf32>, vector<8x8xf32>
 // AVX2: vector.shuffle
+// NEON's 4 lanes and Apple's 128-byte lines would group 8 blocks (32 floats), which 784
+// does not hold a whole number of: the blocks stay single.
+// LINE128-LABEL: func.func @square
+// LINE128-NOT: tensor<4x32xf32>
+// LINE128: vector.transfer_read {{.+}} : tensor<4x4xf32>, vector<4x4xf32>
 func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
   %e = tensor.empty() : tensor<784x512xf32>
   %t = linalg.transpose ins(%a : tensor<512x784xf32>) outs(%e : tensor<784x512xf32>) permutation = [1, 0]
@@ -56,6 +62,10 @@ func.func @keeps_inner(%a: tensor<2x48x4x16xf32>, %c: tensor<8x4x256xf32>, %b: t
 // CHECK: vector.transfer_read {{.+}} : tensor<1x16x16xf32>, vector<1x16x16xf32>
 // CHECK: vector.shuffle
 // CHECK-NOT: linalg.transpose
+// Here 32 floats fit: with 128-byte lines each source row read is one line of 8 blocks.
+// LINE128-LABEL: func.func @batched
+// LINE128: tensor.extract_slice %arg0[%{{.+}}, %{{.+}}, %{{.+}}] [1, 4, 32] [1, 1, 1] : tensor<4x64x32xf32> to tensor<1x4x32xf32>
+// LINE128: vector.transfer_read {{.+}} : tensor<1x4x4xf32>, vector<1x4x4xf32>
 func.func @batched(%a: tensor<4x64x32xf32>) -> tensor<4x32x64xf32> {
   %e = tensor.empty() : tensor<4x32x64xf32>
   %t = linalg.transpose ins(%a : tensor<4x64x32xf32>) outs(%e : tensor<4x32x64xf32>) permutation = [0, 2, 1]

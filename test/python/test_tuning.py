@@ -30,7 +30,7 @@ def test_host_is_detected():
     h = host_cpu.host()
     assert h.isa in ("avx512", "avx2", "sse", "neon", "sve", "scalar")
     assert h.vector_bits in (64, 128, 256, 512) and h.f32_lanes == h.vector_bits // 32
-    assert h.cores >= 1 and h.l1d > 0 and h.l2 > 0
+    assert h.cores >= 1 and h.l1d > 0 and h.l2 > 0 and h.line in (32, 64, 128, 256)
     assert h.name and h.name in h.describe() and h.key().startswith(h.arch)
     assert host_cpu.HostCPU.from_json(json.loads(json.dumps(h.to_json()))) == h
 
@@ -45,6 +45,18 @@ def test_llvm_features_agree_with_the_kernel():
         assert h.isa == "avx2"
     elif "asimd" in flags:
         assert h.isa in ("neon", "sve")
+
+
+LINE_FILE = "/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size"
+
+
+@pytest.mark.skipif(not os.path.exists(LINE_FILE), reason="Linux sysfs caches only")
+def test_cache_line_is_the_os_figure():
+    # the line size decides tile shapes (mirax-vectorize-transposes, streaming stores):
+    # read from the host, not assumed to be 64 bytes
+    assert host_cpu.detect().line == int(open(LINE_FILE).read())
+    assert tuning.derive(host_cpu.detect())["elementwise"]["line_bytes"] == host_cpu.detect().line
+    assert tuning.derive(host_cpu.PRESETS["neon"])["elementwise"]["line_bytes"] == 128
 
 
 def test_host_is_remembered_on_disk(store):
