@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test,distributed]'
+	@# bytecode for the sources, as a wheel install has (an editable install has none, and
+	@# with PYTHONDONTWRITEBYTECODE set none is ever written: each process compiled
+	@# matmul_codegen.py, 10 ms of a first compile)
+	$(PY) -m compileall -q lowering runtime dialect python >/dev/null
 	touch $(STAMP)
 
 setup: $(STAMP)
