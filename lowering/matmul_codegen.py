@@ -596,6 +596,7 @@ def pack_b(op, p):
     mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1],
                block.arguments[2]: defining_op(op.operands[2]).operands[1]}  # (C zero-filled: plan)
     contract = result = None
+    transposes = 0  # B's repacking, then A's
     for src in list(block.operations):
         src = src.operation
         if src.name == "func.return":
@@ -604,10 +605,13 @@ def pack_b(op, p):
         new = clone_mapped(src, mapping, ir.InsertionPoint(op))
         if new.name == "linalg.contract":
             contract = new
-        # the repackings and the zero fill of C (unless each task fills its own rows), left
-        # serial, were ~10% of a 1024^3 product on 2 threads (Amdahl): mirax-parallelize
-        # splits them whatever their size
-        shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not p.get("rows_outer"))
+        # the repackings and the zero fill of C (unless each task fills its own rows, and
+        # repacks its own rows of A), left serial, were ~10% of a 1024^3 product on 2
+        # threads (Amdahl): mirax-parallelize splits them whatever their size
+        if new.name == "linalg.transpose":
+            transposes += 1
+        shared = ((new.name == "linalg.transpose" and not (transposes == 2 and _fuses_a_pack(p)))
+                  or (new.name == "linalg.fill" and not p.get("rows_outer")))
         if shared and p.get("threads", 1) > 1:
             new.attributes[PARALLEL] = ir.UnitAttr.get()
     fill = op.operands[2].owner
@@ -629,6 +633,11 @@ def _cache_loops(i, handle, out, tile_sizes, n_tile, k_tile) -> str:
             f"{_sizes(tile_sizes)} : {_handles(1 + len(loops))}")
 
 
+def _fuses_a_pack(p) -> bool:
+    """Whether packed_script fuses A's repacking into the threads' loop over rows."""
+    return bool(p.get("pack") and p.get("pack_a") and p.get("rows_outer"))
+
+
 def packed_script(i, p):
     """Transform IR for the packed product marked `i`: GotoBLAS's loop order. For each
     nc-wide block of B's panels and kc-deep slice of K (a packed block that stays in L2),
@@ -644,13 +653,18 @@ def packed_script(i, p):
         cache, forall, micro = [nb, 0, 0, kc], [0, p["forall_m"], 0, 0], [1, p["mr"], 0, 1]
     if p.get("rows_outer"):
         # the threads split C's rows first, each zero-filling its own rows (in cache) and
-        # running the n-blocks and k-slices over them
+        # running the n-blocks and k-slices over them; each repacks its own rows of A
+        # there too (no parallel region of its own, no barrier before the products)
         fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
-        s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op",
-             f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
-             f"{_sizes(forall)} : {_handles(2)}",
-             f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}",
-             _cache_loops(i, f"%t{i}a", f"%t{i}b", cache, nb, kc)]
+        s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op"]
+        if _fuses_a_pack(p):
+            s.append(f"%pa{i} = transform.get_producer_of_operand %m{i}[0] : (!transform.any_op) -> !transform.any_op")
+        s += [f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
+              f"{_sizes(forall)} : {_handles(2)}",
+              f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}"]
+        if _fuses_a_pack(p):
+            s.append(f"%fa{i}, %forall{i}c = transform.structured.fuse_into_containing_op %pa{i} into %forall{i}b {fuse}")
+        s.append(_cache_loops(i, f"%t{i}a", f"%t{i}b", cache, nb, kc))
     else:
         s = [_cache_loops(i, f"%m{i}", f"%t{i}a", cache, nb, kc),
              f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
@@ -752,10 +766,12 @@ KERNEL = "__mirax_matmul_kernel_"  # the functions the ops are tiled in (see _ou
 CLEAN = "__mirax_matmul_clean"       # on the functions they came from
 
 
-def _outline(root, op, i):
+def _outline(root, op, i, p=None):
     """Move matmul `op` (marked `i`) and the producer of its init (C's zero fill, which
     the script fuses into the parallel loop) into a private function of their own, called
     in their place: `func.call @__mirax_matmul_kernel_<i>(A, B, ...)`. Returns the call.
+    With A repacked and the threads' rows outermost (plan `p`), A's repacking comes along
+    too: the script fuses it into the threads' loop (`packed_script`).
 
     The script then tiles, vectorizes and cleans up each op in its small function: the
     transform ops are local, but several of them cost the size of the nearest function
@@ -768,6 +784,8 @@ def _outline(root, op, i):
     from mlir.dialects import func
     init = _linalg_producer(op.operands[len(op.operands) - 1])  # (a slice of C stays where it is)
     group = ([init] if init is not None else []) + [op]
+    if p is not None and _fuses_a_pack(p):
+        group.insert(0, defining_op(op.operands[0]))
     top = op.parent
     while top.name != "func.func":
         top = top.parent
@@ -805,8 +823,9 @@ def _outline(root, op, i):
         call = func.CallOp([result.type], ir.FlatSymbolRefAttr.get(f"{KERNEL}{i}"), args)
     result.replace_all_uses_with(call.results[0])
     op.erase()
-    if init is not None and all(not list(r.uses) for r in init.results):
-        init.erase()
+    for g in reversed(group[:-1]):  # (C's fill, A's repacking: used by nothing else)
+        if all(not list(r.uses) for r in g.results):
+            g.erase()
     return call.operation, f.operation
 
 
@@ -1110,7 +1129,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
         if not items:
             backup.erase()
             return None
-        kernels = [_outline(root, op, i) for i, op in enumerate(ops)]
+        kernels = [_outline(root, op, i, p) for (i, _, p), op in zip(items, ops)]
         script = build_script(items)
         err = apply_transform(root, script, backup)
         if err is not None:

@@ -345,9 +345,14 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
             assert ("permutation = [1, 0, 2]" if transpose_a else "permutation = [0, 2, 1]") in str(module)
             assert re.search(r"tensor<\d+x%dx8xf32>" % k, str(module))
         # the repackings and the zero fill are split over the threads too (mirax-parallelize)
-        if rows_outer:  # C's fill moved into the tasks
+        if rows_outer:  # C's fill and A's repacking moved into the tasks: each its own rows
             assert re.search(r"fuse_into_containing_op %fill\d+ into %forall", script)
-        marked = (3 if pack_a else 2) - rows_outer
+            assert re.search(r"fuse_into_containing_op %pa\d+ into %forall", script)
+            a_perm = "[1, 0, 2]" if transpose_a else "[0, 2, 1]"
+            a_packs = [op for op in mc._walk(module.operation, "linalg.transpose")
+                       if f"permutation = {a_perm}" in str(op) and re.search(r"x%dx8xf32>" % k, str(op))]
+            assert a_packs and all(op.parent.name == "scf.forall" for op in a_packs)
+        marked = (3 if pack_a else 2) - 2 * rows_outer
         assert str(module).count("{mirax.parallel}") == (marked if mc.tuning.threads() > 1 else 0)
     fn = mc.compile_standalone(text, "mm", config=cfg)
     out = np.full((m, n), np.nan, np.float32)
