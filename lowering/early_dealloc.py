@@ -93,7 +93,6 @@ def _blocks(root):
     plain ir.Operations (`block.operations` wraps each op in its dialect's OpView,
     importing `mlir.dialects.llvm` at the first llvm op: ~40 ms of a first compile)."""
     blocks = {}
-    root = getattr(root, "operation", root)
     for op in walk_ops(root, lambda name: True):
         blocks.setdefault(op.block, []).append(op)
     return blocks

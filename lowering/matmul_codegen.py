@@ -596,7 +596,6 @@ def pack_b(op, p):
     mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1],
                block.arguments[2]: defining_op(op.operands[2]).operands[1]}  # (C zero-filled: plan)
     contract = result = None
-    transposes = 0  # B's repacking, then A's
     for src in list(block.operations):
         src = src.operation
         if src.name == "func.return":
@@ -605,15 +604,15 @@ def pack_b(op, p):
         new = clone_mapped(src, mapping, ir.InsertionPoint(op))
         if new.name == "linalg.contract":
             contract = new
-        # the repackings and the zero fill of C (unless each task fills its own rows, and
-        # repacks its own rows of A), left serial, were ~10% of a 1024^3 product on 2
-        # threads (Amdahl): mirax-parallelize splits them whatever their size
-        if new.name == "linalg.transpose":
-            transposes += 1
-        shared = ((new.name == "linalg.transpose" and not (transposes == 2 and _fuses_a_pack(p)))
-                  or (new.name == "linalg.fill" and not p.get("rows_outer")))
+        # the repackings and the zero fill of C (unless each task fills its own rows), left
+        # serial, were ~10% of a 1024^3 product on 2 threads (Amdahl): mirax-parallelize
+        # splits them whatever their size
+        shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not p.get("rows_outer"))
         if shared and p.get("threads", 1) > 1:
             new.attributes[PARALLEL] = ir.UnitAttr.get()
+    a_pack = defining_op(contract.operands[0])
+    if _fuses_a_pack(p) and PARALLEL in a_pack.attributes:  # each task repacks its own rows of A
+        del a_pack.attributes[PARALLEL]
     fill = op.operands[2].owner
     op.results[0].replace_all_uses_with(result)
     op.erase()
