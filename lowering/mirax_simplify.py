@@ -9,6 +9,8 @@ so mirax simplifies at its own level; every mirax op is pure.
 `FOLD_LIMIT` elements are evaluated by mirax's own CPU kernels (never numpy) and
 replaced by a `mirax.constant`. `stop_gradient` is kept: it means something to grad.
 `optimization_barrier` is never folded, merged or seen through (dialect/barrier.py).
+A division by a float splat constant becomes a multiplication by its reciprocal, as
+XLA's algebraic simplifier does (exact for powers of two, else within an ulp).
 """
 from __future__ import annotations
 
@@ -113,6 +115,46 @@ def _identity(op: ir.Operation):
     return None
 
 
+# the smallest and largest normal magnitudes of each float dtype
+_NORMAL = {"float16": (2.0 ** -14, 65504.0), "bfloat16": (2.0 ** -126, 3.3895313892515355e38),
+           "float32": (2.0 ** -126, 3.4028234663852886e38), "float64": (2.0 ** -1022, 1.7976931348623157e308)}
+
+
+def _reciprocal(op: ir.Operation):
+    """`x / c` for a float splat constant `c` (or a broadcast of one: `x / 2.0`) as
+    `x * (1/c)`, as XLA's algebraic simplifier writes it: a division costs 8-16 cycles a
+    vector on x86 (AVX-512's vdivps runs on one port), a multiplication one; exact when c
+    is a power of two, else within an ulp of the division. None when `c` is 0, inf, nan
+    or its reciprocal is not a normal number of the dtype."""
+    if op.name != "mirax.divide":
+        return None
+    try:
+        d = _aval(op.results[0].type).dtype
+    except TypeError:
+        return None
+    if d.kind != "f" or op.operands[0].type != op.results[0].type:
+        return None
+    rhs = op.operands[1]
+    bcast = _defining(rhs, "mirax.broadcast_to")
+    const = _defining(bcast.operands[0] if bcast is not None else rhs, "mirax.constant")
+    c = _splat(const.results[0]) if const is not None else None
+    if not isinstance(c, float) or c == 0 or not math.isfinite(c):
+        return None
+    tiny, big = _NORMAL.get(d.name, _NORMAL["float32"])
+    r = 1.0 / c
+    if not tiny <= abs(r) <= big:
+        return None
+    ctype = const.results[0].type
+    with op.context, op.location, ir.InsertionPoint(op):
+        attr = ir.DenseElementsAttr.get_splat(ctype, ir.FloatAttr.get(ir.RankedTensorType(ctype).element_type, r))
+        inv = ir.Operation.create("mirax.constant", results=[ctype], attributes={"value": attr}).results[0]
+        if bcast is not None:
+            inv = ir.Operation.create("mirax.broadcast_to", results=[rhs.type], operands=[inv],
+                                      attributes={"shape": bcast.attributes["shape"]}).results[0]
+        new = ir.Operation.create("mirax.multiply", results=[op.results[0].type], operands=[op.operands[0], inv])
+    return new.results[0]
+
+
 def _compose_transpose(op: ir.Operation):
     """transpose(transpose(x, p), q) as one transpose of x (or x itself), else None."""
     if op.name != "mirax.transpose":
@@ -210,7 +252,7 @@ def _simplify_block(block: ir.Block) -> bool:
             continue
         repl = None
         if op.name[len("mirax."):] not in KEEP:
-            repl = _identity(op) or _compose_transpose(op) or _fold(op)
+            repl = _identity(op) or _compose_transpose(op) or _fold(op) or _reciprocal(op)
         if repl is None:
             key = _cse_key(op)
             repl = seen.get(key)

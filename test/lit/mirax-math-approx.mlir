@@ -54,3 +54,19 @@ func.func @f64_stays(%x: f64) -> f64 {
   %0 = math.exp %x : f64
   return %0 : f64
 }
+
+// -----
+
+// erf's ratio P(x^2)/Q(x^2) is a division that may use the reciprocal estimate (arcp;
+// Q is finite and nonzero on the clamped range: ninf): on x86 rcp14 and a Newton step
+// instead of vdivps (AVX-512: one port, 8-16 cycles a vector). tanh's 2/(e+1) keeps an
+// exact division: e is +inf for large |x|.
+// CHECK-LABEL: func.func @erf_and_tanh
+// CHECK: arith.divf {{.*}} fastmath<ninf,arcp> : f32
+// CHECK: arith.divf %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} : f32
+// CHECK: return
+func.func @erf_and_tanh(%x: f32) -> (f32, f32) {
+  %0 = math.erf %x : f32
+  %1 = math.tanh %x : f32
+  return %0, %1 : f32, f32
+}

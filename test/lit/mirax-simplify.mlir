@@ -135,3 +135,32 @@ func.func @no_fold() -> (tensor<2048xf32>, tensor<2xf32>) {
   %3 = "mirax.stop_gradient"(%2) : (tensor<2xf32>) -> tensor<2xf32>
   return %1, %3 : tensor<2048xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Division by a float splat constant, or a broadcast of one, is multiplication by its
+// reciprocal (XLA's rewrite: a vector division costs 8-16 multiplications on x86);
+// division by 0 and reciprocals that are not normal numbers stay divisions.
+// CHECK-LABEL: func.func @reciprocal
+// CHECK-SAME: (%[[X:.+]]: tensor<2048xf32>)
+// CHECK: %[[H:.+]] = "mirax.constant"() {value = dense<5.000000e-01> : tensor<2048xf32>}
+// CHECK: "mirax.multiply"(%[[X]], %[[H]])
+// CHECK: %[[T:.+]] = "mirax.constant"() {value = dense<0.333333343> : tensor<f32>}
+// CHECK: %[[B:.+]] = "mirax.broadcast_to"(%[[T]]) {shape = array<i64: 2048>}
+// CHECK: "mirax.multiply"(%[[X]], %[[B]])
+// CHECK: "mirax.divide"
+// CHECK: "mirax.divide"
+// CHECK-NOT: "mirax.multiply"
+// CHECK: return
+func.func @reciprocal(%x: tensor<2048xf32>) -> (tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>) {
+  %two = "mirax.constant"() {value = dense<2.0> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %0 = "mirax.divide"(%x, %two) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  %three = "mirax.constant"() {value = dense<3.0> : tensor<f32>} : () -> tensor<f32>
+  %b = "mirax.broadcast_to"(%three) {shape = array<i64: 2048>} : (tensor<f32>) -> tensor<2048xf32>
+  %1 = "mirax.divide"(%x, %b) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  %zero = "mirax.constant"() {value = dense<0.0> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %2 = "mirax.divide"(%x, %zero) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  %big = "mirax.constant"() {value = dense<1.0e38> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %3 = "mirax.divide"(%x, %big) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  return %0, %1, %2, %3 : tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>
+}

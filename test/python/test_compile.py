@@ -73,6 +73,22 @@ def test_gelu_speedup_example_is_correct():
     close(mr.compile(gelu)(x), gelu(x))
 
 
+def test_division_by_a_constant_is_within_an_ulp_and_keeps_inf_and_nan():
+    # mirax-simplify multiplies by the reciprocal (as XLA does); 1/0 stays a division
+    x = np.random.default_rng(0).standard_normal(5000).astype(np.float32) * 100
+    x[:4] = [0.0, -0.0, np.inf, np.nan]
+    got = np.asarray(mr.compile(lambda v: v / 3.0)(mr.array(x)))
+    want = x / np.float32(3.0)
+    ulp = np.spacing(np.abs(want[4:]))
+    assert np.all(np.abs(got[4:] - want[4:]) <= ulp)
+    np.testing.assert_array_equal(got[:4], want[:4])
+    half = np.asarray(mr.compile(lambda v: v / 2.0)(mr.array(x)))
+    np.testing.assert_array_equal(half, x / np.float32(2.0))  # a power of two: exact
+    by_zero = np.asarray(mr.compile(lambda v: v / 0.0)(mr.array(x[4:])))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(by_zero, x[4:] / np.float32(0.0))
+
+
 def test_printing_inside_a_compiled_function_is_an_error_naming_the_line():
     @mr.compile
     def fun(x):
