@@ -219,11 +219,10 @@ def groups(block):
     comps = {}
     for i in range(len(ops)):
         comps.setdefault(find(i), []).append(i)
-    out = []
-    for members in comps.values():
+    def group(members):
         reds = [i for i in members if ops[i].name == "linalg.generic" and "reduction" in _kinds(ops[i])]
         if not reds:
-            continue
+            return None
         mset = set(members)
 
         def inside(v, mset=mset):
@@ -237,22 +236,28 @@ def groups(block):
                     users_in[idx[o]] += 1
         roots = [i for i in members if users_in[i] == 0]
         if len(roots) != 1:
-            continue
+            return None
         root = ops[roots[0]]
         if root.name != "linalg.generic":
-            continue
+            return None
         ext = _extents(root)
-        if not ext:  # unknown, or a 0-d result (a full reduction): no rows to block
-            continue
+        if not ext or "parallel" not in _kinds(root):
+            # a 0-d result (a full reduction): no rows to block; of row results (a full
+            # reduction as rows, then one: dialect/reduction.py), the rows are the rest
+            # (and its init's fill, used by nothing else in the group)
+            init = {idx[o] for o in (_value_owner(v) for v in root.operands[1:]) if o is not None and o in idx}
+            init = {i for i in init if users_in[i] == 1 and ops[i].name == "linalg.fill"}
+            rest = [i for i in members if i != roots[0] and i not in init]
+            return group(rest) if rest else None
         rows = ext[0]
         if not all(_is_row_op(ops[i], rows, inside) for i in members):
-            continue
+            return None
         iters = max(math.prod(_extents(ops[i]) or [0]) for i in reds)
         iters = max(iters, math.prod(ext))
         lead = min(_row_dims(ops[i], ext, inside) for i in members)
         prods = sorted((i for i in members if i != roots[0]), reverse=True)
-        out.append((root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters, max(lead, 1)))
-    return out
+        return (root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters, max(lead, 1))
+    return [g for g in (group(m) for m in comps.values()) if g is not None]
 
 
 def row_block(rows, row_elems, threads):

@@ -139,3 +139,32 @@ func.func @two_constants() -> (tensor<4xf32>, tensor<4xf32>) {
   %1 = "mirax.constant"() {value = dense<2.0> : tensor<4xf32>} : () -> tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A full reduction of a large array (CPU): rows first, then the row results. Rows are
+// the last axis when it is long enough, else the flattened array's 4096-element rows.
+// CHECK-LABEL: func.func @full_sum
+// CHECK: %[[P:.+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} ins(%{{.+}} : tensor<64x1024xf32>) outs(%{{.+}} : tensor<64xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]{{.*}} ins(%[[P]] : tensor<64xf32>) outs(%{{.+}} : tensor<f32>)
+// CHECK-LABEL: func.func @full_max_1d
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1]] output_shape [48, 4096] : tensor<196608xf32> into tensor<48x4096xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]
+// CHECK: tensor.expand_shape %{{.+}} [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// CHECK-LABEL: func.func @small_sum_stays_one
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK-NOT: linalg.generic
+func.func @full_sum(%x: tensor<64x1024xf32>) -> tensor<f32> {
+  %0 = "mirax.sum"(%x) {axes = array<i64: 0, 1>, keepdims = false} : (tensor<64x1024xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+func.func @full_max_1d(%x: tensor<196608xf32>) -> tensor<1xf32> {
+  %0 = "mirax.max"(%x) {axes = array<i64: 0>, keepdims = true} : (tensor<196608xf32>) -> tensor<1xf32>
+  return %0 : tensor<1xf32>
+}
+func.func @small_sum_stays_one(%x: tensor<16x64xf32>) -> tensor<f32> {
+  %0 = "mirax.sum"(%x) {axes = array<i64: 0, 1>, keepdims = false} : (tensor<16x64xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -231,3 +231,44 @@ def test_rowwise_prefetches_next_rows():
     assert len(pf) == WIDTH * 4 // (host().vector_bits // 8)  # one a vector of the chunk
     text = _stage(softmax, (64, 4096), "llvm")
     assert set(re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)) == {"0", "1"}  # the output for writing
+
+
+# ---- full reductions: rows, then the row results (dialect/reduction.py) -----------------
+
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+@pytest.mark.parametrize("shape", [(512, 512), (3 * 65536,), (4, 64, 1024)])
+def test_full_reductions_match_numpy(op, shape):
+    x = np.random.default_rng(3).uniform(0.999, 1.001, shape).astype(np.float32)
+    got = np.asarray(mr.compile(lambda v: getattr(mr, op)(v))(mr.array(x)))
+    want = getattr(np, op)(x.astype(np.float64))
+    # (a float32 product of 2^18 factors drifts by ~1e-4 in any order: numpy's too)
+    np.testing.assert_allclose(got, want, rtol=3e-4 if op == "prod" else 1e-5)
+    kept = np.asarray(mr.compile(lambda v: getattr(mr, op)(v, keepdims=True))(mr.array(x)))
+    assert kept.shape == (1,) * len(shape)
+
+
+def test_full_reductions_keep_nan_ints_and_f64():
+    x = np.random.default_rng(4).standard_normal((512, 512)).astype(np.float32)
+    x[300, 7] = np.nan
+    assert np.isnan(np.asarray(mr.compile(lambda v: mr.max(v))(mr.array(x))))
+    assert np.isnan(np.asarray(mr.compile(lambda v: mr.sum(v))(mr.array(x))))
+    i = np.random.default_rng(5).integers(-1000, 1000, (256, 1024)).astype(np.int32)
+    assert int(np.asarray(mr.compile(lambda v: mr.sum(v))(mr.array(i)))) == int(i.sum())
+    assert int(np.asarray(mr.compile(lambda v: mr.min(v))(mr.array(i)))) == int(i.min())
+    d = np.random.default_rng(6).standard_normal((1024, 256))
+    np.testing.assert_allclose(np.asarray(mr.compile(lambda v: mr.sum(v * v))(mr.array(d, mr.float64))), (d * d).sum(), rtol=1e-12)
+    p = np.random.default_rng(7).standard_normal(65537).astype(np.float32)  # prime: one reduction
+    np.testing.assert_allclose(np.asarray(mr.compile(lambda v: mr.sum(v))(mr.array(p))), p.astype(np.float64).sum(),
+                               rtol=1e-4, atol=1e-3)
+
+
+def test_full_reduction_runs_as_vectorized_rows():
+    """sum(x * x) over a whole 1024 x 1024 array: one row loop (the square fused into it,
+    rows vectorized with a reassociated tree at the end), then a reduction of the row sums,
+    where it was one serial chain of scalar adds (8x slower than the row sums)."""
+    text = _stage(lambda v: mr.sum(v * v), (1024, 1024), "optimized")
+    assert text.count("scf.forall ") == 1
+    body = text.split("scf.forall ")[1].split("scf.forall.in_parallel")[0]
+    assert "linalg." not in body and "arith.mulf" in body
+    assert re.search(r"scf\.for .*-> \(vector<1x\d+xf32>\)", body)
+    assert "vector.reduction <add>" in body
