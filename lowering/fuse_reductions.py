@@ -699,7 +699,7 @@ def _row_loop(forall):
     return ubs
 
 
-def prefetch_next_rows(module, vector_bytes, l1d):
+def prefetch_next_rows(module, vector_bytes, l1d, locality=2):
     """In each row loop over single rows (`scf.forall` over rows, step 1; a 3-d softmax
     runs over two row dims) whose column loops read or write rows of buffers, prefetch
     those buffers' rows `d` ahead (in row-major order) during the row's busiest column
@@ -708,7 +708,8 @@ def prefetch_next_rows(module, vector_bytes, l1d):
     the row writes the buffer. `d` keeps the prefetched rows of all buffers within a
     quarter of L1d (`l1d` bytes), at least 1: the next row for long rows, several for
     short ones. The first pass over a row (a max, a mean) then reads from cache instead of
-    waiting on memory while the cores sit in the exp."""
+    waiting on memory while the cores sit in the exp. `locality` is the prefetch's cache
+    level hint (3: into L1, 2: into L2; the tuning table's `prefetch_locality`)."""
     from mlir.dialects import arith, memref
     idx_t = ir.IndexType.get()
     for forall in walk_ops(module, lambda n: n == "scf.forall"):
@@ -759,7 +760,7 @@ def prefetch_next_rows(module, vector_bytes, l1d):
                 per = max(1, vector_bytes * 8 // max(_bits(m), 8))
                 for j in range(0, chunk, per):
                     col = k if j == 0 else arith.AddIOp(k, arith.ConstantOp(idx_t, j).result).result
-                    memref.PrefetchOp(m, nxt + [col], write, 3, True)
+                    memref.PrefetchOp(m, nxt + [col], write, locality, True)
 
 
 def stack_row_buffers(module, limit, parallel):
@@ -805,14 +806,18 @@ class MiraxRowMemory(MiraxPass):
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
                "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's vector width)"),
-               "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)")}
+               "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)"),
+               "locality": (0, "the prefetches' locality hint, 1-3 (0: tuning.py's row_fusion prefetch_locality)")}
 
     def run(self, module: ir.Operation):
         from .host_cpu import host
         h = host()
         with module.context:
             l1d = int(self.opts["l1d"]) or h.l1d
-            prefetch_next_rows(module, int(self.opts["vector-bytes"]) or h.vector_bits // 8, l1d)
+            locality = int(self.opts["locality"]) or tuning.table()["row_fusion"]["prefetch_locality"]
+            if not 1 <= locality <= 3:
+                raise ValueError(f"pass '{self.name}': locality must be 1, 2 or 3, got {locality}")
+            prefetch_next_rows(module, int(self.opts["vector-bytes"]) or h.vector_bits // 8, l1d, locality)
             stack_row_buffers(module, l1d // 4, (int(self.opts["threads"]) or tuning.threads()) > 1)
             ldexp = str(self.opts["ldexp"])
             if ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features):

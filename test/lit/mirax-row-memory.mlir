@@ -1,4 +1,5 @@
-// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152 locality=2" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152 locality=3" | FileCheck %s --check-prefix=L1
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on" | FileCheck %s --check-prefix=LDEXP
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
@@ -19,9 +20,11 @@
 // CHECK: scf.for
 // CHECK-NOT: memref.prefetch
 // CHECK: scf.for %[[K:[^ ]+]] = 
-// CHECK-NEXT: memref.prefetch %arg0[%[[NEXT]], %[[K]]], read, locality<3>, data
-// CHECK: memref.prefetch %arg0[%[[NEXT]], %{{.+}}], read, locality<3>, data
-// CHECK: memref.prefetch %arg1[%[[NEXT]], %[[K]]], write, locality<3>, data
+// CHECK-NEXT: memref.prefetch %arg0[%[[NEXT]], %[[K]]], read, locality<2>, data
+// CHECK: memref.prefetch %arg0[%[[NEXT]], %{{.+}}], read, locality<2>, data
+// CHECK: memref.prefetch %arg1[%[[NEXT]], %[[K]]], write, locality<2>, data
+// L1-LABEL: func.func @rows
+// L1: memref.prefetch %arg0[{{.+}}], read, locality<3>, data
 // CHECK-NOT: memref.dealloc
 // SEQ-LABEL: func.func @rows
 // SEQ: memref.alloca() {alignment = 64 : i64} : memref<1x16xf32>
