@@ -158,8 +158,7 @@ def log(b, x, target="any"):
 def erf(b, x, target="any"):
     """erf(x) in f32: the rational approximation Eigen and XLA use, an odd degree-13
     numerator over an even degree-8 denominator on x clamped to [-4, 4] (erf(4) rounds
-    to 1 in f32). Max absolute error ~4e-7; relative ~6e-7. The ratio is computed without a
-    division (see below)."""
+    to 1 in f32). Max absolute error ~1e-7; relative ~6e-7."""
     xc = _clamp(b, x, -4.0, 4.0)
     x2 = b.op(f"arith.mulf {xc}, {xc} : f32")
     p = _horner(b, x2, [-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
@@ -167,25 +166,9 @@ def erf(b, x, target="any"):
                         -1.60960333262415e-02])
     q = _horner(b, x2, [-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                         -7.37332916720468e-03, -1.42647390514189e-02])
-    # p / q as p * (1 / q), the reciprocal by Newton's iteration: q lies in [-2.4, -0.014]
-    # here (no zero, inf or denormal), so a bit-pattern first guess of 1/|q| (within 12%)
-    # and three steps (each squaring the error: 1.2e-1, 1.4e-2, 2e-4, 4e-8) reach float
-    # precision in six fmas, where a division costs 8-16 cycles a vector on x86 (AVX-512's
-    # vdivps runs on one port; it was half of a compiled gelu's time on an Intel host).
-    # Not the hardware's reciprocal estimate (arcp): LLVM uses it for vectors only, and a
-    # value's erf then depended on whether it fell in a vector or the scalar remainder.
-    a = b.op(f"arith.negf {q} : f32")
-    guess = b.op(f"arith.subi {_i(b, 0x7EF311C3)}, {b.op(f'arith.bitcast {a} : f32 to i32')} : i32")
-    r = b.op(f"arith.bitcast {guess} : i32 to f32")
-    na = b.op(f"arith.negf {a} : f32")
-    one = _c(b, 1.0)
-    for _ in range(3):
-        e = _fma(b, na, r, one)  # 1 - a r
-        r = _fma(b, r, e, r)     # r + r (1 - a r)
-    pq = b.op(f"arith.mulf {p}, {r} : f32")
-    # x times the ratio last: one rounding, so denormal x keep their precision (and the
-    # sign of q, negative, folded in here: -(x * p/|q|))
-    return b.op(f"arith.negf {b.op(f'arith.mulf {xc}, {pq} : f32')} : f32")
+    pq = b.op(f"arith.divf {p}, {q} : f32")
+    # x times the ratio last: one rounding, so denormal x keep their precision
+    return b.op(f"arith.mulf {xc}, {pq} : f32")
 
 
 def tanh(b, x, target="any"):

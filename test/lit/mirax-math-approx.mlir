@@ -54,22 +54,3 @@ func.func @f64_stays(%x: f64) -> f64 {
   %0 = math.exp %x : f64
   return %0 : f64
 }
-
-// -----
-
-// erf's ratio P(x^2)/Q(x^2) is P times 1/Q by Newton's iteration from a bit-pattern
-// guess: no division (AVX-512's vdivps: one port, 8-16 cycles a vector), and the same
-// arithmetic in vector and scalar code (the hardware estimate, arcp, is vector-only).
-// tanh's 2/(e+1) keeps an exact division: e is +inf for large |x|.
-// CHECK-LABEL: func.func @erf_and_tanh
-// CHECK-NOT: arith.divf
-// CHECK: arith.subi %{{.+}}, %{{.+}} : i32
-// CHECK-NOT: arith.divf
-// CHECK: math.absf
-// CHECK: arith.divf %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} : f32
-// CHECK: return
-func.func @erf_and_tanh(%x: f32) -> (f32, f32) {
-  %0 = math.erf %x : f32
-  %1 = math.tanh %x : f32
-  return %0, %1 : f32, f32
-}
