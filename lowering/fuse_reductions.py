@@ -214,7 +214,10 @@ def groups(block):
     for i, op in enumerate(ops):
         for v in op.operands:
             o = _value_owner(v)
-            if o is not None and o in idx:
+            # a one-element value (a variance's mean, a full reduction's result) is a scalar that
+            # every row reads, computed before the rows' loop: no edge of the group
+            shape = _shape(v.type)
+            if o is not None and o in idx and not (shape is not None and all(d == 1 for d in shape)):
                 parent[find(i)] = find(idx[o])
     comps = {}
     for i in range(len(ops)):
@@ -246,7 +249,7 @@ def groups(block):
             # reduction as rows, then one: dialect/reduction.py), the rows are the rest
             # (and its init's fill, used by nothing else in the group)
             init = {idx[o] for o in (_value_owner(v) for v in root.operands[1:]) if o is not None and o in idx}
-            init = {i for i in init if users_in[i] == 1 and ops[i].name == "linalg.fill"}
+            init = {i for i in init if users_in.get(i) == 1 and ops[i].name == "linalg.fill"}
             rest = [i for i in members if i != roots[0] and i not in init]
             return group(rest) if rest else None
         rows = ext[0]
@@ -258,6 +261,19 @@ def groups(block):
         prods = sorted((i for i in members if i != roots[0]), reverse=True)
         return (root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters, max(lead, 1))
     return [g for g in (group(m) for m in comps.values()) if g is not None]
+
+
+def _private_fills(block):
+    """One `linalg.fill` per user: CSE merges equal fills (the zero init of a variance's
+    two row sums), which joined two row groups into one with two roots, fused as neither."""
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "linalg.fill":
+            continue
+        uses = [u for u in op.results[0].uses]
+        for use in uses[1:]:
+            twin = op.clone(ir.InsertionPoint(op))
+            use.owner.operands[use.operand_number] = twin.results[0]
 
 
 def row_block(rows, row_elems, threads):
@@ -586,6 +602,7 @@ class MiraxFuseReductions(MiraxPass):
             i64 = ir.IntegerType.get_signless(64)
             todo = []
             for block in _blocks(module):
+                _private_fills(block)
                 for g in groups(block):
                     if g[4] >= min_el:
                         todo.append(g)
