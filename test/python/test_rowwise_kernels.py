@@ -286,3 +286,21 @@ def test_full_variance_runs_as_two_row_loops():
                                rtol=1e-5)
     np.testing.assert_allclose(np.asarray(mr.compile(lambda v: mr.std(v, ddof=1))(mr.array(x))),
                                x.astype(np.float64).std(ddof=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(300, 700), (64, 4096), (5, 9, 1000)])
+def test_argmax_argmin_as_two_row_reductions(shape):
+    """argmax/argmin on the CPU: the rows' max (min), then the first index equal to it;
+    numpy's first occurrence, a NaN's first index, ties, inf, every axis, compiled and eager."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    x[(2,) * len(shape)] = np.nan
+    x[(4,) + (7,) * (len(shape) - 1)] = np.nan
+    x[1] = 3.0
+    x[(3,) + (8,) * (len(shape) - 1)] = np.inf
+    for ax in range(len(shape)):
+        for f, nf in ((mr.argmax, np.argmax), (mr.argmin, np.argmin)):
+            want = nf(x, axis=ax)
+            np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: f(v, axis=ax))(mr.array(x))), want)
+            np.testing.assert_array_equal(np.asarray(f(mr.array(x), axis=ax)), want)
+    i = np.random.default_rng(1).integers(0, 5, (200, 333)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argmax(v, axis=1))(mr.array(i))), i.argmax(1))
