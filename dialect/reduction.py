@@ -11,8 +11,10 @@ dtype (argmax/argmin give uint32, as MLX); the API promotes first (`sum` of bool
 Lowering: a `linalg.generic` with parallel iterators on the kept dims and reduction
 iterators on `axes`, accumulating into a `linalg.fill` of the op's identity, then a
 `tensor.expand_shape` for `keepdims` (elementwise fusion folds it into the consumer, so a
-`x - max(x, keepdims=True)` reads the row maximum directly). argmax/argmin carry (value, index) in a two-output
-generic; cumsum is an `scf.for` over the axis carrying the running sum.
+`x - max(x, keepdims=True)` reads the row maximum directly). On the CPU a full reduction of
+a large array is rows, then the row results (`_reduce_lower_cpu`), and argmax/argmin are the
+rows' max, then the first index equal to it (`_arg_lower_cpu`; very long axes carry (value,
+index) in a two-output generic); cumsum is an `scf.for` over the axis carrying the running sum.
 """
 from __future__ import annotations
 
