@@ -35,7 +35,6 @@ from mirax.lowering import tuning  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _host import describe  # noqa: E402
 
-
 try:
     from scipy.special import erf as sp_erf
 except ImportError:

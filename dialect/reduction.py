@@ -193,30 +193,40 @@ def _reduce_lower_cpu(kind):
 
     def lower(e, ins, in_avals, out, axes, keepdims):
         a = in_avals[0]
-        size = int(np.prod(a.shape))
-        cols = next((c for c in CPU_ROWS if size % c == 0 and size // c >= 2), None)
-        if len(axes) != a.ndim or size < CPU_SPLIT_MIN or cols is None or a.dtype.kind not in "iuf":
+        size = a.size
+        if len(axes) != a.ndim or size < CPU_SPLIT_MIN or a.dtype.kind not in "iuf":
             return default(e, ins, in_avals, out, axes, keepdims)
+        red = Aval((), a.dtype)
         if a.ndim >= 2 and a.shape[-1] >= CPU_ROWS[-1]:
             # rows of the array's own last axis: no reshape between the rows and their
             # elementwise producers (mirax-fuse does not fuse through one)
             part_aval = Aval(a.shape[:-1], a.dtype)
             part = default(e, ins, in_avals, part_aval, (a.ndim - 1,), False)
-            red = Aval((), a.dtype)
-            r = lower(e, [part], [part_aval], red, tuple(range(a.ndim - 1)), False)
-            return _keepdims(e, r, red, out)
-        x, flat = ins[0], Aval((size,), a.dtype)
-        if a.ndim != 1:
-            reassoc = "[[" + ", ".join(str(i) for i in range(a.ndim)) + "]]"
-            x = e.op(f"tensor.collapse_shape {x} {reassoc} : {ttype(a)} into {ttype(flat)}")
-        rows = Aval((size // cols, cols), a.dtype)
-        x = e.op(f"tensor.expand_shape {x} [[0, 1]] output_shape [{rows.shape[0]}, {cols}] : "
-                 f"{ttype(flat)} into {ttype(rows)}")
-        part = default(e, [x], [rows], Aval(rows.shape[:1], a.dtype), (1,), False)
-        red = Aval((), a.dtype)
-        r = default(e, [part], [Aval(rows.shape[:1], a.dtype)], red, (0,), False)
-        return _keepdims(e, r, red, out)
+            return _keepdims(e, lower(e, [part], [part_aval], red, tuple(range(a.ndim - 1)), False), red, out)
+        cols = next((c for c in CPU_ROWS if size % c == 0 and size // c >= 2), None)
+        if cols is None:
+            return default(e, ins, in_avals, out, axes, keepdims)
+        x, flat = _flatten(e, ins[0], a), Aval((size,), a.dtype)
+        return _keepdims(e, _rows_then_one(e, default, x, flat, size // cols), red, out)
     return lower
+
+
+def _flatten(e, x, a: Aval):
+    """`x` of type `a` collapsed to 1-D (itself when it is)."""
+    if a.ndim == 1:
+        return x
+    reassoc = "[[" + ", ".join(str(i) for i in range(a.ndim)) + "]]"
+    return e.op(f"tensor.collapse_shape {x} {reassoc} : {ttype(a)} into {ttype(Aval((a.size,), a.dtype))}")
+
+
+def _rows_then_one(e, default, x, flat, rows):
+    """The 0-d reduction (`default`'s) of 1-D `x` (aval `flat`, `rows` dividing its size)
+    as `rows` row reductions, then one of their results."""
+    d, cols = flat.dtype, flat.shape[0] // rows
+    grid = Aval((rows, cols), d)
+    x = e.op(f"tensor.expand_shape {x} [[0, 1]] output_shape [{rows}, {cols}] : {ttype(flat)} into {ttype(grid)}")
+    part = default(e, [x], [grid], Aval((rows,), d), (1,), False)
+    return default(e, [part], [Aval((rows,), d)], Aval((), d), (0,), False)
 
 
 GPU_SPLIT_MIN = 1 << 16  # a full reduction of this many elements or more runs on GPU_SPLIT_ROWS workgroups
@@ -266,10 +276,7 @@ def _two_level(e, default, kind, x, flat):
         e.line(f"  tensor.yield {ident} : {d.signless}")
         e.line(f"}} : {ttype(flat)} to {ttype(padded)}")
         x, flat = r, padded
-    rows = Aval((g, m), d)
-    x = e.op(f"tensor.expand_shape {x} [[0, 1]] output_shape [{g}, {m}] : {ttype(flat)} into {ttype(rows)}")
-    part = default(e, [x], [rows], Aval((g,), d), (1,), False)
-    return default(e, [part], [Aval((g,), d)], Aval((), d), (0,), False)
+    return _rows_then_one(e, default, x, flat, g)
 
 
 def _np_reduce(fn):
@@ -350,10 +357,10 @@ def _arg_lower(kind):
     return lower
 
 
-def _arg_lower_gpu(kind):
-    """On the GPU argmax is two reductions over the same rows, each one upstream tiling
-    can split across a workgroup (the two-output generic's select-based combine it
-    cannot): the best value m (max/min, NaN propagating), then the smallest index k with
+def _arg_lower_two_pass(kind):
+    """argmax as two reductions over the same rows, each one upstream tiling can split
+    (over a GPU workgroup's threads; the CPU's row kernels vectorize them), which the
+    two-output generic's select-based combine it cannot: the best value m (max/min, NaN propagating), then the smallest index k with
     x[k] == m (or both NaN: numpy's first NaN). k comes in as a constant operand, as in
     cumsum; the unsigned min of k over the hits is the first occurrence."""
     best = _reduce_lower("max" if kind == "argmax" else "min")
@@ -395,10 +402,10 @@ def _arg_lower_cpu(kind):
     """On the CPU argmax is two reductions over the same rows, as on the GPU (the
     two-output generic's select chain stays a scalar loop: 40 ms for a 4096^2 argmax over
     rows against numpy's 7; 11 ms so): the row kernels' vectorized max, then the first
-    index where x equals it (`_arg_lower_gpu`: the indices a constant operand, since a
+    index where x equals it (`_arg_lower_two_pass`: the indices a constant operand, since a
     split reduction's tiling does not offset `linalg.index`). Axes longer than
     `CPU_ARG_MAX_AXIS` and other dtypes keep the two-output generic."""
-    two = _arg_lower_gpu(kind)
+    two = _arg_lower_two_pass(kind)
     default = _arg_lower(kind)
 
     def lower(e, ins, in_avals, out, axes, keepdims):
@@ -428,8 +435,8 @@ primitive("argmin", ["x"], _arg_rule("argmin"), _arg_lower_cpu("argmin"), _np_ar
           attrs={"axes": I64Array(), "keepdims": Bool()},
           summary="index (uint32) of the first minimum along the one axis in `axes`",
           dtypes=ARG_TEST)
-register_lowering("argmax", _arg_lower_gpu("argmax"), target="gpu")
-register_lowering("argmin", _arg_lower_gpu("argmin"), target="gpu")
+register_lowering("argmax", _arg_lower_two_pass("argmax"), target="gpu")
+register_lowering("argmin", _arg_lower_two_pass("argmin"), target="gpu")
 
 
 # ---- cumsum --------------------------------------------------------------------------

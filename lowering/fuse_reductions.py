@@ -222,6 +222,7 @@ def groups(block):
     comps = {}
     for i in range(len(ops)):
         comps.setdefault(find(i), []).append(i)
+
     def group(members):
         reds = [i for i in members if ops[i].name == "linalg.generic" and "reduction" in _kinds(ops[i])]
         if not reds:
@@ -246,11 +247,9 @@ def groups(block):
         ext = _extents(root)
         if not ext or "parallel" not in _kinds(root):
             # a 0-d result (a full reduction): no rows to block; of row results (a full
-            # reduction as rows, then one: dialect/reduction.py), the rows are the rest
-            # (and its init's fill, used by nothing else in the group)
-            init = {idx[o] for o in (_value_owner(v) for v in root.operands[1:]) if o is not None and o in idx}
-            init = {i for i in init if users_in.get(i) == 1 and ops[i].name == "linalg.fill"}
-            rest = [i for i in members if i != roots[0] and i not in init]
+            # reduction as rows, then one: dialect/reduction.py), the rows are the rest (its
+            # init, one element, was no edge)
+            rest = [i for i in members if i != roots[0]]
             return group(rest) if rest else None
         rows = ext[0]
         if not all(_is_row_op(ops[i], rows, inside) for i in members):
@@ -270,8 +269,7 @@ def _private_fills(block):
         op = op.operation
         if op.name != "linalg.fill":
             continue
-        uses = [u for u in op.results[0].uses]
-        for use in uses[1:]:
+        for use in list(op.results[0].uses)[1:]:
             twin = op.clone(ir.InsertionPoint(op))
             use.owner.operands[use.operand_number] = twin.results[0]
 
