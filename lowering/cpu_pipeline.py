@@ -16,6 +16,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-lower-barriers        optimization barriers (checkpoint) -> their operands
     mirax-split-empty-tensors   no tensor.empty shared by more than 32 ops (analysis time)
     bufferize                   into the caller's buffers
+    mirax-results-in-place      results written through reshaped views (tiled matmuls' C)
+                                computed in the caller's buffer, not copied into it
     mirax-row-memory            row loops: next rows prefetched, row buffers on the stack
     mirax-early-dealloc         each temporary freed after its last use (not at the return)
     mirax-streaming-stores      outputs beyond the last-level cache: vector loops with
@@ -38,6 +40,7 @@ from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
+from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
 
@@ -211,6 +214,7 @@ class MiraxCpuPipeline(MiraxPass):
             if p.startswith("buffer-results-to-out-params"):
                 pm.add(distinct_results, name="mirax-distinct-results")
             pm.add(p)
+        MiraxResultsInPlace().add_to(pm)  # results written through reshaped views: not copied
         pm.add(_strided_copies, name="mirax-strided-copies")
         MiraxRowMemory(threads=threads).add_to(pm)  # rows prefetched, row buffers on the stack
         MiraxEarlyDealloc().add_to(pm)

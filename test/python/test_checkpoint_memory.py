@@ -40,6 +40,13 @@ CHILD = textwrap.dedent(r"""
     lib.mirax_malloc_peak.restype = lib.mirax_malloc_current.restype = ctypes.c_longlong
     L, B, D, H = (int(a) for a in sys.argv[1:5])
     out_dir = sys.argv[5]
+    if len(sys.argv) > 6:  # tiles for every product (as the tuner stores them), json
+        import contextlib
+        from mirax.lowering import tuning
+        cfg = json.loads(sys.argv[6])
+        key = tuning.shape_class("linalg.matmul", None, B, H, D)
+        tiles = contextlib.ExitStack()  # (kept: the override ends when it is collected)
+        tiles.enter_context(tuning.override(matmul={key: dict(cfg, dtype="f32", shape=f"{B}x{H}x{D}")}))
     mr.set_cache_limit(0)  # every result is a fresh allocation, in both variants
     rng = np.random.default_rng(0)
     params = [(mr.array(rng.standard_normal((D, H)).astype(np.float32) / np.sqrt(D)),
@@ -78,10 +85,21 @@ def _malloc_counter(tmp_path):
     return lib
 
 
-def test_compiled_checkpoint_lowers_peak_memory(tmp_path):
+# the tiles the tuner picked on an AVX2 host (znver3) for the MLP products, scaled to this
+# model: B and A repacked into panels, C written through a [M/mr][mr][N/nr][nr] view of
+# itself. The weight gradients, results of the function, were then computed in buffers
+# of their own and copied into the outputs at the end (mirax-results-in-place): the
+# checkpointed gradient kept them all twice and saved a quarter of what it should.
+PACKED = dict(mr=4, nr=16, kc=128, nc=32, forall_m=16, min_flops=0, max_pad=4, pack_b=1, pack_a=1,
+              rows_outer=1, split=0)
+
+
+@pytest.mark.parametrize("tiles", [None, PACKED], ids=["host-tiles", "packed-tiles"])
+def test_compiled_checkpoint_lowers_peak_memory(tmp_path, tiles):
     lib = _malloc_counter(tmp_path)
     env = dict(os.environ, LD_PRELOAD=str(lib))
-    r = subprocess.run([sys.executable, "-c", CHILD, str(L), str(B), str(D), str(H), str(tmp_path)],
+    extra = [json.dumps(tiles)] if tiles else []
+    r = subprocess.run([sys.executable, "-c", CHILD, str(L), str(B), str(D), str(H), str(tmp_path)] + extra,
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     peaks = json.loads(r.stdout.strip().splitlines()[-1])
