@@ -16,6 +16,7 @@ from .mirax_simplify import MiraxSimplify
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
+from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
 from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
@@ -27,6 +28,6 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
                                MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
-                               MiraxStreamingStores, MiraxResultsInPlace]}
+                               MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -22,6 +22,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-early-dealloc         each temporary freed after its last use (not at the return)
     mirax-streaming-stores      outputs beyond the last-level cache: vector loops with
                                 non-temporal stores (no read for ownership)
+    mirax-pin-constants         x86 without AVX-512: loops' vector constants made before
+                                them, opaque to LLVM (not re-broadcast every iteration)
     mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
@@ -40,6 +42,7 @@ from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
+from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
@@ -220,6 +223,7 @@ class MiraxCpuPipeline(MiraxPass):
         MiraxEarlyDealloc().add_to(pm)
         if int(self.opts["stream-bytes"]) >= 0:
             MiraxStreamingStores(**{"min-bytes": int(self.opts["stream-bytes"])}).add_to(pm)
+        MiraxPinConstants().add_to(pm)  # (x86 without AVX-512; nothing elsewhere)
         MiraxOutlineKernels().add_to(pm)
         for p in [p for p in TO_LLVM if threads > 1 or p not in OPENMP_ONLY]:
             pm.add(p)

@@ -125,9 +125,15 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # all-parallel linalg.generic (after fusion): split the outermost splittable dim
         # ...and outputs larger than the last-level cache written with streaming stores of
         # one cache line each (mirax-streaming-stores; the host's line: Apple's cores 128 bytes)
+        # ...and, on x86 without AVX-512 (16 vector registers, no embedded broadcast), their
+        # constants kept in vectors LLVM spills and reloads as operands, `pin_bytes` a
+        # register (else it re-broadcasts them every iteration), and smaller ops with at
+        # least half the registers' worth of constants get the same loops, normal stores
         "elementwise": dict(parallel_min_elements=parallel,
                             streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
-                            line_bytes=h.line),
+                            line_bytes=h.line,
+                            pin_bytes=h.vector_bits // 8 if h.isa in ("avx2", "sse") else 0,
+                            vector_min_constants=h.vector_registers // 2 if h.isa in ("avx2", "sse") else 0),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
         # fills, copies, transposes, broadcasts that survived fusion: memory-bound

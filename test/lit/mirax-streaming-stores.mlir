@@ -1,5 +1,6 @@
-// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024" | FileCheck %s
-// RUN: mirax-opt %s --mirax-streaming-stores="min-bytes=1024" --mirax-cpu-pipeline="threads=1 stream-bytes=-1" | FileCheck %s --check-prefix=LLVM
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0" | FileCheck %s
+// RUN: mirax-opt %s --mirax-streaming-stores="min-bytes=1024 min-constants=0" --mirax-cpu-pipeline="threads=1 stream-bytes=-1" | FileCheck %s --check-prefix=LLVM
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=3" | FileCheck %s --check-prefix=SMALL
 
 // A large elementwise op: flattened, a masked head up to the output's first 64-byte
 // boundary, a body of aligned non-temporal stores of one cache line (backward when the
@@ -109,6 +110,57 @@ func.func @left_alone(%small: memref<8x8xf32>, %x: memref<64x64xf32>, %y: memref
       ins(%x : memref<64x64xf32>) outs(%g : memref<64x64xf32, strided<[128, 1]>>) {
   ^bb0(%a: f32, %o: f32):
     linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// x86 without AVX-512 (min-constants=3 there: half its vector registers): a small op
+// with at least min-constants constants gets the vector loop too, with normal stores (so
+// that mirax-pin-constants keeps them out of it); one with fewer is left to LLVM.
+// CHECK-LABEL: func.func @pinned
+// CHECK:         nontemporal
+// CHECK-COUNT-2: linalg.generic
+// SMALL-LABEL: func.func @pinned
+// SMALL:         scf.for
+// SMALL:         scf.for
+// SMALL:           vector.store {{.+}} {alignment = 64 : i64, nontemporal = true}
+// SMALL:         scf.for
+// SMALL:         scf.for
+// SMALL:         scf.for
+// SMALL:           math.fma %{{.+}} : vector<16xf32>
+// SMALL-NOT:       nontemporal
+// SMALL:           vector.store
+// SMALL:         scf.for
+// SMALL-NEXT:      arith.subi
+// SMALL:         linalg.generic
+// SMALL:           arith.mulf %{{.+}} : f32
+// SMALL:         return
+#id3 = affine_map<(d0) -> (d0)>
+func.func @pinned(%x: memref<512xf32>, %y: memref<512xf32>, %a: memref<64xf32>, %b: memref<64xf32>,
+                  %c: memref<64xf32>) {
+  %q = arith.constant 0.25 : f32
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel"]}
+      ins(%x : memref<512xf32>) outs(%y : memref<512xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %q : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel"]}
+      ins(%a : memref<64xf32>) outs(%b : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %k1 = arith.constant 1.5 : f32
+    %k2 = arith.constant 3.0 : f32
+    %0 = math.fma %in, %k1, %k2 : f32
+    %1 = arith.mulf %0, %q : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel"]}
+      ins(%a : memref<64xf32>) outs(%c : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %q : f32
+    linalg.yield %0 : f32
   }
   return
 }

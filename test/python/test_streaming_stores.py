@@ -1,6 +1,7 @@
 """mirax-streaming-stores (lowering/streaming_stores.py): large elementwise kernels write
 with non-temporal stores behind a masked head and tail; every output alignment, length
 and body must give the same values as the kernel without them."""
+import contextlib
 import math
 import re
 
@@ -134,3 +135,86 @@ def test_threshold_is_the_hosts_last_level_cache():
         ew = tuning.derive(h)["elementwise"]
         assert ew["streaming_store_bytes"] == (h.l3 or h.l2 * h.cores), name
         assert ew["line_bytes"] == (128 if name == "neon" else 64)
+
+
+@contextlib.contextmanager
+def _elementwise(**entries):
+    """This host's derived elementwise entries replaced by `entries` while inside (the
+    kernel cache's key follows: tuning.fingerprint hashes the table)."""
+    ew = tuning._derived()["elementwise"]
+    old = dict(ew)
+    ew.update(entries)
+    try:
+        yield
+    finally:
+        ew.clear()
+        ew.update(old)
+
+
+def _lowered(fun, shape, dtype, stream_bytes):
+    from mirax.lowering.pass_base import PassManager  # noqa: F401 - (patched PassManager)
+    from mlir import ir
+    from mlir.passmanager import PassManager as PM
+    text = str(mr.trace(fun, mr.zeros(shape, dtype=dtype)))
+    with cpu.context():
+        m = ir.Module.parse(text)
+        pm = PM("builtin.module")
+        MiraxCpuPipeline(**{"stream-bytes": stream_bytes, "threads": 1}).add_to(pm)
+        pm.run(m.operation)
+        return str(m)
+
+
+x86_only = pytest.mark.skipif(host_cpu.host().arch not in ("x86_64", "AMD64"),
+                              reason="the pinned constants' inline asm is x86's ('=x': a vector register)")
+
+
+def poly(x):
+    """Nine constants, no math: a Horner polynomial."""
+    acc = x * 0.5 + 1.25
+    for c in (-0.75, 2.5, 0.125, -3.0, 1.5, 0.0625, -0.3125):
+        acc = acc * x + c
+    return acc
+
+
+@x86_only
+@pytest.mark.parametrize("fun,dtype", [(gelu, mr.float32), (poly, mr.float32), (poly, mr.float64)],
+                         ids=["gelu-f32", "poly-f32", "poly-f64"])
+@pytest.mark.parametrize("stream_bytes,min_constants", [(1, 0), (1 << 30, 8)], ids=["streamed", "small"])
+def test_pinned_constants_give_the_same_values(fun, dtype, stream_bytes, min_constants):
+    """Constants behind the empty inline asm (x86 without AVX-512: one 32-byte register,
+    8 f32 or 4 f64 lanes, at a time) and the vector loop of a small op with many constants
+    compute what LLVM's own loop computes, bit for bit, at every alignment; the constants
+    are no longer in the loop."""
+    shape = (3, 1001)
+    npt = np.dtype(str(dtype).split(".")[-1])
+    plain = _kernel(fun, (shape, dtype), stream_bytes=-1)
+    with _elementwise(pin_bytes=32, vector_min_constants=min_constants):
+        pinned = _kernel(fun, (shape, dtype), stream_bytes=stream_bytes)
+        text = _lowered(fun, shape, dtype, stream_bytes)
+    assert text.count('llvm.inline_asm "", "=x,0"') >= 8, text
+    assert ("nontemporal" in text) == (stream_bytes == 1)
+    x = np.random.default_rng(5).standard_normal(shape).astype(npt) * 3
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    want = np.empty_like(x)
+    plain([x], [want])
+    for offset in (0, 4, 24):
+        got = _out_at(shape, npt, offset)
+        got[...] = -7
+        pinned([x], [got])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_small_ops_with_few_constants_stay_with_llvm():
+    with _elementwise(pin_bytes=0, vector_min_constants=3):
+        few = _lowered(lambda x: x * 2 + 1, (3, 1001), mr.float32, 1 << 30)
+        many = _lowered(gelu, (3, 1001), mr.float32, 1 << 30)
+    assert "vector.maskedstore" not in few and "llvm.intr.masked.store" not in few
+    assert "llvm.intr.masked.store" in many and "nontemporal" not in many and "inline_asm" not in many
+
+
+def test_pinning_is_derived_for_x86_without_avx512():
+    for name, h in host_cpu.PRESETS.items():
+        ew = tuning.derive(h)["elementwise"]
+        pinned = name == "avx2"  # 16 vector registers, no embedded broadcast
+        assert ew["pin_bytes"] == (32 if pinned else 0), name
+        assert ew["vector_min_constants"] == (8 if pinned else 0), name
