@@ -7,9 +7,9 @@ that is an embedded broadcast folded into the arithmetic (`{1to16}`), free; on A
 is one `vbroadcastss` per constant per iteration (14 in gelu's loop of 16 elements, a
 fifth of its instructions). A value LLVM cannot see through is spilled once and reloaded
 from the stack instead, as a plain load or an operand (`vfmadd213ps mem, ...`). This
-pass gives each splat f32/f64 vector constant of one or two registers used in a loop nest
-(`scf.for`s; an `scf.forall` body is a place of its own) one such value, made before the
-nest (wider constants serve several registers a broadcast: left alone):
+pass gives each splat f32/f64 vector constant of one or two registers used in a serial
+loop nest (`scf.for`s outside any parallel loop) one such value, made before the nest
+(wider constants serve several registers a broadcast: left alone):
 
     scf.for %i = ... {                         %c = arith.constant dense<0.5> : vector<16xf32>
       %c = arith.constant dense<0.5> ...   ->  %p = vector.extract_strided_slice %c {offsets = [0], sizes = [8], ...}
@@ -18,10 +18,10 @@ nest (wider constants serve several registers a broadcast: left alone):
                                                scf.for %i = ... { arith.mulf %x, %k }
 
 one vector register (`bytes`, the tuning table's `pin_bytes`: 32 on AVX2, 16 on SSE, 0
-elsewhere) through the asm, repeated to the constant's width. Measured on Zen 3
-(interleaved in one process, twice): gelu over 32x1000x4096 (mirax-streaming-stores'
-loop) on one thread 74.0-74.4 -> 67.1-67.8 ms; on both threads, where the two cores
-share the memory bandwidth, unchanged (35.0-35.3 vs 35.6-35.7 ms).
+elsewhere) through the asm, repeated to the constant's width. Measured on Zen 3, one
+thread, interleaved in one process: gelu over 32x1000x4096 (mirax-streaming-stores'
+loop) 73.2 -> 65.1 ms, over 1024x4096 2795 -> 2689 us, over 256x4096 763 -> 739 us.
+Parallel loops are left alone (`_is_root`).
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from . import tuning
 from .pass_base import MiraxPass, defining_op, isa, user_op, walk_ops
 
 NAME = "mirax-pin-constants"
-_PLACES = ("func.func", "scf.forall", "scf.parallel", "omp.parallel", "omp.wsloop")
 
 
 # Vectors of at most this many registers: a rematerialized constant costs one broadcast an
@@ -55,8 +54,9 @@ def _lanes(t, reg_bytes: int) -> int:
 
 
 def _splat(value):
-    """The splat constant attribute `value` holds (an arith.constant of a splat, or a
-    vector.broadcast of a scalar arith.constant), else None."""
+    """The splat constant `value` holds, as its attribute's text (an arith.constant of a
+    splat, or a vector.broadcast of a scalar arith.constant), else None. Zero is left out:
+    a zero vector is one `vxorps`, no load and no broadcast."""
     op = defining_op(value)
     if op is None:
         return None
@@ -64,11 +64,17 @@ def _splat(value):
         src = defining_op(op.operands[0])
         if src is None or src.name != "arith.constant":
             return None
-        return ("scalar", str(src.attributes["value"]))
-    if op.name == "arith.constant" and isa(ir.DenseElementsAttr, op.attributes["value"]):
-        attr = ir.DenseElementsAttr(op.attributes["value"])
-        return ("splat", str(attr.get_splat_value())) if attr.is_splat else None
-    return None
+        attr = src.attributes["value"]
+    elif op.name == "arith.constant" and isa(ir.DenseElementsAttr, op.attributes["value"]):
+        dense = ir.DenseElementsAttr(op.attributes["value"])
+        if not dense.is_splat:
+            return None
+        attr = dense.get_splat_value()
+    else:
+        return None
+    if isa(ir.FloatAttr, attr) and ir.FloatAttr(attr).value == 0.0:
+        return None
+    return str(attr)
 
 
 def pinned(v, reg_bytes: int):
@@ -90,14 +96,19 @@ def pinned(v, reg_bytes: int):
     return out
 
 
-def _nest_root(loop):
-    """The outermost scf.for around `loop` (itself included) within its place."""
-    root, p = loop, loop.parent
-    while p is not None and p.name not in _PLACES:
-        if p.name == "scf.for":
-            root = p
+_PARALLEL = ("scf.forall", "scf.parallel", "omp.parallel", "omp.wsloop")
+
+
+def _is_root(loop) -> bool:
+    """Whether `loop` is the outermost scf.for of its function, in serial code: in a
+    parallel loop's body the pinned constants measured slower on both threads (gelu over
+    256x4096 on Zen 3: 426-506 us unpinned, 473-535 pinned), where serially they win."""
+    p = loop.parent
+    while p is not None and p.name != "func.func":
+        if p.name == "scf.for" or p.name in _PARALLEL:
+            return False
         p = p.parent
-    return root
+    return True
 
 
 def _inside(op, ancestor) -> bool:
@@ -108,57 +119,65 @@ def _inside(op, ancestor) -> bool:
     return False
 
 
+_CONSUMERS = ("arith.", "math.", "vector.fma")
+
+
+def _clone_constant(src):
+    """A copy of constant `src` (an arith.constant, or a vector.broadcast of one) at the
+    insertion point."""
+    if src.name == "vector.broadcast":
+        scalar = defining_op(src.operands[0]).clone()
+        new = src.clone()
+        new.operands[0] = scalar.results[0]
+        return new.results[0]
+    return src.clone().results[0]
+
+
 def pin_constants(module, reg_bytes: int) -> int:
     """Pin the splat vector constants of every loop nest of `module`; returns how many
-    pinned values it made."""
+    pinned values it made. Sibling nests of one block share them (made before the first):
+    a streamed op's head, body and tail loops."""
     if not reg_bytes:
         return 0
-    roots = []
-    for loop in walk_ops(module, lambda n: n == "scf.for"):
-        r = _nest_root(loop)
-        if r not in roots:
-            roots.append(r)
-    made = 0
-    for root in roots:
-        uses = []  # (op, operand index, constant key, value)
-        for op in walk_ops(root, lambda n: True):
+    places, made, lanes_of = [], 0, {}  # [(block, first nest, {constant: pinned})]
+
+    def lanes(t):
+        k = str(t)
+        if k not in lanes_of:
+            lanes_of[k] = _lanes(t, reg_bytes) if k.startswith("vector<") else 0
+        return lanes_of[k]
+
+    for root in [loop for loop in walk_ops(module, lambda n: n == "scf.for") if _is_root(loop)]:
+        uses = []  # (op, operand index, constant key, defining op)
+        for op in walk_ops(root, lambda n: n.startswith(_CONSUMERS) and n != "arith.constant"):
             for i, v in enumerate(op.operands):
-                if not _lanes(v.type, reg_bytes):
-                    continue
-                key = _splat(v)
-                if key is not None:
-                    uses.append((op, i, (str(v.type),) + key, v))
+                if lanes(v.type):
+                    key = _splat(v)
+                    if key is not None:
+                        uses.append((op, i, (str(v.type), key), defining_op(v)))
         if not uses:
             continue
-        pins = {}
-        with ir.InsertionPoint(root), root.location:
-            for op, i, key, v in uses:
+        place = next((p for p in places if p[0] == root.block), None)
+        if place is None:
+            place = (root.block, root, {})
+            places.append(place)
+        _, first, pins = place
+        with ir.InsertionPoint(first), root.location:
+            for op, i, key, src in uses:
                 if key not in pins:
-                    src = defining_op(v)
-                    if _inside(src, root):  # made inside the nest: clone it (and its scalar) before it
-                        scalar = defining_op(src.operands[0]) if src.name == "vector.broadcast" else None
-                        mapping = {}
-                        if scalar is not None:
-                            mapping[scalar.results[0]] = scalar.clone().results[0]
-                        new = src.clone()
-                        for j, o in enumerate(new.operands):
-                            if o in mapping:
-                                new.operands[j] = mapping[o]
-                        v = new.results[0]
-                    pins[key] = pinned(v, reg_bytes)
+                    pins[key] = pinned(_clone_constant(src), reg_bytes)
                     made += 1
                 op.operands[i] = pins[key]
-        dead = []  # the nest's own constants, now unused (each op once: erased ops are gone)
-        for _, _, _, v in uses:
-            src = defining_op(v)
-            if _inside(src, root) and not any(src == d for d in dead):
+        dead = []  # the constants replaced, now unused (each op once: erased ops are gone)
+        for _, _, _, src in uses:
+            if not any(src == d for d in dead):
                 dead.append(src)
         for src in dead:
             if any(len(list(r.uses)) for r in src.results):
                 continue
             scalar = defining_op(src.operands[0]) if src.name == "vector.broadcast" else None
             src.erase()
-            if scalar is not None and _inside(scalar, root) and not len(list(scalar.results[0].uses)):
+            if scalar is not None and not len(list(scalar.results[0].uses)):
                 scalar.erase()
     return made
 

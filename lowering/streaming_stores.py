@@ -31,9 +31,10 @@ On x86 without AVX-512 (tuning.py's `vector_min_constants`: 16 vector registers,
 embedded broadcast) the same vector loop, with normal stores, also replaces LLVM's
 vectorization of smaller ops that use at least `min-constants` constants (half the
 vector registers): LLVM's loop re-broadcasts such constants every iteration, and
-`mirax-pin-constants`, which keeps them out of the loop, works on these loops. gelu over
-256x4096 on Zen 3, one thread: LLVM's loop 1016 us, this loop 926, pinned 882; two
-threads 635, 551, 542 us.
+`mirax-pin-constants`, which keeps them out of serial loops, works on these loops. gelu
+on Zen 3, interleaved in one process: 256x4096 one thread LLVM's loop 845 us, this loop
+763 (739 pinned), two threads 452-512 vs 426-506 us; 1024x4096 one thread 3118 vs 2795
+(2689 pinned), two threads 1736-1823 vs 1552-1791 us.
 """
 from __future__ import annotations
 
@@ -315,8 +316,9 @@ def constants(op) -> int:
 
 
 def rewrite(op, line: int, stream: bool = True) -> None:
-    """Replace `op` (eligible) by the three loops of the module docstring (the middle one
-    with normal stores unless `stream`)."""
+    """Replace `op` (eligible) by the three loops of the module docstring; unless `stream`,
+    by the body (normal stores) and the masked tail only: no head up to a line boundary,
+    no backward run (both are for the non-temporal stores), less to compile."""
     from mlir.dialects import arith, scf, vector
     ins, outs = _split(op)
     shape = next(ir.MemRefType(v.type).shape for v in outs)
@@ -329,8 +331,8 @@ def rewrite(op, line: int, stream: bool = True) -> None:
         flat_out = [_flat(v, n) for v in outs]
         vec = _Vectorizer(op, flat_in, flat_out, width)
         vec.prepare()
-        out_addr = _address(flat_out[0], esize)
-        head = _head(out_addr, esize, line, n)
+        out_addr = _address(flat_out[0], esize) if stream else None
+        head = _head(out_addr, esize, line, n) if stream else _index(0)
         span = arith.SubIOp(_index(n), head).result
         end = arith.AddIOp(head, arith.MulIOp(arith.DivUIOp(span, _index(width)).result,
                                               _index(width)).result).result
@@ -346,11 +348,13 @@ def rewrite(op, line: int, stream: bool = True) -> None:
                 vec.emit(i, mask=mask)
                 scf.YieldOp([])
 
-        masked_loop(_index(0), head)
-        in_addrs = [_address(v, _elem_bytes(ir.MemRefType(v.type).element_type))
-                    for v in flat_in if ir.MemRefType(v.type).rank == 1]
-        backward = _backward(arith.AddIOp(out_addr, arith.MulIOp(head, _index(esize)).result).result,
-                             in_addrs) if in_addrs else None
+        backward = None
+        if stream:
+            masked_loop(_index(0), head)
+            in_addrs = [_address(v, _elem_bytes(ir.MemRefType(v.type).element_type))
+                        for v in flat_in if ir.MemRefType(v.type).rank == 1]
+            backward = _backward(arith.AddIOp(out_addr, arith.MulIOp(head, _index(esize)).result).result,
+                                 in_addrs) if in_addrs else None
         body = scf.ForOp(head, end, step)
         with ir.InsertionPoint(body.body):
             i = body.induction_variable
