@@ -54,7 +54,9 @@ The forall becomes OpenMP threads in the CPU pipeline (one row block an iteratio
 statically scheduled). After bufferization `mirax-row-memory` (below) prefetches each
 row's next rows during its busiest column loop, puts the row loop's small buffers on the
 stack and, on AVX-512, scales the vectorized exps by 2^m with one `llvm.ldexp`
-(`vscalefps`, approx.scale_with_ldexp) instead of two exponent-field multiplies.
+(`vscalefps`, approx.scale_with_ldexp) instead of two exponent-field multiplies;
+elsewhere (AVX2, NEON) each vectorized exp runs on a branch without its clamp and with
+one 2^m factor when all of its lanes have |x| < 87 (approx.split_exp_range).
 
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
@@ -69,7 +71,7 @@ from mlir import ir
 from mlir.dialects.transform import interpreter
 
 from . import tuning
-from .approx import scale_with_ldexp
+from .approx import scale_with_ldexp, split_exp_range
 from .pass_base import MiraxPass, defining_op, isa, walk_ops
 
 NAME = "mirax-fuse-reductions"
@@ -817,9 +819,12 @@ def _bits(m):
 class MiraxRowMemory(MiraxPass):
     name = PREFETCH
     summary = ("On memrefs, mirax-fuse-reductions' row loops: next rows prefetched during a row's busiest "
-               "column loop, row buffers on the stack, exp's 2^m scaling as one ldexp on AVX-512")
+               "column loop, row buffers on the stack, exp's 2^m scaling as one ldexp on AVX-512, "
+               "else a fast branch for exps of |x| < 87")
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
                "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512), on, off"),
+               "exp-range": ("auto", "exps whose lanes all have |x| < 87 on a branch without the clamp and with one "
+                                     "2^m factor: auto (hosts without ldexp's vscalefps), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's vector width)"),
                "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)"),
                "locality": (0, "the prefetches' locality hint, 1-3 (0: tuning.py's row_fusion prefetch_locality)")}
@@ -835,6 +840,10 @@ class MiraxRowMemory(MiraxPass):
             prefetch_next_rows(module, int(self.opts["vector-bytes"]) or h.vector_bits // 8, l1d, locality)
             stack_row_buffers(module, l1d // 4, (int(self.opts["threads"]) or tuning.threads()) > 1)
             ldexp = str(self.opts["ldexp"])
-            if ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features):
-                for forall in walk_ops(module, lambda n: n == "scf.forall"):
+            use_ldexp = ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features)
+            exp_range = str(self.opts["exp-range"])
+            for forall in walk_ops(module, lambda n: n == "scf.forall"):
+                if use_ldexp:
                     scale_with_ldexp(forall)
+                if exp_range == "on" or (exp_range == "auto" and not use_ldexp):
+                    split_exp_range(forall, h.vector_bits // 32)

@@ -150,3 +150,98 @@ func.func @exp_scaling(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
   }
   return
 }
+
+// -----
+
+// A vectorized exp as mirax-math-approx writes it (clamp, round with 1.5 * 2^23, Cody-Waite,
+// polynomial, two-factor 2^m scaling; abridged polynomial) in a row loop's sum. Without
+// ldexp (exp-range=auto: hosts without AVX-512) it runs on a branch taken when every lane
+// has |x| < 87 (an unsigned max of |x|'s bits across the registers: a NaN fails it): no
+// clamp, one 2^m factor; the other branch is the exp as it was.
+// NOLDEXP-LABEL: func.func @exp_range
+// NOLDEXP: scf.for
+// NOLDEXP: %[[X:.+]] = arith.subf
+// NOLDEXP: %[[XI:.+]] = arith.bitcast %[[X]] : vector<32xf32> to vector<32xi32>
+// NOLDEXP: %[[A:.+]] = arith.andi %[[XI]], %{{.+}} : vector<32xi32>
+// NOLDEXP: vector.extract_strided_slice %[[A]]
+// NOLDEXP: arith.maxui
+// NOLDEXP: %[[B:.+]] = arith.constant dense<1118699520>
+// NOLDEXP: %[[OK:.+]] = arith.cmpi ult, %{{.+}}, %[[B]]
+// NOLDEXP: %[[ALL:.+]] = vector.reduction <and>, %[[OK]] : vector<{{[0-9]+}}xi1> into i1
+// NOLDEXP: %[[Y:.+]] = scf.if %[[ALL]] -> (vector<32xf32>) {
+// NOLDEXP-NOT: arith.select
+// NOLDEXP-NOT: arith.shrsi
+// NOLDEXP: %[[T:.+]] = math.fma %[[X]], %{{.+}}, %{{.+}} : vector<32xf32>
+// NOLDEXP: %[[TB:.+]] = arith.bitcast %[[T]]
+// NOLDEXP: %[[MI:.+]] = arith.subi %[[TB]], %{{.+}} : vector<32xi32>
+// NOLDEXP: %[[E:.+]] = arith.addi %[[MI]], %{{.+}} : vector<32xi32>
+// NOLDEXP: %[[S:.+]] = arith.shli %[[E]], %{{.+}} : vector<32xi32>
+// NOLDEXP: %[[F:.+]] = arith.bitcast %[[S]] : vector<32xi32> to vector<32xf32>
+// NOLDEXP: %[[R:.+]] = arith.mulf %{{.+}}, %[[F]] : vector<32xf32>
+// NOLDEXP-NEXT: scf.yield %[[R]] : vector<32xf32>
+// NOLDEXP-NEXT: } else {
+// NOLDEXP: arith.select
+// NOLDEXP: arith.select
+// NOLDEXP: arith.shrsi
+// NOLDEXP: %[[Y1:.+]] = arith.mulf
+// NOLDEXP: %[[Y2:.+]] = arith.mulf %[[Y1]], %{{.+}} : vector<32xf32>
+// NOLDEXP-NEXT: scf.yield %[[Y2]] : vector<32xf32>
+// NOLDEXP: arith.addf %[[Y]], %{{.+}} : vector<32xf32>
+// LDEXP-LABEL: func.func @exp_range
+// LDEXP-NOT: scf.if
+// LDEXP: llvm.ldexp
+func.func @exp_range(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  %lo = arith.constant dense<-1.040000e+02> : vector<32xf32>
+  %hi = arith.constant dense<8.880000e+01> : vector<32xf32>
+  %log2e = arith.constant dense<1.44269502> : vector<32xf32>
+  %magic = arith.constant dense<0x4B400000> : vector<32xf32>
+  %magici = arith.constant dense<1262485504> : vector<32xi32>
+  %ln2hi = arith.constant dense<-0.693359375> : vector<32xf32>
+  %ln2lo = arith.constant dense<2.12194442E-4> : vector<32xf32>
+  %p0 = arith.constant dense<0.041668389> : vector<32xf32>
+  %p1 = arith.constant dense<0.49999994> : vector<32xf32>
+  %cone = arith.constant dense<1.000000e+00> : vector<32xf32>
+  %one = arith.constant dense<1> : vector<32xi32>
+  %bias = arith.constant dense<127> : vector<32xi32>
+  %sh = arith.constant dense<23> : vector<32xi32>
+  scf.forall (%i) in (64) {
+    %s = scf.for %j = %c0 to %c1024 step %c32 iter_args(%acc = %zero) -> (vector<32xf32>) {
+      %v = vector.transfer_read %arg0[%i, %j], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %x = arith.subf %v, %cone : vector<32xf32>
+      %l = arith.cmpf olt, %x, %lo : vector<32xf32>
+      %xl = arith.select %l, %lo, %x : vector<32xi1>, vector<32xf32>
+      %g = arith.cmpf ogt, %xl, %hi : vector<32xf32>
+      %xc = arith.select %g, %hi, %xl : vector<32xi1>, vector<32xf32>
+      %t = math.fma %xc, %log2e, %magic : vector<32xf32>
+      %m = arith.subf %t, %magic : vector<32xf32>
+      %tb = arith.bitcast %t : vector<32xf32> to vector<32xi32>
+      %mi = arith.subi %tb, %magici : vector<32xi32>
+      %r0 = math.fma %m, %ln2hi, %xc : vector<32xf32>
+      %r = math.fma %m, %ln2lo, %r0 : vector<32xf32>
+      %q = math.fma %p0, %r, %p1 : vector<32xf32>
+      %r2 = arith.mulf %r, %r : vector<32xf32>
+      %y0 = math.fma %q, %r2, %r : vector<32xf32>
+      %y = arith.addf %y0, %cone : vector<32xf32>
+      %m1 = arith.shrsi %mi, %one : vector<32xi32>
+      %m2 = arith.subi %mi, %m1 : vector<32xi32>
+      %a1 = arith.addi %m1, %bias : vector<32xi32>
+      %s1 = arith.shli %a1, %sh : vector<32xi32>
+      %f1 = arith.bitcast %s1 : vector<32xi32> to vector<32xf32>
+      %y1 = arith.mulf %y, %f1 : vector<32xf32>
+      %a2 = arith.addi %m2, %bias : vector<32xi32>
+      %s2 = arith.shli %a2, %sh : vector<32xi32>
+      %f2 = arith.bitcast %s2 : vector<32xi32> to vector<32xf32>
+      %e = arith.mulf %y1, %f2 : vector<32xf32>
+      %sum = arith.addf %e, %acc : vector<32xf32>
+      scf.yield %sum : vector<32xf32>
+    }
+    %t = vector.reduction <add>, %s : vector<32xf32> into f32
+    memref.store %t, %arg1[%i] : memref<64xf32>
+  }
+  return
+}

@@ -202,6 +202,34 @@ def test_rowwise_exp_scales_with_ldexp_on_avx512():
     assert "llvm.ldexp" in text and "vscalef" not in text  # the intrinsic, lowered by LLVM
 
 
+def test_rowwise_exp_bit_identical_to_elementwise_exp():
+    """A row loop's exp gives the bits of the elementwise kernel's exp (the same polynomial,
+    vectorized by LLVM) for every input: without ldexp (AVX2, NEON) its chunks whose lanes
+    all have |x| < 87 skip the clamp and scale by 2^m once (approx.split_exp_range); a
+    chunk with a value past that, a NaN or an infinity takes the full path."""
+    def exp_times_max(x):
+        return mr.exp(x) * mr.max(x, axis=-1, keepdims=True)
+    x = np.random.default_rng(6).standard_normal((64, 4096)).astype(np.float32)
+    x[1, :2] = [86.9, -86.9]                # both fast
+    x[2, 3], x[3, 40] = 87.0, 88.5           # slow: near the overflow
+    x[4, 5:8] = [-100, -104, -150]           # slow: subnormal results, then 0
+    x[5, 9] = 89.0                           # overflows to inf
+    x[6, 10:12] = [np.nan, np.inf]           # a NaN and an inf in one chunk
+    x[7, 12:14] = [np.inf, -np.inf]
+    x[8, -1] = -87.2                         # in the last chunk
+    compiled = mr.compile(exp_times_max)
+    text = compiled.lower(A(x)).as_text("llvm")
+    if "avx512f" not in host().features:
+        assert "1118699520" in text  # the bits of 87.0: the fast-path test
+    got = np.asarray(compiled(A(x)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.asarray(mr.compile(mr.exp)(A(x)))
+        want = e * x.max(-1, keepdims=True)
+    np.testing.assert_array_equal(got, want)
+    assert e[7, 12] == e[6, 11] == e[5, 9] == np.inf and e[7, 13] == e[4, 7] == 0 and np.isnan(e[6, 10])
+    assert np.isfinite(e[:5]).all() and 0 < e[4, 5] < np.finfo(np.float32).tiny
+
+
 FIRST_COMPILE = r"""
 import sys
 import numpy as np
