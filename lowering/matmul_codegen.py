@@ -310,8 +310,10 @@ def plan(op, config=None, inherit=None):
     pack_b = cfg.get("pack_b")
     if pack_b is None:  # unmeasured: the host's rule (tuning.pack_b_default)
         pack_b = tuning.pack_b_default(M, N, K, mr)
-    pack = bool(pack_b) and batch is None and _zero_filled(op.operands[2])
-    pack_a = pack and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
+    pack = bool(pack_b) and _zero_filled(op.operands[2])
+    pack_a = pack and batch is None and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
+    if pack and batch:
+        forall_m = Mp  # a task a whole product of the batch: it repacks its own B once
     # one task of rows (a remainder's few rows, a product of few rows): the threads
     # split its columns instead, in blocks of whole register tiles (a 4x512x784 remainder
     # of an MLP step ran on one thread while the other waited)
@@ -522,70 +524,81 @@ def _packed_text(p) -> str:
     sets, and each k step touches a new page); C is the same bytes as [M][N/nr][nr]
     ([M/mr][mr][N/nr][nr] with A packed), a view of a 2-d tensor: bufferized, the
     product writes the caller's buffer (a C of its own, collapsed, was copied into it:
-    a 64 MiB copy and 64 MiB of page faults a call at 4096x4096)."""
+    a 64 MiB copy and 64 MiB of page faults a call at 4096x4096). A batched product has
+    the batch dim first in each (B's panels [L][N/nr][K][nr]; A is not repacked)."""
     M, N, K = p["dims"]
     Mp, Np = p["pad"]
     nr, N1 = p["nr"], p["pad"][1] // p["nr"]
-    a_t = f"tensor<{K}x{M}xf32>" if p["transpose_a"] else f"tensor<{M}x{K}xf32>"
-    ap_t = f"tensor<{K}x{Mp}xf32>" if p["transpose_a"] else f"tensor<{Mp}x{K}xf32>"
-    pad = ("^bb0(%i: index, %j: index):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }")
-    L = [f"func.func @packed(%a: {a_t}, %b: tensor<{K}x{N}xf32>, %cd: tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32> {{",
-         "  %z = arith.constant 0.0 : f32"]
+    L = [p["batch"]] if p["batch"] else []
+    o = len(L)  # (the first dim after the batch)
+    t = lambda *dims: "tensor<" + "x".join(str(d) for d in L + list(dims)) + "xf32>"  # noqa: E731
+    zeros = lambda n: "[" + ", ".join(["0"] * (n + o)) + "]"  # noqa: E731
+    high = lambda *dims: "[" + ", ".join(["0"] * o + [str(d) for d in dims]) + "]"  # noqa: E731
+    groups = lambda *gs: "[" + ", ".join(["[0]"] * o + ["[" + ", ".join(str(i + o) for i in g) + "]" for g in gs]) + "]"  # noqa: E731
+    perm = lambda *ds: "[" + ", ".join([str(i) for i in range(o)] + [str(i + o) for i in ds]) + "]"  # noqa: E731
+    a_t = t(K, M) if p["transpose_a"] else t(M, K)
+    ap_t = t(K, Mp) if p["transpose_a"] else t(Mp, K)
+    idx = ", ".join(f"%i{d}: index" for d in range(o + 2))
+    pad = (f"^bb0({idx}):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }}")
+    lines = [f"func.func @packed(%a: {a_t}, %b: {t(K, N)}, %cd: {t(M, N)}) -> {t(M, N)} {{",
+             "  %z = arith.constant 0.0 : f32"]
     a = "%a"
     if Mp != M:
-        high = f"[0, {Mp - M}]" if p["transpose_a"] else f"[{Mp - M}, 0]"
-        L.append(f"  %ap = tensor.pad %a low[0, 0] high{high} {{\n  {pad} : {a_t} to {ap_t}")
+        hi = high(0, Mp - M) if p["transpose_a"] else high(Mp - M, 0)
+        lines.append(f"  %ap = tensor.pad %a low{zeros(2)} high{hi} {{\n  {pad} : {a_t} to {ap_t}")
         a = "%ap"
     b = "%b"
     if Np != N:
-        L.append(f"  %bq = tensor.pad %b low[0, 0] high[0, {Np - N}] {{\n  {pad} : tensor<{K}x{N}xf32> to tensor<{K}x{Np}xf32>")
+        lines.append(f"  %bq = tensor.pad %b low{zeros(2)} high{high(0, Np - N)} {{\n  {pad} : {t(K, N)} to {t(K, Np)}")
         b = "%bq"
-    L += [f"  %b3 = tensor.expand_shape {b} [[0], [1, 2]] output_shape [{K}, {N1}, {nr}] : "
-          f"tensor<{K}x{Np}xf32> into tensor<{K}x{N1}x{nr}xf32>",
-          f"  %eb = tensor.empty() : tensor<{N1}x{K}x{nr}xf32>",
-          f"  %bp = linalg.transpose ins(%b3 : tensor<{K}x{N1}x{nr}xf32>) outs(%eb : tensor<{N1}x{K}x{nr}xf32>) "
-          "permutation = [1, 0, 2]"]
+    lines += [f"  %b3 = tensor.expand_shape {b} {groups([0], [1, 2])} output_shape {L + [K, N1, nr]} : "
+              f"{t(K, Np)} into {t(K, N1, nr)}",
+              f"  %eb = tensor.empty() : {t(N1, K, nr)}",
+              f"  %bp = linalg.transpose ins(%b3 : {t(K, N1, nr)}) outs(%eb : {t(N1, K, nr)}) "
+              f"permutation = {perm(1, 0, 2)}"]
+    lead = "l, " * o
     if p.get("pack_a"):
         # A too, into mr-row panels [M/mr][K][mr]: the micro kernel reads its mr values of
         # a k step from one cache line (row-major A reads them from mr rows, which on
         # 4 KiB-multiple strides share one L1 set: more than 8 rows thrash it)
         mr, M1 = p["mr"], Mp // p["mr"]
         if p["transpose_a"]:
-            L.append(f"  %a3 = tensor.expand_shape {a} [[0], [1, 2]] output_shape [{K}, {M1}, {mr}] : "
-                     f"{ap_t} into tensor<{K}x{M1}x{mr}xf32>")
-            perm, a3_t = "[1, 0, 2]", f"tensor<{K}x{M1}x{mr}xf32>"
+            lines.append(f"  %a3 = tensor.expand_shape {a} {groups([0], [1, 2])} output_shape {L + [K, M1, mr]} : "
+                         f"{ap_t} into {t(K, M1, mr)}")
+            a_perm, a3_t = perm(1, 0, 2), t(K, M1, mr)
         else:
-            L.append(f"  %a3 = tensor.expand_shape {a} [[0, 1], [2]] output_shape [{M1}, {mr}, {K}] : "
-                     f"{ap_t} into tensor<{M1}x{mr}x{K}xf32>")
-            perm, a3_t = "[0, 2, 1]", f"tensor<{M1}x{mr}x{K}xf32>"
-        a, ap_t = "%apk", f"tensor<{M1}x{K}x{mr}xf32>"
-        L += [f"  %ea = tensor.empty() : {ap_t}",
-              f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : {ap_t}) permutation = {perm}"]
-        dims, amap, cmap = "(b, m1, m, n, k)", "(m1, k, m)", "(m1, m, b, n)"
-        c_shape, groups = [M1, mr, N1, nr], "[[0, 1], [2, 3]]"
+            lines.append(f"  %a3 = tensor.expand_shape {a} {groups([0, 1], [2])} output_shape {L + [M1, mr, K]} : "
+                         f"{ap_t} into {t(M1, mr, K)}")
+            a_perm, a3_t = perm(0, 2, 1), t(M1, mr, K)
+        a, ap_t = "%apk", t(M1, K, mr)
+        lines += [f"  %ea = tensor.empty() : {ap_t}",
+                  f"  %apk = linalg.transpose ins(%a3 : {a3_t}) outs(%ea : {ap_t}) permutation = {a_perm}"]
+        dims, amap, cmap = f"({lead}b, m1, m, n, k)", f"({lead}m1, k, m)", f"({lead}m1, m, b, n)"
+        c_shape, c_groups = [M1, mr, N1, nr], groups([0, 1], [2, 3])
     else:
-        dims, amap, cmap = "(b, m, n, k)", "(k, m)" if p["transpose_a"] else "(m, k)", "(m, b, n)"
-        c_shape, groups = [Mp, N1, nr], "[[0], [1, 2]]"
-    c_t = f"tensor<{'x'.join(map(str, c_shape))}xf32>"
+        dims = f"({lead}b, m, n, k)"
+        amap, cmap = (f"({lead}k, m)" if p["transpose_a"] else f"({lead}m, k)"), f"({lead}m, b, n)"
+        c_shape, c_groups = [Mp, N1, nr], groups([0], [1, 2])
+    c_t = t(*c_shape)
     # C's own destination (%cd: what the product's zero fill filled) unless padded: a
     # split product's piece is a slice of the caller's C, which a new tensor.empty would
     # copy into (bufferization does not see through the expand_shape)
     dest = "%cd"
     if (Mp, Np) != (M, N):
-        L.append(f"  %e2 = tensor.empty() : tensor<{Mp}x{Np}xf32>")
+        lines.append(f"  %e2 = tensor.empty() : {t(Mp, Np)}")
         dest = "%e2"
-    L += [f"  %e = tensor.expand_shape {dest} {groups} output_shape {c_shape} : tensor<{Mp}x{Np}xf32> into {c_t}",
-          f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
-          f"  %r = linalg.contract indexing_maps = [affine_map<{dims} -> {amap}>, "
-          f"affine_map<{dims} -> (b, k, n)>, affine_map<{dims} -> {cmap}>]",
-          f"       ins({a}, %bp : {ap_t}, tensor<{N1}x{K}x{nr}xf32>) outs(%f : {c_t}) -> {c_t}",
-          f"  %c = tensor.collapse_shape %r {groups} : {c_t} into tensor<{Mp}x{Np}xf32>"]
+    lines += [f"  %e = tensor.expand_shape {dest} {c_groups} output_shape {L + c_shape} : {t(Mp, Np)} into {c_t}",
+              f"  %f = linalg.fill ins(%z : f32) outs(%e : {c_t}) -> {c_t}",
+              f"  %r = linalg.contract indexing_maps = [affine_map<{dims} -> {amap}>, "
+              f"affine_map<{dims} -> ({lead}b, k, n)>, affine_map<{dims} -> {cmap}>]",
+              f"       ins({a}, %bp : {ap_t}, {t(N1, K, nr)}) outs(%f : {c_t}) -> {c_t}",
+              f"  %c = tensor.collapse_shape %r {c_groups} : {c_t} into {t(Mp, Np)}"]
     out = "%c"
     if (Mp, Np) != (M, N):
-        L.append(f"  %s = tensor.extract_slice %c[0, 0] [{M}, {N}] [1, 1] : tensor<{Mp}x{Np}xf32> to tensor<{M}x{N}xf32>")
+        lines.append(f"  %s = tensor.extract_slice %c{zeros(2)} {L + [M, N]} {[1] * (o + 2)} : {t(Mp, Np)} to {t(M, N)}")
         out = "%s"
-    L += [f"  return {out} : tensor<{M}x{N}xf32>", "}"]
-    return "\n".join(L)
+    lines += [f"  return {out} : {t(M, N)}", "}"]
+    return "\n".join(lines)
 
 
 def pack_b(op, p):
@@ -608,7 +621,7 @@ def pack_b(op, p):
         # serial, were ~10% of a 1024^3 product on 2 threads (Amdahl): mirax-parallelize
         # splits them whatever their size
         shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not p.get("rows_outer"))
-        if shared and p.get("threads", 1) > 1:
+        if shared and p.get("threads", 1) > 1 and not _fuses_b_pack(p):
             new.attributes[PARALLEL] = ir.UnitAttr.get()
     a_pack = defining_op(contract.operands[0])
     if _fuses_a_pack(p) and PARALLEL in a_pack.attributes:  # each task repacks its own rows of A
@@ -637,6 +650,12 @@ def _fuses_a_pack(p) -> bool:
     return bool(p.get("pack") and p.get("pack_a") and p.get("rows_outer"))
 
 
+def _fuses_b_pack(p) -> bool:
+    """Whether packed_script fuses B's repacking into the threads' loop: a batched
+    product's tasks are its products, each repacking its own B (and filling its C)."""
+    return bool(p.get("pack") and p.get("batch"))
+
+
 def packed_script(i, p):
     """Transform IR for the packed product marked `i`: GotoBLAS's loop order. For each
     nc-wide block of B's panels and kc-deep slice of K (a packed block that stays in L2),
@@ -646,15 +665,31 @@ def packed_script(i, p):
     K = p["dims"][2]
     nb = p["nc"] // p["nr"] if p["nc"] < p["pad"][1] else 0
     kc = p["kc"] if p["kc"] < K else 0
+    fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
     if p.get("pack_a"):  # dims (b, m1, m, n, k): m1 counts A's mr-row panels
         cache, forall, micro = [nb, 0, 0, 0, kc], [0, p["forall_m"] // p["mr"], 0, 0, 0], [1, 1, 0, 0, 1]
+    elif p.get("batch"):  # dims (l, b, m, n, k): l the batch
+        cache, forall, micro = [0, nb, 0, 0, kc], [1, 0, 0, 0, 0], [1, 1, p["mr"], 0, 1]
     else:  # dims (b, m, n, k)
         cache, forall, micro = [nb, 0, 0, kc], [0, p["forall_m"], 0, 0], [1, p["mr"], 0, 1]
-    if p.get("rows_outer"):
+    if _fuses_b_pack(p):
+        # the threads split the batch, each task zero-filling its C and repacking its B
+        # (into L2, where the products of its n-blocks and k-slices read it)
+        s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op",
+             f"%pb{i} = transform.get_producer_of_operand %m{i}[1] : (!transform.any_op) -> !transform.any_op",
+             f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
+             f"{_sizes(forall)} : {_handles(2)}",
+             f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}",
+             f"%fb{i}, %forall{i}c = transform.structured.fuse_into_containing_op %pb{i} into %forall{i}b {fuse}",
+             # its panels a buffer of the task's own (a slice of an empty tensor is an
+             # empty tensor), not a slice of one for the whole batch
+             f"transform.apply_patterns to %forall{i}c {{\n  transform.apply_patterns.tensor.fold_tensor_empty\n"
+             f"}} : !transform.any_op",
+             _cache_loops(i, f"%t{i}a", f"%t{i}b", cache, nb, kc)]
+    elif p.get("rows_outer"):
         # the threads split C's rows first, each zero-filling its own rows (in cache) and
         # running the n-blocks and k-slices over them; each repacks its own rows of A
         # there too (no parallel region of its own, no barrier before the products)
-        fuse = ": (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
         s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op"]
         if _fuses_a_pack(p):
             s.append(f"%pa{i} = transform.get_producer_of_operand %m{i}[0] : (!transform.any_op) -> !transform.any_op")
@@ -668,8 +703,9 @@ def packed_script(i, p):
         s = [_cache_loops(i, f"%m{i}", f"%t{i}a", cache, nb, kc),
              f"%t{i}b, %forall{i} = transform.structured.tile_using_forall %t{i}a tile_sizes "
              f"{_sizes(forall)} : {_handles(2)}"]
-    s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
-             f"{_sizes(micro)} : {_handles(4)}")
+    loops = [f"%l{i}r"] * bool(p.get("batch") and not p.get("pack_a")) + [f"%i{i}r", f"%j{i}r", f"%k{i}r"]
+    s.append(f"%t{i}c, {', '.join(loops)} = transform.structured.tile_using_for %t{i}b tile_sizes "
+             f"{_sizes(micro)} : {_handles(1 + len(loops))}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
     return s + micro_kernel_tail(i, unit_dims=True, hoist=[f"%k{i}r"])
 
@@ -785,6 +821,8 @@ def _outline(root, op, i, p=None):
     group = ([init] if init is not None else []) + [op]
     if p is not None and _fuses_a_pack(p):
         group.insert(0, defining_op(op.operands[0]))
+    if p is not None and _fuses_b_pack(p):
+        group.insert(0, defining_op(op.operands[1]))
     top = op.parent
     while top.name != "func.func":
         top = top.parent
@@ -1136,7 +1174,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
             for (i, _, p), (_, f) in zip(items, kernels):
-                if p.get("rows_outer") and p["kc"] >= p["dims"][2]:
+                if (p.get("rows_outer") or _fuses_b_pack(p)) and p["kc"] >= p["dims"][2]:
                     skip_zero_fill(f)
                 scalar_broadcast_reads(f)
             _inline(root, kernels)

@@ -158,8 +158,6 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     for i, cand in enumerate(cands):
         if time.monotonic() > deadline and fns:
             break
-        if batch and cand["pack_b"]:
-            continue  # batched products are not repacked
         try:
             # the candidate as the class's stored entry, alone: compiled exactly as a later
             # compile would plan it (its one-task-per-thread rule, the split default for an

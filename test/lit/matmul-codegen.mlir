@@ -153,6 +153,18 @@ func.func @ragged_rows(%a: tensor<1020x64xf32>, %b: tensor<64x24xf32>) -> tensor
 // SCRIPT-LABEL: transform.named_sequence @__transform_main
 // SCRIPT: tile_using_forall {{.+}} tile_sizes [1, 64, 0]
 // SCRIPT: cast_away_vector_leading_one_dim
+// Repacked (pack_b=1): the threads split the batch, each task repacking its own B into
+// panels of a buffer of its own, then the GotoBLAS loops over them.
+// PACKED-LABEL: func.func @batched
+// PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<8x256x8x32xf32>
+// PACKED: scf.forall (%[[L:.+]]) in (8)
+// PACKED: %[[SLICE:.+]] = tensor.extract_slice %{{.+}}[%[[L]], 0, 0, 0] [1, 256, 8, 32]
+// PACKED: %[[OWN:.+]] = tensor.empty() : tensor<1x8x256x32xf32>
+// PACKED: %[[PANELS:.+]] = linalg.transpose ins(%[[SLICE]] : tensor<1x256x8x32xf32>) outs(%[[OWN]] : tensor<1x8x256x32xf32>) permutation = [0, 2, 1, 3]
+// PACKED: scf.for
+// PACKED: vector.transfer_read %[[PANELS]]{{.+}} : tensor<1x8x256x32xf32>, vector<32xf32>
+// PACKED-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// PACKED-NOT: linalg.batch_matmul
 func.func @batched(%a: tensor<8x256x256xf32>, %b: tensor<8x256x256xf32>) -> tensor<8x256x256xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<8x256x256xf32>

@@ -360,6 +360,45 @@ func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attribut
     check(out, a.T.copy() if transpose_a else a, b)
 
 
+@pytest.mark.parametrize("m,n,k,kc", [(64, 96, 70, 64), (64, 96, 70, 128), (30, 100, 50, 64)])
+def test_repacked_batched_b_matches_numpy(rng, m, n, k, kc):
+    """A batched product with pack_b: the threads split the batch, each task repacking its
+    own B into nr-wide panels (a buffer of the task's size, not of the batch's) and
+    zero-filling its own C inside the parallel loop (no
+    repacking of the whole batch before it); with K in one slice its register tiles start
+    from zeros (no fill). Padded M and N (30 x 100 on 8 x 32 tiles) too."""
+    batch = 5
+    a = rng.standard_normal((batch, m, k), dtype=np.float32)
+    b = rng.standard_normal((batch, k, n), dtype=np.float32)
+    at, bt, ct = _t(a.shape, "f32"), _t(b.shape, "f32"), _t((batch, m, n), "f32")
+    text = f"""
+func.func @mm(%a: {at}, %b: {bt}) -> {ct} attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : {ct}
+  %f = linalg.fill ins(%z : f32) outs(%e : {ct}) -> {ct}
+  %r = linalg.batch_matmul ins(%a, %b : {at}, {bt}) outs(%f : {ct}) -> {ct}
+  return %r : {ct}
+}}"""
+    cfg = dict(mr=8, nr=32, kc=kc, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, split=0)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        script = mc.optimize_matmuls(module, config=cfg, return_script=True)
+        assert re.search(r"tile_using_forall \S+ tile_sizes \[1, 0, 0, 0, 0\]", script)
+        assert re.search(r"fuse_into_containing_op %pb\d+ into %forall", script)
+        packs = [op for op in mc._walk(module.operation, "linalg.transpose")
+                 if "permutation = [0, 2, 1, 3]" in str(op)]
+        assert packs and all(op.parent.name == "scf.forall" for op in packs)  # each task its own B,
+        panels = [mc.defining_op(op.operands[1]) for op in packs]  # in a buffer of its own
+        assert all(e.name == "tensor.empty" and e.parent.name == "scf.forall" for e in panels)
+        assert "{mirax.parallel}" not in str(module)  # nothing left to split over the threads
+        fills = list(mc._walk(module.operation, "linalg.fill"))
+        assert not fills if kc >= k and (m, n) == (64, 96) else True  # C written once
+    fn = mc.compile_standalone(text, "mm", config=cfg)
+    out = np.full((batch, m, n), np.nan, np.float32)
+    fn([a, b], [out])
+    check(out, a, b)
+
+
 def _bufferized(text, cfg):
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
@@ -375,6 +414,7 @@ def _bufferized(text, cfg):
     (None, 100, 130, 70, False, True, 0),      # C accumulated (not a zero fill): slices of C
     (None, 100, 130, 70, False, False, 1),     # the divisible part repacked
     (3, 100, 130, 70, False, False, 0),        # batched
+    (3, 100, 130, 70, False, False, 1),        # batched, each product's B repacked
 ])
 def test_split_products_match_numpy(rng, batch, m, n, k, transpose_a, accumulate, pack_b):
     """split: the part the tile divides is a product of slices, read and written in place

@@ -135,9 +135,12 @@ def test_every_candidate_computes_the_product(cand, rng):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("pack_b", [0, 1])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_batched_candidate_of_each_family(family, rng):
-    cand = tune.matmul_candidates(host_cpu.PRESETS[family])[0]
+def test_batched_candidate_of_each_family(family, pack_b, rng):
+    """A batched product's candidates: B as it is, or repacked by each task (the tuner
+    measures both for batched products too)."""
+    cand = next(c for c in tune.matmul_candidates(host_cpu.PRESETS[family]) if c["pack_b"] == pack_b)
     m, n, k = cand["mr"] * 3 + 1, cand["nr"] + 3, 70
     a = rng.standard_normal((3, m, k), dtype=np.float32)
     b = rng.standard_normal((3, k, n), dtype=np.float32)
