@@ -196,11 +196,18 @@ def _value_owner(v):
     return None if isinstance(o, ir.Block) else o.operation
 
 
+def _gathers(op) -> bool:
+    """Whether linalg op `op`'s body reads a tensor with `tensor.extract`."""
+    return any(o.operation.name == "tensor.extract" for r in op.regions for b in r.blocks for o in b.operations)
+
+
 def groups(block):
     """Row groups of a block: (root, producers consumer-first, reductions, rows,
     iterations, lead): the ops' first `lead` loops are all rows (see `_row_dims`), the
     first one in every case."""
-    ops = [op.operation for op in block.operations if op.operation.name in KINDS]
+    # (a generic that reads a tensor by index, a gather, is no row op: vectorizing the row
+    # loop would fail on it and leave the whole loop scalar)
+    ops = [op.operation for op in block.operations if op.operation.name in KINDS and not _gathers(op.operation)]
     if not ops:
         return []
     idx = {}

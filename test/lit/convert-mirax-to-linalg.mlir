@@ -168,3 +168,61 @@ func.func @small_sum_stays_one(%x: tensor<16x64xf32>) -> tensor<f32> {
   %0 = "mirax.sum"(%x) {axes = array<i64: 0, 1>, keepdims = false} : (tensor<16x64xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// cumsum along the last axis: each row scanned in memory order (the rows on the threads
+// from 65536 elements), the running sum carried in a register; a short row (8 rows of
+// 64) in an scf.for. Along the first axis of a 2-D array: one slice a step, as before.
+// CHECK-LABEL: func.func @cumsum_rows
+// CHECK: scf.forall (%[[R:.+]]) in (512) shared_outs(%[[O:.+]] = %{{.+}}) -> (tensor<512x512xf32>)
+// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xf32> to tensor<512xf32>
+// CHECK: scf.for %[[J:.+]] = {{.+}} iter_args(%[[ACC:.+]] = %{{.+}}, %[[T:.+]] = %{{.+}}) -> (f32, tensor<512xf32>)
+// CHECK: %[[K:.+]] = arith.subi %{{.+}}, %[[J]] : index
+// CHECK: %[[V:.+]] = tensor.extract %[[ROW]][%[[K]]] : tensor<512xf32>
+// CHECK: %[[S:.+]] = arith.addf %[[V]], %[[ACC]] : f32
+// CHECK: tensor.insert %[[ACC]] into %[[T]][%[[K]]] : tensor<512xf32>
+// CHECK: tensor.parallel_insert_slice
+// CHECK-LABEL: func.func @cumsum_short_rows
+// CHECK-NOT: scf.forall
+// CHECK: scf.for {{.+}} -> (tensor<8x64xi32>)
+// CHECK: scf.for {{.+}} -> (i32, tensor<64xi32>)
+// CHECK: arith.addi
+// CHECK-LABEL: func.func @cumsum_columns
+// CHECK: scf.for {{.+}} -> (tensor<512xf32>, tensor<512x512xf32>)
+// CHECK: tensor.extract_slice %{{.+}} [1, 512] [1, 1] : tensor<512x512xf32> to tensor<1x512xf32>
+func.func @cumsum_rows(%x: tensor<512x512xf32>) -> tensor<512x512xf32> {
+  %0 = "mirax.cumsum"(%x) {axis = 1 : i64, reverse = true, inclusive = false} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+  return %0 : tensor<512x512xf32>
+}
+func.func @cumsum_short_rows(%x: tensor<8x64xi32>) -> tensor<8x64xi32> {
+  %0 = "mirax.cumsum"(%x) {axis = 1 : i64, reverse = false, inclusive = true} : (tensor<8x64xi32>) -> tensor<8x64xi32>
+  return %0 : tensor<8x64xi32>
+}
+func.func @cumsum_columns(%x: tensor<512x512xf32>) -> tensor<512x512xf32> {
+  %0 = "mirax.cumsum"(%x) {axis = 0 : i64, reverse = false, inclusive = true} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+  return %0 : tensor<512x512xf32>
+}
+
+// -----
+
+// argmax of a long 1-D array: the argmax of each row of a (rows, 4096) view (the rows'
+// max, then the first index equal to it), each row's best value read back at its index,
+// the first row holding the best of those; the result is row * 4096 + its index.
+// CHECK-LABEL: func.func @argmax_flat
+// CHECK: %[[G:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0, 1]] output_shape [32, 4096] : tensor<131072xf32> into tensor<32x4096xf32>
+// CHECK: arith.maximumf
+// CHECK: %[[RI:.+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}}ins(%[[G]], {{.+}}) outs({{.+}} : tensor<32xi32>)
+// CHECK: linalg.generic {{.*}}ins(%[[RI]] : tensor<32xi32>) outs({{.+}} : tensor<32xf32>)
+// CHECK: tensor.extract %[[G]]
+// CHECK: %[[R:.+]] = linalg.generic {{.*}}iterator_types = ["reduction"]{{.*}}outs({{.+}} : tensor<i32>)
+// CHECK: %[[RS:.+]] = tensor.extract %[[R]][] : tensor<i32>
+// CHECK: %[[K:.+]] = arith.index_castui %[[RS]] : i32 to index
+// CHECK: %[[I:.+]] = tensor.extract %[[RI]][%[[K]]] : tensor<32xi32>
+// CHECK: %[[B:.+]] = arith.muli %[[RS]], %{{.+}} : i32
+// CHECK: %[[F:.+]] = arith.addi %[[B]], %[[I]] : i32
+// CHECK: tensor.from_elements %[[F]] : tensor<i32>
+func.func @argmax_flat(%x: tensor<131072xf32>) -> tensor<ui32> {
+  %0 = "mirax.argmax"(%x) {axes = array<i64: 0>, keepdims = false} : (tensor<131072xf32>) -> tensor<ui32>
+  return %0 : tensor<ui32>
+}

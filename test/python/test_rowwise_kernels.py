@@ -332,3 +332,36 @@ def test_argmax_argmin_as_two_row_reductions(shape):
             np.testing.assert_array_equal(np.asarray(f(mr.array(x), axis=ax)), want)
     i = np.random.default_rng(1).integers(0, 5, (200, 333)).astype(np.int32)
     np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argmax(v, axis=1))(mr.array(i))), i.argmax(1))
+
+
+@pytest.mark.parametrize("n", [1 << 16, 3 * 4096 * 5, 4096 * 4096 // 16])
+def test_flat_argmax_as_rows_then_one(n):
+    """argmax/argmin of a whole array (axis=None) on the CPU: the argmax of each row of a
+    (rows, cols) view, then the first row holding the best of those: numpy's first
+    occurrence (ties across rows, a NaN, an inf), compiled and eager, floats and ints."""
+    x = np.random.default_rng(7).standard_normal(n).astype(np.float32)
+    cases = [x]
+    t = x.copy()
+    t[[n // 3, n // 7, n - 1]] = 9.0      # ties in different rows: the first wins
+    cases.append(t)
+    t = t.copy()
+    t[[n // 2, n // 5]] = np.nan          # the first NaN
+    cases.append(t)
+    t = x.copy()
+    t[n - 2] = np.inf
+    t[5] = -np.inf
+    cases.append(t)
+    cases.append(np.random.default_rng(8).integers(-3, 4, n).astype(np.int32))
+    for v in cases:
+        for f, nf in ((mr.argmax, np.argmax), (mr.argmin, np.argmin)):
+            want = nf(v.reshape(-1, 8))  # (2-d: the path for a flattened array)
+            got = mr.compile(lambda a: f(a))(mr.array(v.reshape(-1, 8)))
+            assert int(np.asarray(got)) == want and np.asarray(got).dtype == np.uint32
+            assert int(np.asarray(f(mr.array(v)))) == nf(v)
+    kept = mr.compile(lambda a: mr.argmax(a, keepdims=True))(mr.array(cases[1].reshape(-1, 16)))
+    assert np.asarray(kept).shape == (1, 1) and int(np.asarray(kept)[0, 0]) == np.argmax(cases[1])
+
+
+def test_flat_argmax_runs_as_vectorized_rows():
+    text = _stage(lambda v: mr.argmax(v), (4096 * 4096 // 16,), "optimized")
+    assert text.count("scf.forall ") == 1 and "vector.transfer_read" in text
