@@ -52,6 +52,7 @@ class MiraxFuse(MiraxPass):
         pm.add(unit_dims, name="mirax-fold-unit-expands")
         pm.add("canonicalize")
         pm.add(lambda op, *_: clone_broadcasts_per_use(op), name="mirax-clone-broadcasts")
+        pm.add(lambda op, *_: generalize_transposes_for_fusion(op), name="mirax-generalize-transposes")
         pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
         # the canonicalize after fusion folds the barriers' cast pairs away
         for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
@@ -100,6 +101,38 @@ def bound_fused_bodies(root, limit=MAX_FUSED_OPS):
                     op.operands[i] = back
                 total = own + sum(n for _, v, n in feeding if ir.RankedTensorType(v.type).rank == 0)
             size[op] = total
+
+
+GENERALIZE = "__mirax_generalize"
+
+
+def generalize_transposes_for_fusion(root) -> int:
+    """A `linalg.transpose` whose one user is an elementwise generic becomes the same
+    transpose as a `linalg.generic` (its input read through the permutation), which
+    upstream fusion folds into that user: `x.T + 1` is one loop nest, which
+    mirax-vectorize-transposes runs as register blocks of shuffles with the add on the
+    way (not a transpose, then an add over its 64 MiB result at 4096^2). Transposes read
+    by matmuls stay (matmul_codegen folds them into the product's indexing). Returns how
+    many it rewrote."""
+    from .pass_base import apply_transform, transform_script
+    marked, users = 0, []
+    for t in walk_ops(root, lambda n: n == "linalg.transpose"):
+        uses = list(t.results[0].uses)
+        rank = ir.RankedTensorType(t.results[0].type).rank
+        # one a user: two permuted inputs in one generic would leave it to LLVM's gathers
+        if len(uses) == 1 and _fusable_use(uses[0], rank) and user_op(uses[0]) not in users:
+            users.append(user_op(uses[0]))
+            t.attributes[GENERALIZE] = ir.UnitAttr.get()
+            marked += 1
+    if not marked:
+        return 0
+    err = apply_transform(root, transform_script([
+        f"%t = transform.structured.match attributes{{{GENERALIZE}}} in %root : (!transform.any_op) -> !transform.any_op",
+        "%g = transform.structured.generalize %t : (!transform.any_op) -> !transform.any_op"]))
+    for op in walk_ops(root, lambda n: n.startswith("linalg.")):
+        if GENERALIZE in op.attributes:
+            del op.attributes[GENERALIZE]
+    return 0 if err is not None else marked
 
 
 def _is_broadcast_map(m, n_loops):

@@ -40,6 +40,44 @@ def vector_run(n: int, lanes: int):
     return max((w for w in range(lanes, 4 * lanes + 1, lanes) if n % w == 0), default=None)
 
 
+def permutation(op):
+    """The permutation `op` applies: a linalg.transpose's, or that of an elementwise
+    linalg.generic (all loops parallel, the output and every other input read in loop
+    order) reading one 32-bit input through a permutation map (`x.T + 1` after fusion:
+    out[i, j] = in[j, i] + 1 is the transpose [1, 0] with an add on the way); else None."""
+    if op.name == "linalg.transpose":
+        return list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    if any("parallel" not in str(k) for k in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return None
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    rank = maps[-1].n_dims
+    ident = list(range(rank))
+    perm = None
+    for v, m in zip(op.operands, maps):
+        dims = [ir.AffineDimExpr(r).position if isinstance(r, ir.AffineDimExpr) else None for r in m.results]
+        if dims == ident:
+            continue
+        if not dims and m == maps[-1]:
+            return None
+        if not dims:  # a 0-d operand (a scalar every element reads)
+            continue
+        if perm is not None or sorted(d for d in dims if d is not None) != ident or None in dims:
+            return None
+        try:
+            width = ir.RankedTensorType(v.type).element_type.width
+        except (ValueError, AttributeError):
+            return None
+        if width != 32:
+            return None
+        perm = [dims.index(i) for i in ident]  # out dim i walks the input's dim perm[i]
+    if perm is None or [ir.AffineDimExpr(r).position if isinstance(r, ir.AffineDimExpr) else None
+                        for r in maps[-1].results] != ident:
+        return None
+    return perm
+
+
 def plan(op, lanes: int):
     """Tile sizes over the op's (output) loops, or None to leave it alone."""
     try:
@@ -48,7 +86,9 @@ def plan(op, lanes: int):
         return None
     if str(t.element_type) not in ("f32", "i32"):
         return None
-    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    perm = permutation(op)
+    if perm is None:
+        return None
     rank = len(perm)
     j = perm.index(rank - 1)  # the output dim that walks the input's contiguous dim
     shape = list(t.shape)
@@ -73,7 +113,7 @@ def line_tiles(op, tiles, line: int):
     64-byte lines), or None where one block already is (AVX-512) or the shape does not
     allow it. One 8x8 block reads half of each of 8 lines; the other half came 512
     blocks later, from L2 again."""
-    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    perm = permutation(op)
     rank = len(perm)
     j = perm.index(rank - 1)
     shape = list(ir.RankedTensorType(op.results[0].type).shape)
@@ -99,7 +139,7 @@ class MiraxVectorizeTransposes(MiraxPass):
             return
         todo = []
         with module.context, ir.Location.unknown():
-            for op in walk_ops(module, lambda n: n == "linalg.transpose"):
+            for op in walk_ops(module, lambda n: n in ("linalg.transpose", "linalg.generic")):
                 tiles = plan(op, lanes)
                 if tiles is None:
                     continue
@@ -110,7 +150,7 @@ class MiraxVectorizeTransposes(MiraxPass):
             strategy = "shuffle_16x16" if lanes == 16 else "shuffle_1d"
             body = []
             for i, (outer, tiles) in enumerate(todo):
-                body.append(f"%t{i} = transform.structured.match ops{{[\"linalg.transpose\"]}} attributes{{{MARK} = {i} : i64}} "
+                body.append(f"%t{i} = transform.structured.match attributes{{{MARK} = {i} : i64}} "
                             f"in %root : (!transform.any_op) -> !transform.any_op")
                 h = f"%t{i}"
                 for k, sizes in enumerate(([outer] if outer else []) + [tiles]):
@@ -129,6 +169,6 @@ class MiraxVectorizeTransposes(MiraxPass):
             err = apply_transform(module, transform_script(body))
             if err is not None:  # the transposes stay as they were
                 warnings.warn(f"{NAME}: transposes left as they were: {err}")
-            for op in walk_ops(module, lambda n: n == "linalg.transpose"):
+            for op in walk_ops(module, lambda n: n in ("linalg.transpose", "linalg.generic")):
                 if MARK in op.attributes:
                     del op.attributes[MARK]

@@ -112,3 +112,30 @@ func.func @returned_and_read(%p: tensor<16xf32>, %m: tensor<16xf32>, %g: tensor<
   %2 = "mirax.subtract"(%p, %1) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   return %2, %1 : tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A transpose read by one elementwise op fuses into it (as a generic reading x through
+// the permutation: mirax-vectorize-transposes then runs it as register blocks); of two
+// transposes read by one op, only one (the other stays a transpose of its own).
+// CHECK-DAG: #[[TR:.+]] = affine_map<(d0, d1) -> (d1, d0)>
+// CHECK-DAG: #[[ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @transpose_plus_one
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[TR]], #[[ID]], #[[ID]]]
+// CHECK: arith.addf
+// CHECK-NOT: linalg.generic
+// CHECK-LABEL: func.func @two_transposes
+// CHECK: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[TR]], #[[ID]], #[[ID]]]
+func.func @transpose_plus_one(%x: tensor<64x128xf32>, %y: tensor<128x64xf32>) -> tensor<128x64xf32> {
+  %t = "mirax.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<64x128xf32>) -> tensor<128x64xf32>
+  %r = "mirax.add"(%t, %y) : (tensor<128x64xf32>, tensor<128x64xf32>) -> tensor<128x64xf32>
+  return %r : tensor<128x64xf32>
+}
+func.func @two_transposes(%x: tensor<64x128xf32>, %y: tensor<64x128xf32>) -> tensor<128x64xf32> {
+  %t = "mirax.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<64x128xf32>) -> tensor<128x64xf32>
+  %u = "mirax.transpose"(%y) {permutation = array<i64: 1, 0>} : (tensor<64x128xf32>) -> tensor<128x64xf32>
+  %r = "mirax.add"(%t, %u) : (tensor<128x64xf32>, tensor<128x64xf32>) -> tensor<128x64xf32>
+  return %r : tensor<128x64xf32>
+}

@@ -71,3 +71,42 @@ func.func @batched(%a: tensor<4x64x32xf32>) -> tensor<4x32x64xf32> {
   %t = linalg.transpose ins(%a : tensor<4x64x32xf32>) outs(%e : tensor<4x32x64xf32>) permutation = [0, 2, 1]
   return %t : tensor<4x32x64xf32>
 }
+
+// -----
+
+// An elementwise generic reading one input through a permutation (`x.T + y` after
+// mirax-fuse) is the same transpose with the body on the way: register blocks read
+// contiguously, transposed by shuffles, the add on vectors; the other input is read in
+// loop order. Two permuted inputs, or a map that is no permutation, are left alone.
+// AVX2-LABEL: func.func @fused
+// AVX2: scf.for
+// AVX2: %[[A:.+]] = vector.transfer_read %{{.+}} : tensor<8x8xf32>, vector<8x8xf32>
+// AVX2: vector.shuffle
+// AVX2: %[[B:.+]] = vector.transfer_read %{{.+}} : tensor<8x8xf32>, vector<8x8xf32>
+// AVX2: arith.addf %{{.+}}, %[[B]] : vector<8x8xf32>
+// AVX2: vector.transfer_write
+// AVX2-LABEL: func.func @two_permuted
+// AVX2-NOT: vector.
+// AVX2: linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#tr = affine_map<(d0, d1) -> (d1, d0)>
+func.func @fused(%x: tensor<64x128xf32>, %y: tensor<128x64xf32>) -> tensor<128x64xf32> {
+  %e = tensor.empty() : tensor<128x64xf32>
+  %r = linalg.generic {indexing_maps = [#tr, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<64x128xf32>, tensor<128x64xf32>) outs(%e : tensor<128x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<128x64xf32>
+  return %r : tensor<128x64xf32>
+}
+func.func @two_permuted(%x: tensor<64x128xf32>, %y: tensor<64x128xf32>) -> tensor<128x64xf32> {
+  %e = tensor.empty() : tensor<128x64xf32>
+  %r = linalg.generic {indexing_maps = [#tr, #tr, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<64x128xf32>, tensor<64x128xf32>) outs(%e : tensor<128x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<128x64xf32>
+  return %r : tensor<128x64xf32>
+}

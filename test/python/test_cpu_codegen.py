@@ -242,6 +242,27 @@ def test_transposes_compile_to_the_right_values(shape, axes, dtype):
                                   np.transpose(a, axes) * 2)
 
 
+@pytest.mark.parametrize("shape", [(64, 128), (1024, 512)])  # (the second on the threads)
+def test_transposes_fuse_into_their_elementwise_user(shape):
+    """`x.T + y`, `exp(x.T)`: the transpose fuses into its one elementwise user (mirax-fuse)
+    and that generic runs as the transpose's register blocks with the body on the way
+    (mirax-vectorize-transposes); of two transposes one op reads, one fuses."""
+    import mirax as mr
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal(shape[::-1]).astype(np.float32)
+    z = rng.standard_normal(shape).astype(np.float32)
+    a, b, c = mr.array(x), mr.array(y), mr.array(z)
+    f = mr.compile(lambda u, v: u.T + v)
+    np.testing.assert_array_equal(np.asarray(f(a, b)), x.T + y)
+    text = f.lower(a, b).as_text("optimized")
+    assert "linalg.transpose" not in text and "linalg.generic" not in text and "vector.shuffle" in text
+    np.testing.assert_allclose(np.asarray(mr.compile(lambda u: mr.exp(u.T) * 2)(a)), np.exp(x.T) * 2, rtol=1e-6)
+    g = mr.compile(lambda u, w: u.T * w.T)
+    np.testing.assert_array_equal(np.asarray(g(a, c)), x.T * z.T)
+    assert g.lower(a, c).as_text("optimized").count("vector.shuffle") == 2  # both blocked
+
+
 LOOPS = """
 func.func @f(%a: memref<64xf32>, %v: memref<64xf32>) {
   %c0 = arith.constant 0 : index
