@@ -448,7 +448,7 @@ def _arg_rows_then_one(e, two, x, a: Aval, cols: int):
     r = two(e, [m], [per_row], Aval((), dt.uint32), (0,), False)
     r = e.op(f"tensor.extract {r}[] : {ttype(Aval((), dt.uint32))}")
     k = e.op(f"arith.index_castui {r} : i32 to index")
-    i = e.op(f"tensor.extract {ri}[{k}] : {ttype(Aval((rows,), dt.uint32))}")
+    i = e.op(f"tensor.extract {ri}[{k}] : {ttype(ri_aval)}")
     c = e.const(cols, "i32")
     base = e.op(f"arith.muli {r}, {c} : i32")
     flat = e.op(f"arith.addi {base}, {i} : i32")

@@ -31,7 +31,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
-from .pass_base import MiraxPass, clone_mapped, user_op, walk_ops
+from .pass_base import MiraxPass, apply_transform, clone_mapped, transform_script, user_op, walk_ops
 
 NAME = "mirax-fuse"
 
@@ -114,7 +114,6 @@ def generalize_transposes_for_fusion(root) -> int:
     way (not a transpose, then an add over its 64 MiB result at 4096^2). Transposes read
     by matmuls stay (matmul_codegen folds them into the product's indexing). Returns how
     many it rewrote."""
-    from .pass_base import apply_transform, transform_script
     marked, users = 0, []
     for t in walk_ops(root, lambda n: n == "linalg.transpose"):
         uses = list(t.results[0].uses)

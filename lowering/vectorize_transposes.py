@@ -52,18 +52,17 @@ def permutation(op):
     if any("parallel" not in str(k) for k in ir.ArrayAttr(op.attributes["iterator_types"])):
         return None
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    rank = maps[-1].n_dims
-    ident = list(range(rank))
+    dims_of = lambda m: [ir.AffineDimExpr(r).position if isinstance(r, ir.AffineDimExpr) else None  # noqa: E731
+                         for r in m.results]
+    ident = list(range(maps[-1].n_dims))
+    if dims_of(maps[-1]) != ident:
+        return None
     perm = None
-    for v, m in zip(op.operands, maps):
-        dims = [ir.AffineDimExpr(r).position if isinstance(r, ir.AffineDimExpr) else None for r in m.results]
-        if dims == ident:
+    for v, m in zip(op.operands[:-1], maps[:-1]):
+        dims = dims_of(m)
+        if dims == ident or not dims:  # (in loop order, or a 0-d scalar every element reads)
             continue
-        if not dims and m == maps[-1]:
-            return None
-        if not dims:  # a 0-d operand (a scalar every element reads)
-            continue
-        if perm is not None or sorted(d for d in dims if d is not None) != ident or None in dims:
+        if perm is not None or None in dims or sorted(dims) != ident:
             return None
         try:
             width = ir.RankedTensorType(v.type).element_type.width
@@ -72,9 +71,6 @@ def permutation(op):
         if width != 32:
             return None
         perm = [dims.index(i) for i in ident]  # out dim i walks the input's dim perm[i]
-    if perm is None or [ir.AffineDimExpr(r).position if isinstance(r, ir.AffineDimExpr) else None
-                        for r in maps[-1].results] != ident:
-        return None
     return perm
 
 
