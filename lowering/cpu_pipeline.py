@@ -7,8 +7,9 @@ numpy buffers without copies.
 Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
 
     convert-mirax-to-linalg     one linalg op per mirax op
-    mirax-math-approx           f32 exp/log/erf/tanh as vectorizable arithmetic
     mirax-fuse                  elementwise chains + broadcasts -> one linalg.generic
+    mirax-math-approx           f32 exp/log/erf/tanh as vectorizable arithmetic (after
+                                fusion: the ops around an erf fold into its coefficients)
     mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
     (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
     mirax-parallelize           large ops -> scf.forall over the threads (tuning.py)
@@ -239,10 +240,11 @@ class MiraxCpuPipeline(MiraxPass):
         ConvertMiraxToLinalg().add_to(pm)
         for p in ["canonicalize", "cse"]:
             pm.add(p)
-        if self.opts["approx"]:
-            MathApprox(target="cpu").add_to(pm)
         if self.opts["fuse"]:
             MiraxFuse().add_to(pm)
+        if self.opts["approx"]:  # after fusion: it sees the ops around each function in one body
+            MathApprox(target="cpu").add_to(pm)
+        if self.opts["fuse"]:
             MiraxFuseReductions(threads=threads).add_to(pm)
         if self.opts["matmuls"]:
             pm.add(_optimize_matmuls, name="mirax-matmul-codegen")

@@ -56,7 +56,7 @@ row's next rows during its busiest column loop, puts the row loop's small buffer
 stack and, on AVX-512, scales the vectorized exps by 2^m with one `llvm.ldexp`
 (`vscalefps`, approx.scale_with_ldexp) instead of two exponent-field multiplies;
 elsewhere (AVX2, NEON) each vectorized exp runs on a branch without its clamp and with
-one 2^m factor when all of its lanes have |x| < 87 (approx.split_exp_range).
+an integer 2^m scaling when all of its lanes have |x| < 86 (approx.split_exp_range).
 
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
@@ -827,11 +827,11 @@ class MiraxRowMemory(MiraxPass):
     name = PREFETCH
     summary = ("On memrefs, mirax-fuse-reductions' row loops: next rows prefetched during a row's busiest "
                "column loop, row buffers on the stack, exp's 2^m scaling as one ldexp on AVX-512, "
-               "else a fast branch for exps of |x| < 87")
+               "else a fast branch for exps of |x| < 86")
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
                "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512), on, off"),
-               "exp-range": ("auto", "exps whose lanes all have |x| < 87 on a branch without the clamp and with one "
-                                     "2^m factor: auto (hosts without ldexp's vscalefps), on, off"),
+               "exp-range": ("auto", "exps whose lanes all have |x| < 86 on a branch without the clamp and with "
+                                     "2^m added to the exponent field: auto (hosts without ldexp's vscalefps), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's vector width)"),
                "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)"),
                "locality": (0, "the prefetches' locality hint, 1-3 (0: tuning.py's row_fusion prefetch_locality)")}

@@ -2,7 +2,7 @@
 
 Stages (each a pass, so `mirax-opt` can stop anywhere and `lower().as_text` shows them):
 
-    convert-mirax-to-linalg, mirax-math-approx, mirax-fuse    shared with the CPU
+    convert-mirax-to-linalg, mirax-fuse, mirax-math-approx    shared with the CPU
     mirax-gpu-map         a strategy per kernel: scf.forall over blocks and threads
     bufferize             into the caller's buffers (out-params), workgroup memory = space 3
     mirax-gpu-launch      block foralls -> gpu.launch (barriers between thread loops);
@@ -106,8 +106,8 @@ def tensor_passes(pm, threads=THREADS):
     ConvertMiraxToLinalg(target="gpu").add_to(pm)
     for p in ["canonicalize", "cse"]:
         pm.add(p)
-    MathApprox().add_to(pm)
     MiraxFuse(**{"multi-use": False}).add_to(pm)  # mirax-gpu-map maps single-result generics
+    MathApprox().add_to(pm)  # after fusion, as on the CPU
     MiraxGpuMap(threads=threads).add_to(pm)
 
 

@@ -54,3 +54,52 @@ func.func @f64_stays(%x: f64) -> f64 {
   %0 = math.exp %x : f64
   return %0 : f64
 }
+
+// -----
+
+// The affine maps around an erf fold into it (approx.erf_affine): gelu's + 1 becomes the
+// last fma's addend, its / 2 (a power of two, moved exactly across the product with x) goes into
+// the numerator's coefficients, and the product with x stays last. The denominator is
+// monic: its first Horner step is an add.
+// CHECK-LABEL: func.func @gelu_body
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[Z:.+]] = arith.mulf %[[IN]], %{{.+}} : f32
+// CHECK: arith.cmpf olt, %[[Z]]
+// CHECK: %[[T:.+]] = arith.mulf %[[ZC:.+]], %[[ZC]] : f32
+// CHECK-COUNT-6: math.fma
+// CHECK: arith.addf %[[T]], %{{.+}} : f32
+// CHECK-COUNT-3: math.fma
+// CHECK: %[[R:.+]] = arith.divf
+// CHECK: %[[H:.+]] = math.fma %[[ZC]], %[[R]], %{{.+}} : f32
+// CHECK: %[[G:.+]] = arith.mulf %[[H]], %[[IN]] : f32
+// CHECK-NEXT: linalg.yield %[[G]]
+// CHECK-NOT: math.erf
+// An erf whose value is read twice keeps its own function; only what follows the last
+// single use folds.
+// CHECK-LABEL: func.func @erf_used_twice
+// CHECK: arith.divf
+// CHECK: %[[E2:.+]] = arith.mulf
+// CHECK: arith.mulf %[[E2]], %[[E2]] : f32
+func.func @gelu_body(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %c = arith.constant 0.707106769 : f32
+  %one = arith.constant 1.0 : f32
+  %half = arith.constant 0.5 : f32
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.mulf %a, %c : f32
+    %1 = math.erf %0 : f32
+    %2 = arith.addf %1, %one : f32
+    %3 = arith.mulf %a, %2 : f32
+    %4 = arith.mulf %3, %half : f32
+    linalg.yield %4 : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+func.func @erf_used_twice(%x: f32) -> f32 {
+  %0 = math.erf %x : f32
+  %1 = arith.mulf %0, %0 : f32
+  return %1 : f32
+}

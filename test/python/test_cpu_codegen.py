@@ -140,6 +140,47 @@ def test_compiled_gelu_matches_numpy(shape):
     np.testing.assert_allclose(out, ref, rtol=2e-6, atol=2e-6)
 
 
+# erf inside affine maps, which mirax-math-approx folds into erf's coefficients
+# (approx.erf_affine): (function, its float64 reference, the largest |mul| of erf in it)
+ERF_FORMS = {
+    "gelu": (gelu, lambda x: x * (1 + _erf64(x / math.sqrt(2))) / 2, 0.5),
+    "gelu_half_first": (lambda x: 0.5 * x * (1 + mr.erf(x * 0.7071067811865476)),
+                        lambda x: 0.5 * x * (1 + _erf64(x * np.float32(0.7071067811865476))), 0.5),
+    "erfc": (lambda x: 1 - mr.erf(x), lambda x: 1 - _erf64(x), 1.0),
+    "scaled_negated": (lambda x: 4 * mr.erf(-2.5 * x) - 1, lambda x: 4 * _erf64(-2.5 * x) - 1, 4.0),
+    "halved": (lambda x: mr.erf(x) / 2, lambda x: _erf64(x) / 2, 0.5),
+    "tiny_scale": (lambda x: mr.erf(1e-3 * x) + 1, lambda x: _erf64(np.float32(1e-3) * x) + 1, 1.0),
+    "used_twice": (lambda x: (e := mr.erf(x / 3)) * e + e, lambda x: (e := _erf64(x / 3)) * e + e, 2.0),
+    "times_value": (lambda x: (2 + mr.erf(x)) * (x * 0.25) * 8, lambda x: (2 + _erf64(x)) * x * 2, 2.0),
+}
+
+
+@pytest.mark.parametrize("form", sorted(ERF_FORMS))
+def test_erf_in_affine_maps_matches_numpy(form):
+    fun, ref, mul = ERF_FORMS[form]
+    x = np.concatenate([np.random.default_rng(2).standard_normal(3000) * 4, np.linspace(-8, 8, 1001),
+                        [0.0, -0.0, 1e-30, -1e-40, 5.7, -5.7, 40.0, -40.0]]).astype(np.float32)
+    got = np.asarray(mr.compile(fun)(A(x)))
+    want = ref(x.astype(np.float64))
+    # erf's absolute error (~1e-7), times |mul| and the magnitude of what multiplies it
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=3e-7 * mul * max(1.0, float(np.abs(x).max())))
+    specials = np.array([np.inf, -np.inf, np.nan], np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.asarray(mr.compile(fun)(A(specials))),
+                                      ref(specials.astype(np.float64)).astype(np.float32))
+
+
+def test_gelu_erf_folds_its_affine_maps():
+    """gelu's + 1 and / 2 are in erf's coefficients: after mirax-math-approx its body is
+    x / sqrt 2, the clamp, the two polynomials, the divide, one fma (+ 0.5) and * x."""
+    text = str(mr.trace(gelu, mr.zeros((64,))))
+    out = _lower(text, ["convert-mirax-to-linalg", "mirax-fuse", "mirax-math-approx"])
+    body = out[out.index("linalg.generic"):out.index("linalg.yield")]
+    assert body.count("arith.divf") == 1 and body.count("math.fma") == 6 + 3 + 1
+    assert body.count("arith.mulf") == 3  # x * (1 / sqrt 2), t = zc^2, * x
+    assert body.count("arith.addf") == 1  # the denominator's first step
+
+
 def test_threads_split_large_kernels_only():
     if tuning.threads() < 2:
         pytest.skip("one CPU or no OpenMP runtime")

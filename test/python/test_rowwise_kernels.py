@@ -205,13 +205,15 @@ def test_rowwise_exp_scales_with_ldexp_on_avx512():
 def test_rowwise_exp_bit_identical_to_elementwise_exp():
     """A row loop's exp gives the bits of the elementwise kernel's exp (the same polynomial,
     vectorized by LLVM) for every input: without ldexp (AVX2, NEON) its chunks whose lanes
-    all have |x| < 87 skip the clamp and scale by 2^m once (approx.split_exp_range); a
-    chunk with a value past that, a NaN or an infinity takes the full path."""
+    all have |x| < 86 skip the clamp and scale by 2^m as an integer add to the exponent
+    field (approx.split_exp_range); a chunk with a value past that, a NaN or an infinity
+    takes the full path."""
     def exp_times_max(x):
         return mr.exp(x) * mr.max(x, axis=-1, keepdims=True)
     x = np.random.default_rng(6).standard_normal((64, 4096)).astype(np.float32)
-    x[1, :2] = [86.9, -86.9]                # both fast
-    x[2, 3], x[3, 40] = 87.0, 88.5           # slow: near the overflow
+    x[1, :2] = [85.99, -85.99]              # both fast: m = +-124, the extreme exponents
+    x[1, 40:42] = [-0.3466, 0.3466]          # fast: m = 0 with y just under 1 and just over
+    x[2, 3], x[3, 40] = 86.0, 88.5           # slow: near the overflow
     x[4, 5:8] = [-100, -104, -150]           # slow: subnormal results, then 0
     x[5, 9] = 89.0                           # overflows to inf
     x[6, 10:12] = [np.nan, np.inf]           # a NaN and an inf in one chunk
@@ -220,7 +222,7 @@ def test_rowwise_exp_bit_identical_to_elementwise_exp():
     compiled = mr.compile(exp_times_max)
     text = compiled.lower(A(x)).as_text("llvm")
     if "avx512f" not in host().features:
-        assert "1118699520" in text  # the bits of 87.0: the fast-path test
+        assert "1118568448" in text  # the bits of 86.0: the fast-path test
     got = np.asarray(compiled(A(x)))
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.asarray(mr.compile(mr.exp)(A(x)))
