@@ -258,7 +258,7 @@ def test_rowwise_prefetches_next_rows():
     text = _stage(logsumexp, (64, 4096), "llvm")
     pf = re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)
     assert pf and set(pf) == {"0"}  # the input only (logsumexp writes one value a row)
-    assert len(pf) == WIDTH * 4 // (host().vector_bits // 8)  # one a vector of the chunk
+    assert len(pf) == WIDTH * 4 // max(host().line, host().vector_bits // 8)  # one a cache line of the chunk
     text = _stage(softmax, (64, 4096), "llvm")
     assert set(re.findall(r"llvm\.intr\.prefetch.*rw = (\d)", text)) == {"0", "1"}  # the output for writing
 
