@@ -31,6 +31,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
+from .approx import MATH_OPS
 from .pass_base import MiraxPass, apply_transform, clone_mapped, transform_script, user_op, walk_ops
 
 NAME = "mirax-fuse"
@@ -77,7 +78,6 @@ APPROX_OPS = 25
 
 
 def _body_size(op) -> int:
-    from .approx import MATH_OPS
     n = 0
     for o in op.regions[0].blocks[0].operations:
         nm = o.operation.name
