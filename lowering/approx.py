@@ -251,18 +251,23 @@ def function_text(name: str, fname: str, target: str = "any", **affine) -> str:
     return f"func.func private @{fname}(%x: f32) -> f32 {{\n{b.text()}\n  return {y} : f32\n}}"
 
 
-def _const_f32(v):
-    """The value of `v` when it is a scalar f32 `arith.constant` (or a splat), else None."""
+def _scalar_attr(v):
+    """The scalar attribute of the `arith.constant` defining `v` (its splat value for a
+    vector or tensor splat), else None."""
     d = defining_op(v)
     if d is None or d.name != "arith.constant":
         return None
     a = d.attributes["value"]
     if isa(ir.DenseElementsAttr, a):
         a = ir.DenseElementsAttr(a)
-        if not a.is_splat:
-            return None
-        a = a.get_splat_value()
-    if not isa(ir.FloatAttr, a):
+        return a.get_splat_value() if a.is_splat else None
+    return a
+
+
+def _const_f32(v):
+    """The value of `v` when it is a finite float constant (scalar or splat), else None."""
+    a = _scalar_attr(v)
+    if a is None or not isa(ir.FloatAttr, a):
         return None
     k = ir.FloatAttr(a).value
     return k if math.isfinite(k) else None
@@ -296,8 +301,10 @@ def erf_affine(op):
             if k is not None and k != 0:
                 c, x = k, d.operands[1 - i]
                 break
-    elif d is not None and d.name == "arith.divf" and _const_f32(d.operands[1]):
-        c, x = 1 / _const_f32(d.operands[1]), d.operands[0]
+    elif d is not None and d.name == "arith.divf":
+        k = _const_f32(d.operands[1])
+        if k:
+            c, x = 1 / k, d.operands[0]
     w, chain, cur = None, [op], op
     while True:
         u = _only_user(cur.results[0])
@@ -392,14 +399,8 @@ class MathApprox(MiraxPass):
 
 def _splat_int(v, value):
     """Is `v` an arith.constant splat (or scalar) integer `value`?"""
-    d = defining_op(v)
-    if d is None or d.name != "arith.constant":
-        return False
-    a = d.attributes["value"]
-    if isa(ir.DenseElementsAttr, a):
-        a = ir.DenseElementsAttr(a)
-        return a.is_splat and ir.IntegerAttr(a.get_splat_value()).value == value
-    return isa(ir.IntegerAttr, a) and ir.IntegerAttr(a).value == value
+    a = _scalar_attr(v)
+    return a is not None and isa(ir.IntegerAttr, a) and ir.IntegerAttr(a).value == value
 
 
 def _pow2_of(v):
@@ -469,7 +470,7 @@ def _exp_input(t_op):
 def _exp_pattern(mul2):
     """The parts of a vectorized exp ending in `mul2` (its second 2^m factor), or None:
     (x, the clamp's ops, mi (m as an integer), the ops of the two-factor scaling, y before
-    the scaling, the constants 127 and 23 of the exponent field)."""
+    the scaling, the constant 23 of the exponent field's shift)."""
     m2 = _pow2_of(mul2.operands[1])
     mul1 = defining_op(mul2.operands[0])
     if m2 is None or mul1 is None or mul1.name != "arith.mulf":
@@ -494,9 +495,8 @@ def _exp_pattern(mul2):
         b = defining_op(f)
         s = defining_op(b.operands[0])
         scaling += [b, s, defining_op(s.operands[0])]
-    add127 = defining_op(defining_op(defining_op(mul2.operands[1]).operands[0]).operands[0])
     shl23 = defining_op(defining_op(mul2.operands[1]).operands[0])
-    return x, clamp, mi, scaling, mul1.operands[0], add127.operands[1], shl23.operands[1]
+    return x, clamp, mi, scaling, mul1.operands[0], shl23.operands[1]
 
 
 # |x| below this: m = round(x log2(e)) is in [-124, 124] (86 log2(e) = 124.07), the clamp
@@ -529,7 +529,7 @@ def split_exp_range(root, lanes=0):
         found = _exp_pattern(mul2)
         if found is None:
             continue
-        x, clamp, mi, scaling, y, _, c23 = found
+        x, clamp, mi, scaling, y, c23 = found
         block = mul2.block
         # the exp's ops: everything mul2 depends on in its block, back to x
         members, todo = [], [mul2]
