@@ -29,6 +29,37 @@ func.func @softmax(%arg0: tensor<6x1000xf32>) -> tensor<6x1000xf32> {
 
 // -----
 
+// Short rows get a smaller workgroup: the longest row dim rounded up to a power of two,
+// at least 32 threads (a subgroup on NVIDIA and Apple GPUs), so no thread combines
+// partials that most threads never wrote.
+// CHECK-LABEL: func.func @softmax_short_rows
+// CHECK: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<1x32xf32>
+// CHECK: scf.forall (%{{.+}}) in (32)
+// CHECK: mirax.gpu_block = array<i64: 32, 1, 1>
+func.func @softmax_short_rows(%arg0: tensor<64x24xf32>) -> tensor<64x24xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<64x24xf32>) -> tensor<64x1xf32>
+  %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 64, 24>} : (tensor<64x1xf32>) -> tensor<64x24xf32>
+  %2 = "mirax.subtract"(%arg0, %1) : (tensor<64x24xf32>, tensor<64x24xf32>) -> tensor<64x24xf32>
+  %3 = "mirax.exp"(%2) : (tensor<64x24xf32>) -> tensor<64x24xf32>
+  %4 = "mirax.sum"(%3) {axes = array<i64: 1>, keepdims = true} : (tensor<64x24xf32>) -> tensor<64x1xf32>
+  %5 = "mirax.broadcast_to"(%4) {shape = array<i64: 64, 24>} : (tensor<64x1xf32>) -> tensor<64x24xf32>
+  %6 = "mirax.divide"(%3, %5) : (tensor<64x24xf32>, tensor<64x24xf32>) -> tensor<64x24xf32>
+  return %6 : tensor<64x24xf32>
+}
+
+// -----
+
+// A 100-wide row: 128 threads.
+// CHECK-LABEL: func.func @mean_rows
+// CHECK: scf.forall (%{{.+}}) in (128)
+// CHECK: mirax.gpu_block = array<i64: 128, 1, 1>
+func.func @mean_rows(%arg0: tensor<16x100xf32>) -> tensor<16x1xf32> {
+  %0 = "mirax.sum"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<16x100xf32>) -> tensor<16x1xf32>
+  return %0 : tensor<16x1xf32>
+}
+
+// -----
+
 // Elementwise: the grid over the outer dim, threads over the inner one (256 at most).
 // CHECK-LABEL: func.func @scale
 // CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, 2)
