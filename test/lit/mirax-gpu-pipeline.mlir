@@ -2,7 +2,9 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-gpu-pipeline | FileCheck %s --check-prefix=SPIRV
 
 // Softmax is one kernel: one workgroup per row, the partial maxima and sums in
-// workgroup memory (address space 3) with barriers between the phases.
+// workgroup memory (address space 3) with barriers between the phases, each set of
+// partials folded in a tree (mirax-gpu-tree-reductions: 8 rounds of halving, not a
+// 256-step loop in every thread).
 // GPU-LABEL: func.func @softmax
 // GPU-COUNT-1: gpu.launch_func @softmax_kernel::@softmax_kernel blocks in (%{{.+}}, %{{.+}}, %{{.+}}) threads in (%c256
 // GPU-NOT: gpu.launch_func
@@ -10,7 +12,20 @@
 // GPU: gpu.func @softmax_kernel({{.*}}) kernel
 // GPU: memref.alloc() {{.*}}: memref<1x256xf32, 3>
 // GPU: gpu.barrier
+// GPU-NOT: to %c256 step %c1
+// GPU: %[[TID:.+]] = gpu.thread_id x
+// GPU-NEXT: %[[HALF:.+]] = arith.cmpi ult, %[[TID]], %c128
+// GPU-NEXT: scf.if %[[HALF]]
+// GPU: arith.maximumf
+// GPU: gpu.barrier
+// GPU: arith.cmpi ult, %[[TID]], %c64
+// GPU: arith.cmpi ult, %[[TID]], %c1
+// GPU: arith.maximumf
+// GPU: gpu.barrier
 // GPU: math.fma
+// GPU: arith.cmpi ult, %{{.+}}, %c128
+// GPU: arith.addf
+// GPU-NOT: to %c256 step %c1
 // GPU: gpu.return
 // SPIRV-LABEL: spirv.module @__spv__softmax_kernel
 // SPIRV: spirv.GlobalVariable {{.*}} : !spirv.ptr<!spirv.struct<(!spirv.array<256 x f32{{.*}}Workgroup>

@@ -181,6 +181,32 @@ def test_argmax_rows_are_one_kernel_with_numpys_ties_and_nans():
         np.testing.assert_array_equal(np.asarray(g), w)
 
 
+@pytest.mark.parametrize("cols", [24, 100, 1000])
+def test_row_partials_fold_in_a_tree_with_numpys_results(cols):
+    """A row kernel's workgroup is sized to the row (32-256 threads) and its partials are
+    folded pairwise (mirax-gpu-tree-reductions), not by every thread in turn; sums, a
+    NaN-propagating max, min, products and integer sums stay numpy's."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, cols)).astype(np.float32)
+    x[2, cols // 3] = np.nan
+    k = rng.integers(-1000, 1000, (5, cols)).astype(np.int32)
+    f = lambda a, b: (mr.sum(a, axis=-1), mr.max(a, axis=-1), mr.min(a, axis=-1),  # noqa: E731
+                      mr.prod(mr.abs(a) * 0.01 + 0.995, axis=-1), mr.sum(b, axis=-1), mr.softmax(a, axis=-1))
+    threads = max(32, 1 << (cols - 1).bit_length()) if cols <= 256 else 256
+    text = mr.compile(f).lower(mr.array(x), mr.array(k)).as_text("gpu")
+    assert f"known_block_size = array<i32: {threads}, 1, 1>" in text
+    assert f"to %c{threads} step %c1" not in text  # no sequential fold of the partials
+    assert f"arith.cmpi ult, %thread_id_x" in text and "scf.if" in text
+    with mr.stream(mr.gpu):
+        got = [np.asarray(g) for g in mr.compile(f)(mr.array(x), mr.array(k))]
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        want = (x.sum(-1), x.max(-1), x.min(-1), np.prod(np.abs(x) * 0.01 + 0.995, -1), k.sum(-1),
+                e / e.sum(-1, keepdims=True))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
 def test_odd_matmul_is_padded_to_the_tiles():
     """M, N, K off the 32/32/16 tiles: zero-padded operands, the tiled kernel (workgroup
     tiles, C in registers), the result sliced back; exact against the CPU."""
