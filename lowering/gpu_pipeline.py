@@ -34,6 +34,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
 from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
+from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
 from .lower_barriers import MiraxLowerBarriers
 from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, user_op, walk_ops
@@ -442,7 +443,9 @@ def add_gpu_passes(pm):
     for p in OUTLINE:
         pm.add(p)
     pm.add(_set_workgroup_sizes, name="mirax-spirv-workgroup-size")
-    pm.add(tree_reductions, name="mirax-gpu-tree-reductions")  # (needs the kernels' block sizes)
+    # (both need the kernels' block sizes)
+    pm.add(private_partials, name="mirax-gpu-private-partials")
+    pm.add(tree_reductions, name="mirax-gpu-tree-reductions")
     pm.add("canonicalize")
 
 

@@ -2,16 +2,28 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-gpu-pipeline | FileCheck %s --check-prefix=SPIRV
 
 // Softmax is one kernel: one workgroup per row, the partial maxima and sums in
-// workgroup memory (address space 3) with barriers between the phases, each set of
-// partials folded in a tree (mirax-gpu-tree-reductions: 8 rounds of halving, not a
-// 256-step loop in every thread).
+// workgroup memory (address space 3) with barriers between the phases; a thread's
+// running partial in a private variable during its loop (mirax-gpu-private-partials),
+// each set of partials folded in a tree (mirax-gpu-tree-reductions: 8 rounds of
+// halving, not a 256-step loop in every thread).
 // GPU-LABEL: func.func @softmax
 // GPU-COUNT-1: gpu.launch_func @softmax_kernel::@softmax_kernel blocks in (%{{.+}}, %{{.+}}, %{{.+}}) threads in (%c256
 // GPU-NOT: gpu.launch_func
 // GPU: gpu.module @softmax_kernel
 // GPU: gpu.func @softmax_kernel({{.*}}) kernel
-// GPU: memref.alloc() {{.*}}: memref<1x256xf32, 3>
+// GPU: %[[PARTIALS:.+]] = memref.alloc() {{.*}}: memref<1x256xf32, 3>
 // GPU: gpu.barrier
+// GPU: %[[REG:.+]] = memref.alloca() : memref<1xf32, 6>
+// GPU: memref.load %[[PARTIALS]]
+// GPU: memref.store %{{.+}}, %[[REG]]
+// GPU: scf.for
+// GPU-NOT: %[[PARTIALS]][
+// GPU: arith.maximumf
+// GPU: memref.store %{{.+}}, %[[REG]]
+// GPU-NEXT: }
+// GPU-NEXT: %[[LAST:.+]] = memref.load %[[REG]]
+// GPU-NEXT: memref.store %[[LAST]], %[[PARTIALS]]
+// GPU-NEXT: gpu.barrier
 // GPU-NOT: to %c256 step %c1
 // GPU: %[[TID:.+]] = gpu.thread_id x
 // GPU-NEXT: %[[HALF:.+]] = arith.cmpi ult, %[[TID]], %c128

@@ -6,6 +6,7 @@ A machine without a Vulkan driver fails these tests with the packages to install
 are never skipped silently.
 """
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -197,6 +198,10 @@ def test_row_partials_fold_in_a_tree_with_numpys_results(cols):
     assert f"known_block_size = array<i32: {threads}, 1, 1>" in text
     assert f"to %c{threads} step %c1" not in text  # no sequential fold of the partials
     assert f"arith.cmpi ult, %thread_id_x" in text and "scf.if" in text
+    # each thread's running partial in a private variable, its workgroup slot written once
+    assert f"memref.alloca() : memref<1xf32, 6>" in text
+    loops = re.findall(r"scf\.for [^\n]*\{\n(.*?)\n\s*\}\n", text, re.S)
+    assert loops and not any(", 3>" in body for body in loops)  # no workgroup access in a row loop
     with mr.stream(mr.gpu):
         got = [np.asarray(g) for g in mr.compile(f)(mr.array(x), mr.array(k))]
     with np.errstate(invalid="ignore", over="ignore"):

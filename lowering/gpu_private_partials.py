@@ -1,0 +1,117 @@
+"""`mirax-gpu-private-partials`: a thread's running partial stays in a register.
+
+The row strategy of `mirax-gpu-map` gives each thread one slot of a workgroup buffer
+(space 3) for its partial reduction and updates that slot once per element it visits:
+
+    scf.for %k = 0 to %n {
+      %p = memref.load %partials[%c0, %tid] : memref<1x256xf32, 3>
+      memref.store (%p max x[k]), %partials[%c0, %tid] }
+
+a workgroup-memory load and store on every step's dependency chain. This pass keeps the
+slot in a private variable (space 6: a SPIR-V Function variable, a register once the
+driver's compiler promotes it) for the loop and writes the slot back once after it:
+
+    %r = memref.alloca() : memref<1xf32, 6>     %r[0] = %partials[%c0, %tid]
+    scf.for %k ... { %p = %r[0] ... %r[0] = ... }
+    %partials[%c0, %tid] = %r[0]
+
+Legal when the slot is the thread's own: every access to the buffer from the barrier
+before the loop to the barrier after it (in the kernel's top-level block, in a
+one-dimensional workgroup) uses the same constant indices and the thread's x id last, so
+no other thread touches the slot while the loop runs; and the loop has no barrier.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, memref
+
+from .pass_base import defining_op, memory_space, walk_ops, within
+
+NAME = "mirax-gpu-private-partials"
+WORKGROUP, PRIVATE = 3, 6  # Vulkan's Workgroup and Function storage classes as memory spaces
+
+
+def _access(op):
+    """(buffer, indices) of a memref.load / memref.store."""
+    if op.name == "memref.load":
+        return op.operands[0], list(op.operands)[1:]
+    return op.operands[1], list(op.operands)[2:]
+
+
+def _slot_key(indices):
+    """('c', 0, ..., 'tid') for constant indices then the thread's x id, else None."""
+    key = []
+    for i, v in enumerate(indices):
+        op = defining_op(v)
+        if op is None:
+            return None
+        if op.name == "arith.constant" and i < len(indices) - 1:
+            key.append(ir.IntegerAttr(op.attributes["value"]).value)
+        elif op.name == "gpu.thread_id" and i == len(indices) - 1 and str(op.attributes["dimension"]).endswith("x>"):
+            key.append("tid")
+        else:
+            return None
+    return tuple(key)
+
+
+def _accesses(root, buffer):
+    ops = walk_ops(root, lambda n: n in ("memref.load", "memref.store"))
+    if root.name in ("memref.load", "memref.store"):
+        ops = [root] + ops
+    return [op for op in ops if _access(op)[0] == buffer]
+
+
+def private_partials(module, *_):
+    """Rewrite each thread-owned workgroup slot a top-level loop updates (see the module doc)."""
+    for func in walk_ops(module, lambda n: n == "gpu.func"):
+        if "known_block_size" not in func.attributes:
+            continue
+        block = list(ir.DenseI32ArrayAttr(func.attributes["known_block_size"]))
+        if block[1] != 1 or block[2] != 1:
+            continue
+        entry = [op.operation for op in func.regions[0].blocks[0].operations]
+        for pos, loop in enumerate(entry):
+            if loop.name != "scf.for" or walk_ops(loop, lambda n: n == "gpu.barrier"):
+                continue
+            buffers = []
+            for op in walk_ops(loop, lambda n: n in ("memref.load", "memref.store")):
+                b = _access(op)[0]
+                if memory_space(b.type) == WORKGROUP and b not in buffers:
+                    buffers.append(b)
+            for b in buffers:
+                _privatize(entry, pos, loop, b)
+
+
+def _privatize(entry, pos, loop, buffer):
+    inside = _accesses(loop, buffer)
+    keys = {_slot_key(_access(op)[1]) for op in inside}
+    if len(keys) != 1 or None in keys:
+        return
+    key = keys.pop()
+    # the segment between the barriers around the loop touches only this thread's slot
+    lo = max([i for i in range(pos) if entry[i].name == "gpu.barrier"], default=-1)
+    hi = min([i for i in range(pos + 1, len(entry)) if entry[i].name == "gpu.barrier"], default=len(entry))
+    for op in entry[lo + 1:hi]:
+        if op != loop and any(_slot_key(_access(a)[1]) != key for a in _accesses(op, buffer)):
+            return
+    indices = _access(inside[0])[1]
+    if any(within(defining_op(v), loop) for v in indices):
+        return  # (constants or ids computed in the loop: not available before it)
+    t = ir.MemRefType(buffer.type)
+    idx = ir.IndexType.get()
+    with ir.InsertionPoint(loop), loop.location:
+        reg = memref.AllocaOp(ir.MemRefType.get([1], t.element_type,
+                                                memory_space=ir.Attribute.parse(f"{PRIVATE} : i64")), [], []).result
+        zero = arith.ConstantOp(idx, 0).result
+        memref.StoreOp(memref.LoadOp(buffer, indices).result, reg, [zero])
+    for op in inside:
+        with ir.InsertionPoint(op), op.location:
+            if op.name == "memref.load":
+                new = memref.LoadOp(reg, [zero]).result
+                op.results[0].replace_all_uses_with(new)
+            else:
+                memref.StoreOp(op.operands[0], reg, [zero])
+        op.erase()
+    after = entry[pos + 1]
+    with ir.InsertionPoint(after), loop.location:
+        memref.StoreOp(memref.LoadOp(reg, [zero]).result, buffer, indices)
