@@ -8,8 +8,10 @@ Stages (each a pass, so `mirax-opt` can stop anywhere and `lower().as_text` show
     mirax-gpu-launch      block foralls -> gpu.launch (barriers between thread loops);
                           copies and fills left at host level become kernels too
     gpu                   linalg -> loops in the kernels, private buffers on the stack,
-                          outlined gpu.func kernels with their workgroup size
-                          (compile's "gpu" stage)
+                          outlined gpu.func kernels with their workgroup size; row
+                          kernels' partials kept in registers while a thread loops
+                          (mirax-gpu-private-partials) and folded in a tree
+                          (mirax-gpu-tree-reductions) (compile's "gpu" stage)
     spirv                 spirv-attach-target (capabilities from the device),
                           convert-gpu-to-spirv (compile's "spirv" stage)
 
