@@ -50,15 +50,15 @@ def _const(v):
 
 
 def _fold_loop(loop):
-    """(partials, prefix indices, acc load, combiner, acc store, N) if `loop` is a plain
-    sequential fold of workgroup partials into a private accumulator, else None."""
+    """(partials, prefix indices, partial load, acc load, combiner, acc store, N) if `loop`
+    is a plain sequential fold of workgroup partials into a private accumulator, else None."""
     lb, ub, step = (_const(v) for v in list(loop.operands)[:3])
     if lb != 0 or step != 1 or ub is None or ub < 2 or ub & (ub - 1) or len(loop.results):
         return None
     body = loop.regions[0].blocks[0]
     ops = [op.operation for op in body.operations]
-    if len(ops) != 5 or [o.name for o in ops] != ["memref.load", "memref.load", ops[2].name, "memref.store",
-                                                   "scf.yield"]:
+    names = [o.name for o in ops]
+    if len(ops) != 5 or names[:2] != ["memref.load", "memref.load"] or names[3:] != ["memref.store", "scf.yield"]:
         return None
     k = body.arguments[0]
     lp, la, comb, st = ops[:4]
@@ -74,7 +74,7 @@ def _fold_loop(loop):
             or set(comb.operands) != {lp.results[0], la.results[0]} or k in acc_idx \
             or memory_space(acc.type) == WORKGROUP:
         return None
-    return lp.operands[0], part_idx[:-1], la, comb, st, ub
+    return lp.operands[0], part_idx[:-1], lp, la, comb, st, ub
 
 
 def _read_after(buffer, loop):
@@ -104,21 +104,22 @@ def tree_reductions(module, *_):
             fold = _fold_loop(loop)
             if fold is None:
                 continue
-            partials, prefix, acc_load, comb, acc_store, n = fold
+            partials, prefix, part_load, acc_load, comb, acc_store, n = fold
             if n > 2 * block[0] or _read_after(partials, loop):
                 continue
-            _rewrite(loop, partials, prefix, acc_load, comb, acc_store, n)
+            _rewrite(loop, partials, prefix, part_load, acc_load, comb, acc_store, n)
 
 
-def _rewrite(loop, partials, prefix, acc_load, comb, acc_store, n):
+def _rewrite(loop, partials, prefix, part_load, acc_load, comb, acc_store, n):
     idx = ir.IndexType.get()
     # the combiner's operand order, kept: (partial, acc) or (acc, partial)
-    partial_first = comb.operands[0] == list(loop.regions[0].blocks[0].operations)[0].results[0]
+    partial_first = comb.operands[0] == part_load.results[0]
+    attrs = {name: comb.attributes[name] for name in comb.attributes}  # (fastmath flags)
 
     def combine(p, a):
         operands = [p, a] if partial_first else [a, p]
         return ir.Operation.create(comb.name, results=[comb.results[0].type], operands=operands,
-                                   attributes={name: comb.attributes[name] for name in [na.name if hasattr(na, "name") else na for na in comb.attributes]}).results[0]
+                                   attributes=attrs).results[0]
 
     with ir.InsertionPoint(loop), loop.location:
         tid = gpu.ThreadIdOp(gpu.Dimension.x).result
