@@ -26,16 +26,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .pass_base import defining_op, memory_space, walk_ops
+from .pass_base import constant_int, defining_op, memory_space, walk_ops
 
 PRIVATE = 6  # Vulkan's Function storage class as a memref memory space
-
-
-def _const(v):
-    op = defining_op(v)
-    if op is not None and op.name == "arith.constant":
-        return ir.IntegerAttr(op.attributes["value"]).value
-    return None
 
 
 def _loops(block):
@@ -97,9 +90,9 @@ def _rewrite(kloop, outer, middle, inner, load, store):
     chains = [_index_ops(v, {i_iv, j_iv}, kloop) for v in lidx]
     if any(c is None for c in chains):
         return False
-    ni, nj = _const(outer.operands[1]), _const(middle.operands[1])
-    if None in (ni, nj) or _const(outer.operands[0]) != 0 or _const(middle.operands[0]) != 0 \
-            or _const(outer.operands[2]) != 1 or _const(middle.operands[2]) != 1:
+    ni, nj = constant_int(outer.operands[1]), constant_int(middle.operands[1])
+    if None in (ni, nj) or constant_int(outer.operands[0]) != 0 or constant_int(middle.operands[0]) != 0 \
+            or constant_int(outer.operands[2]) != 1 or constant_int(middle.operands[2]) != 1:
         return False
     elt = ir.MemRefType(c_mem.type).element_type
     acc_t = ir.MemRefType.get([ni, nj], elt, memory_space=ir.Attribute.parse(f"{PRIVATE} : i64"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from .pass_base import defining_op, memory_space, walk_ops, within
+from .pass_base import defining_op, memory_space, one_dim_kernels, walk_ops, within
 
 NAME = "mirax-gpu-private-partials"
 WORKGROUP, PRIVATE = 3, 6  # Vulkan's Workgroup and Function storage classes as memory spaces
@@ -63,12 +63,7 @@ def _accesses(root, buffer):
 
 def private_partials(module, *_):
     """Rewrite each thread-owned workgroup slot a top-level loop updates (see the module doc)."""
-    for func in walk_ops(module, lambda n: n == "gpu.func"):
-        if "known_block_size" not in func.attributes:
-            continue
-        block = list(ir.DenseI32ArrayAttr(func.attributes["known_block_size"]))
-        if block[1] != 1 or block[2] != 1:
-            continue
+    for func, _ in one_dim_kernels(module):
         entry = [op.operation for op in func.regions[0].blocks[0].operations]
         for pos, loop in enumerate(entry):
             if loop.name != "scf.for" or walk_ops(loop, lambda n: n == "gpu.barrier"):

@@ -32,7 +32,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .pass_base import defining_op, memory_space, user_op, walk_ops
+from .pass_base import constant_int, memory_space, one_dim_kernels, user_op
 
 NAME = "mirax-gpu-tree-reductions"
 WORKGROUP = 3  # Vulkan's Workgroup storage class as a memref memory space
@@ -42,17 +42,10 @@ COMBINERS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "ar
              "arith.andi", "arith.ori", "arith.xori"}
 
 
-def _const(v):
-    op = defining_op(v)
-    if op is not None and op.name == "arith.constant":
-        return ir.IntegerAttr(op.attributes["value"]).value
-    return None
-
-
 def _fold_loop(loop):
     """(partials, prefix indices, partial load, acc load, combiner, acc store, N) if `loop`
     is a plain sequential fold of workgroup partials into a private accumulator, else None."""
-    lb, ub, step = (_const(v) for v in list(loop.operands)[:3])
+    lb, ub, step = (constant_int(v) for v in list(loop.operands)[:3])
     if lb != 0 or step != 1 or ub is None or ub < 2 or ub & (ub - 1) or len(loop.results):
         return None
     body = loop.regions[0].blocks[0]
@@ -66,7 +59,7 @@ def _fold_loop(loop):
         return None
     part_idx = list(lp.operands)[1:]
     if memory_space(lp.operands[0].type) != WORKGROUP or not part_idx or part_idx[-1] != k \
-            or any(_const(i) is None for i in part_idx[:-1]) \
+            or any(constant_int(i) is None for i in part_idx[:-1]) \
             or ir.MemRefType(lp.operands[0].type).shape[-1] != ub:
         return None
     acc, acc_idx = la.operands[0], list(la.operands)[1:]
@@ -93,19 +86,14 @@ def _read_after(buffer, loop):
 
 def tree_reductions(module, *_):
     """Rewrite each qualifying fold loop of each outlined kernel (see the module doc)."""
-    for func in walk_ops(module, lambda n: n == "gpu.func"):
-        if "known_block_size" not in func.attributes:
-            continue
-        block = list(ir.DenseI32ArrayAttr(func.attributes["known_block_size"]))
-        if block[1] != 1 or block[2] != 1:
-            continue
+    for func, threads in one_dim_kernels(module):
         entry = func.regions[0].blocks[0]
         for loop in [op.operation for op in entry.operations if op.operation.name == "scf.for"]:
             fold = _fold_loop(loop)
             if fold is None:
                 continue
             partials, prefix, part_load, acc_load, comb, acc_store, n = fold
-            if n > 2 * block[0] or _read_after(partials, loop):
+            if n > 2 * threads or _read_after(partials, loop):
                 continue
             _rewrite(loop, partials, prefix, part_load, acc_load, comb, acc_store, n)
 

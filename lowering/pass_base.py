@@ -136,6 +136,29 @@ def within(op, ancestor) -> bool:
     return False
 
 
+def constant_int(value):
+    """The integer an `arith.constant` (index or integer) defines, else None."""
+    op = defining_op(value)
+    if op is not None and op.name == "arith.constant":
+        try:
+            return ir.IntegerAttr(op.attributes["value"]).value
+        except ValueError:  # a float or a dense constant
+            return None
+    return None
+
+
+def one_dim_kernels(module):
+    """The outlined `gpu.func` kernels of a one-dimensional workgroup, with its x size:
+    [(func, threads)] (the row kernels' shape: no two threads share an x id)."""
+    out = []
+    for func in walk_ops(module, lambda n: n == "gpu.func"):
+        if "known_block_size" in func.attributes:
+            block = list(ir.DenseI32ArrayAttr(func.attributes["known_block_size"]))
+            if block[1] == 1 and block[2] == 1:
+                out.append((func, block[0]))
+    return out
+
+
 def memory_space(memref_type):
     """A memref type's memory space as an integer (3 workgroup, 6 private), or None."""
     ms = ir.MemRefType(memref_type).memory_space
