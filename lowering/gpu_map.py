@@ -47,7 +47,7 @@ THREADS = 256      # threads per workgroup (lavapipe and every Vulkan 1.1 device
 MAX_GRID = 65535   # Vulkan's guaranteed maxComputeWorkGroupCount per dimension
 MM_TILE = (32, 32, 16)  # matmul block tile of C (M, N) and the K step staged per iteration
 MM_THREADS = (16, 16)
-ROW_MIN_THREADS = 32  # a row workgroup's fewest threads: one subgroup on NVIDIA and Apple GPUs
+SUBGROUP = 32  # a row workgroup's fewest threads unless the device reports its subgroup size
 MM_PAD_MIN_WORK = 1 << 20  # m*n*k from which a matmul is padded to the tiles (fewer: one thread per output)
 
 
@@ -148,7 +148,7 @@ class Kernel:
     threads: list = field(default_factory=list)  # thread-level num_threads of the root
 
 
-def plan(func_op, threads=THREADS) -> list:
+def plan(func_op, threads=THREADS, subgroup=SUBGROUP) -> list:
     """The kernels of one function: strategies, roots and fused producers."""
     body = func_op.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]
@@ -159,7 +159,7 @@ def plan(func_op, threads=THREADS) -> list:
             continue
         if not len(op.results):
             continue  # linalg on memrefs: handled after bufferization
-        k = _plan_root(op, len(kernels), claimed, threads)
+        k = _plan_root(op, len(kernels), claimed, threads, subgroup)
         if k is None:
             continue
         k.fused = _private_to_kernel(k.root, k.fused)  # a fill shared by two matmuls: one each
@@ -189,7 +189,7 @@ def _negative_maps(op):
                for m in maps for r in m.results)
 
 
-def _plan_root(op, index, claimed, threads):
+def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP):
     if _negative_maps(op):
         raise PassError(op, f"'{op.name}' reads an operand in reverse (a negative coefficient in its "
                             "indexing maps); the GPU mapping cannot tile it")
@@ -209,7 +209,7 @@ def _plan_root(op, index, claimed, threads):
         # and the reduction (private to each thread) is fused into it
         copy = _copy_after(op)
         claimed.add(_key(copy))
-        return _plan_row(copy, index, claimed, threads, its.index("reduction"))
+        return _plan_row(copy, index, claimed, threads, its.index("reduction"), subgroup)
     if its is not None and "reduction" not in its and op.name in ("linalg.generic", "linalg.copy"):
         # an all-parallel op reading a row reduction of the same rows: one row kernel
         reds = _row_reductions_upstream(op, claimed)
@@ -218,7 +218,7 @@ def _plan_root(op, index, claimed, threads):
         if reds:
             rows = min(_iterators(r).index("reduction") for r in reds)
             if 1 <= rows <= 3 and rows < len(its):
-                return _plan_row(op, index, claimed, threads, rows)
+                return _plan_row(op, index, claimed, threads, rows, subgroup)
     return _plan_parallel(op, index, threads)
 
 
@@ -281,7 +281,7 @@ def _collect_group(root, claimed, row_shape):
     return order
 
 
-def _plan_row(op, index, claimed, threads, rows):
+def _plan_row(op, index, claimed, threads, rows, subgroup=SUBGROUP):
     shape = _static_shape(op.results[0]) if op.name != "linalg.generic" or "reduction" not in _iterators(op) \
         else (_loop_ranges(op) or [])
     if not shape:
@@ -294,12 +294,13 @@ def _plan_row(op, index, claimed, threads, rows):
     if grid > MAX_GRID ** 2:
         return None
     group = _one_use_each(op, _private_to_kernel(op, _collect_group(op, claimed, list(shape[:rows]))))
-    return Kernel(index, "row", op, group, (_row_threads([op] + group, threads), 1, 1), rows=rows, tiles=tiles)
+    return Kernel(index, "row", op, group, (_row_threads([op] + group, threads, subgroup), 1, 1), rows=rows,
+                  tiles=tiles)
 
 
-def _row_threads(ops, threads):
+def _row_threads(ops, threads, subgroup=SUBGROUP):
     """Threads of a row workgroup: enough for the longest innermost dim the row's ops split
-    over them (a power of two, at least ROW_MIN_THREADS), at most `threads`. A 24-wide
+    over them (a power of two, at least the device's `subgroup` size), at most `threads`. A 24-wide
     softmax row on 256 threads left 232 idle and had every thread combine 256 partials:
     a 1-layer transformer step's row kernels took 0.1-1 s each on lavapipe."""
     longest = 0
@@ -310,7 +311,7 @@ def _row_threads(ops, threads):
         if not ranges:
             return threads  # dynamic extents: the whole workgroup
         longest = max(longest, ranges[-1])
-    n = ROW_MIN_THREADS
+    n = max(1, subgroup)
     while n < min(longest, threads):
         n *= 2
     return min(n, threads)
@@ -733,12 +734,12 @@ def walk_ops_named(root, name):
 
 
 
-def map_function(func_op, threads=THREADS, return_script=False):
+def map_function(func_op, threads=THREADS, return_script=False, subgroup=SUBGROUP):
     """Tile the linalg ops of one function for the GPU (in place)."""
     _drop_empty_loops(func_op)
     _full_reductions_as_one_row(func_op)
     _pad_matmuls(func_op)
-    kernels = plan(func_op, threads)
+    kernels = plan(func_op, threads, subgroup)
     if not kernels:
         return "" if return_script else None
     tags = {}
@@ -824,7 +825,8 @@ def _partials_per_reduction(func_op):
 class MiraxGpuMap(MiraxPass):
     name = NAME
     summary = "Tile fused linalg into scf.foralls mapped to GPU blocks and threads, a strategy per kernel"
-    options = {"threads": (THREADS, "threads per workgroup")}
+    options = {"threads": (THREADS, "threads per workgroup"),
+               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads")}
 
     def run(self, module):
         from .pass_base import walk_ops
@@ -832,6 +834,6 @@ class MiraxGpuMap(MiraxPass):
             if not f.regions[0].blocks:
                 continue
             try:
-                map_function(f, int(self.opts["threads"]))
+                map_function(f, int(self.opts["threads"]), subgroup=int(self.opts["subgroup"]))
             except ir.MLIRError as err:
                 raise PassError(f, f"mirax-gpu-map: tiling failed: {err}") from None

@@ -34,7 +34,7 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, MiraxGpuMap, THREADS, _key, parallel_tiles
+from .gpu_map import BLOCK, SUBGROUP, MiraxGpuMap, THREADS, _key, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
@@ -76,6 +76,7 @@ class Target:
     storage8: bool = True
     storage16: bool = True
     max_threads: int = THREADS
+    subgroup: int = SUBGROUP  # the device's subgroup size: row workgroups have at least this many threads
 
     def attach_options(self) -> str:
         caps = ["Shader"]
@@ -99,20 +100,20 @@ class Target:
         return f"ver=v1.3 caps={','.join(caps)} exts={','.join(exts)} client_api=Vulkan"
 
     def key(self):
-        return self.attach_options() + f" threads={self.max_threads}"
+        return self.attach_options() + f" threads={self.max_threads} subgroup={self.subgroup}"
 
 
 DEFAULT_TARGET = Target()
 
 
-def tensor_passes(pm, threads=THREADS):
+def tensor_passes(pm, threads=THREADS, subgroup=SUBGROUP):
     """The tensor-level passes shared with the CPU, then the GPU mapping."""
     ConvertMiraxToLinalg(target="gpu").add_to(pm)
     for p in ["canonicalize", "cse"]:
         pm.add(p)
     MiraxFuse(**{"multi-use": False}).add_to(pm)  # mirax-gpu-map maps single-result generics
     MathApprox().add_to(pm)  # after fusion, as on the CPU
-    MiraxGpuMap(threads=threads).add_to(pm)
+    MiraxGpuMap(threads=threads, subgroup=subgroup).add_to(pm)
 
 
 def _strip_c_interface(op, *_):
@@ -421,11 +422,12 @@ class MiraxGpuPipeline(MiraxPass):
     name = NAME
     summary = "Lower mirax to the gpu dialect and SPIR-V: a mapping strategy per kernel, Vulkan kernels"
     options = {"stage": ("spirv", "stop after: gpu | spirv"),
-               "threads": (THREADS, "threads per workgroup")}
+               "threads": (THREADS, "threads per workgroup"),
+               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads")}
 
     def add_to(self, pm, target: Target | None = None):
         target = target or DEFAULT_TARGET
-        tensor_passes(pm, int(self.opts["threads"]))
+        tensor_passes(pm, int(self.opts["threads"]), int(self.opts["subgroup"]))
         add_gpu_passes(pm)
         if self.opts["stage"] != "gpu":
             add_spirv_passes(pm, target)
@@ -758,11 +760,11 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
     return prog
 
 
-def lower_to_gpu(module, threads=THREADS, stages=None):
+def lower_to_gpu(module, threads=THREADS, stages=None, subgroup=SUBGROUP):
     """The target-neutral half of the GPU pipeline, in place: mirax ops to outlined
     gpu.func kernels and their host launches (the "gpu" stage, shared by SPIR-V and PTX)."""
     pm = PassManager("builtin.module", context=module.context)
-    tensor_passes(pm, threads)
+    tensor_passes(pm, threads, subgroup)
     add_gpu_passes(pm)
     with module.context, ir.Location.unknown():
         pm.run(module.operation)
@@ -774,7 +776,7 @@ def lower_to_spirv(module, name="main", target: Target | None = None, stages=Non
     """Run the whole GPU pipeline on `module` (mirax ops, in place) and return its program.
     `stages`, a dict, receives the "gpu" and "spirv" texts when given."""
     target = target or DEFAULT_TARGET
-    lower_to_gpu(module, target.max_threads, stages)
+    lower_to_gpu(module, target.max_threads, stages, target.subgroup)
     with module.context, ir.Location.unknown():
         pm = PassManager("builtin.module", context=module.context)
         add_spirv_passes(pm, target)

@@ -178,6 +178,7 @@ class VulkanDevice(Backend):
         self.max_threads = int(lim.maxComputeWorkGroupInvocations)
         self.max_shared = int(lim.maxComputeSharedMemorySize)
         self.timestamp_period = float(lim.timestampPeriod)
+        self.subgroup = self._subgroup_size()
         feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
         self.features = {"float64": bool(feats.shaderFloat64), "int64": bool(feats.shaderInt64),
                          "int16": bool(feats.shaderInt16)}
@@ -221,6 +222,16 @@ class VulkanDevice(Backend):
             "dstAccessMask": vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT})
 
     # ---- set-up ---------------------------------------------------------------------------
+    def _subgroup_size(self):
+        """The device's subgroup (SIMD group, warp, wave) size, core in Vulkan 1.1; 32 if unknown."""
+        try:
+            sub = vk.VkPhysicalDeviceSubgroupProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+            p2 = vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub)
+            vk.vkGetPhysicalDeviceProperties2(self.physical, p2)
+            return int(sub.subgroupSize) or 32
+        except Exception:  # noqa: BLE001 - an old loader or wrapper: the common size
+            return 32
+
     def _extended_features(self):
         try:
             f8 = vk.VkPhysicalDevice8BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES)
@@ -590,7 +601,7 @@ def target():
     f = dev.features
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
-                  max_threads=min(256, dev.max_threads))
+                  max_threads=min(256, dev.max_threads), subgroup=min(dev.subgroup, min(256, dev.max_threads)))
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):

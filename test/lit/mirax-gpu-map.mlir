@@ -1,4 +1,5 @@
 // RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse --mirax-gpu-map | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse --mirax-gpu-map="subgroup=64" | FileCheck %s --check-prefix=SG64
 
 // mirax-gpu-map picks a strategy per kernel and tiles with scf.forall mapped to GPU
 // blocks and threads (still on tensors). Softmax is one row kernel: a block per row,
@@ -30,8 +31,11 @@ func.func @softmax(%arg0: tensor<6x1000xf32>) -> tensor<6x1000xf32> {
 // -----
 
 // Short rows get a smaller workgroup: the longest row dim rounded up to a power of two,
-// at least 32 threads (a subgroup on NVIDIA and Apple GPUs), so no thread combines
-// partials that most threads never wrote.
+// at least the device's subgroup size (`subgroup`, 32 by default: NVIDIA's warps, Apple's
+// SIMD groups; an AMD wave is 64), so no thread combines partials that most threads never
+// wrote.
+// SG64-LABEL: func.func @softmax_short_rows
+// SG64: mirax.gpu_block = array<i64: 64, 1, 1>
 // CHECK-LABEL: func.func @softmax_short_rows
 // CHECK: bufferization.alloc_tensor() {memory_space = 3 : i64} : tensor<1x32xf32>
 // CHECK: scf.forall (%{{.+}}) in (32)
@@ -50,6 +54,8 @@ func.func @softmax_short_rows(%arg0: tensor<64x24xf32>) -> tensor<64x24xf32> {
 // -----
 
 // A 100-wide row: 128 threads.
+// SG64-LABEL: func.func @mean_rows
+// SG64: mirax.gpu_block = array<i64: 128, 1, 1>
 // CHECK-LABEL: func.func @mean_rows
 // CHECK: scf.forall (%{{.+}}) in (128)
 // CHECK: mirax.gpu_block = array<i64: 128, 1, 1>
