@@ -19,13 +19,20 @@ Legal when the slot is the thread's own: every access to the buffer from the bar
 before the loop to the barrier after it (in the kernel's top-level block, in a
 one-dimensional workgroup) uses the same constant indices and the thread's x id last, so
 no other thread touches the slot while the loop runs; and the loop has no barrier.
+
+Then a top-level barrier is dropped where it orders no thread's workgroup access against
+another's (every buffer stored to on one side and accessed on the other is accessed only
+at the thread's own slot): the barrier between a partial's initial store and its loop,
+and between one reduction's last read and the next one's initial stores, which the
+thread mapping puts after every thread loop. Kernels that take views of, copy or pass
+workgroup memory keep all their barriers.
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from .pass_base import defining_op, memory_space, one_dim_kernels, walk_ops, within
+from .pass_base import defining_op, isa, memory_space, one_dim_kernels, user_op, walk_ops, within
 
 NAME = "mirax-gpu-private-partials"
 WORKGROUP, PRIVATE = 3, 6  # Vulkan's Workgroup and Function storage classes as memory spaces
@@ -61,8 +68,20 @@ def _accesses(root, buffer):
     return [op for op in ops if _access(op)[0] == buffer]
 
 
+def only_loaded_and_stored(buffer):
+    """Whether every use of `buffer` is a load, a store into it or its dealloc (no view
+    of it, no call, no copy: its accesses are all visible as loads and stores)."""
+    for use in buffer.uses:
+        op = user_op(use)
+        if op.name not in ("memref.load", "memref.store", "memref.dealloc") \
+                or (op.name == "memref.store" and op.operands[0] == buffer):
+            return False
+    return True
+
+
 def private_partials(module, *_):
-    """Rewrite each thread-owned workgroup slot a top-level loop updates (see the module doc)."""
+    """Rewrite each thread-owned workgroup slot a top-level loop updates, then drop the
+    barriers left ordering only thread-owned slots (see the module doc)."""
     for func, _ in one_dim_kernels(module):
         entry = [op.operation for op in func.regions[0].blocks[0].operations]
         for pos, loop in enumerate(entry):
@@ -71,10 +90,59 @@ def private_partials(module, *_):
             buffers = []
             for op in walk_ops(loop, lambda n: n in ("memref.load", "memref.store")):
                 b = _access(op)[0]
-                if memory_space(b.type) == WORKGROUP and b not in buffers:
+                if memory_space(b.type) == WORKGROUP and b not in buffers and only_loaded_and_stored(b):
                     buffers.append(b)
             for b in buffers:
                 _privatize(entry, pos, loop, b)
+        _drop_needless_barriers(func)
+
+
+def _drop_needless_barriers(func):
+    """Erase each top-level barrier that orders no access of one thread against another
+    thread's: for every workgroup buffer accessed on both sides (up to the neighbouring
+    barriers) by at least one store, all those accesses are the thread's own slot. (A
+    row kernel's barrier between a partial's initial store and its loop, once the loop
+    works in a register.)"""
+    ops = walk_ops(func, lambda n: True)
+    if any(memory_space(v.type) == WORKGROUP for op in ops if op.name not in ("memref.load", "memref.store",
+                                                                              "memref.alloc", "memref.dealloc")
+           for v in list(op.operands) if isa(ir.MemRefType, v.type)):
+        return  # a view, copy or call of workgroup memory: accesses we would not see
+    changed = True
+    while changed:
+        changed = False
+        entry = [op.operation for op in func.regions[0].blocks[0].operations]
+        barriers = [i for i, op in enumerate(entry) if op.name == "gpu.barrier"]
+        for j, i in enumerate(barriers):
+            lo = barriers[j - 1] if j else -1
+            hi = barriers[j + 1] if j + 1 < len(barriers) else len(entry)
+            if _orders_nothing(entry[lo + 1:i], entry[i + 1:hi]):
+                entry[i].erase()
+                changed = True
+                break
+
+
+def _workgroup_accesses(ops):
+    out = {}
+    for op in ops:
+        for a in ([op] if op.name in ("memref.load", "memref.store") else []) + \
+                walk_ops(op, lambda n: n in ("memref.load", "memref.store")):
+            b, idx = _access(a)
+            if memory_space(b.type) == WORKGROUP:
+                out.setdefault(b, []).append((a.name == "memref.store", _slot_key(idx)))
+    return out
+
+
+def _orders_nothing(before, after):
+    b, a = _workgroup_accesses(before), _workgroup_accesses(after)
+    for buf in set(b) & set(a):
+        acc = b[buf] + a[buf]
+        if not any(store for store, _ in acc):
+            continue  # reads on both sides
+        keys = {key for _, key in acc}
+        if len(keys) != 1 or None in keys:
+            return False
+    return True
 
 
 def _privatize(entry, pos, loop, buffer):
