@@ -32,7 +32,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from .pass_base import defining_op, isa, memory_space, one_dim_kernels, user_op, walk_ops, within
+from .pass_base import defining_op, isa, memory_space, one_dim_kernels, only_loaded_and_stored, walk_ops, within
 
 NAME = "mirax-gpu-private-partials"
 WORKGROUP, PRIVATE = 3, 6  # Vulkan's Workgroup and Function storage classes as memory spaces
@@ -66,17 +66,6 @@ def _accesses(root, buffer):
     if root.name in ("memref.load", "memref.store"):
         ops = [root] + ops
     return [op for op in ops if _access(op)[0] == buffer]
-
-
-def only_loaded_and_stored(buffer):
-    """Whether every use of `buffer` is a load, a store into it or its dealloc (no view
-    of it, no call, no copy: its accesses are all visible as loads and stores)."""
-    for use in buffer.uses:
-        op = user_op(use)
-        if op.name not in ("memref.load", "memref.store", "memref.dealloc") \
-                or (op.name == "memref.store" and op.operands[0] == buffer):
-            return False
-    return True
 
 
 def private_partials(module, *_):

@@ -24,15 +24,16 @@ Legal when the loop is exactly that fold (one combiner op among add, mul, max, m
 the bitwise ones: associative and commutative, up to floating-point rounding, as every
 parallel reduction assumes), runs in the kernel's top-level block (every thread reaches
 the barriers), N is a power of two no larger than twice the workgroup's x size, the
-workgroup is one-dimensional (no two threads share an x id), and nothing reads the
-partials after the loop (the tree overwrites them). Anything else is left as it is.
+workgroup is one-dimensional (no two threads share an x id), the partials are only
+loaded and stored (no view of them) and nothing reads them after the loop (the tree
+overwrites them). Anything else is left as it is.
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .pass_base import constant_int, memory_space, one_dim_kernels, user_op
+from .pass_base import constant_int, memory_space, one_dim_kernels, only_loaded_and_stored, user_op
 
 NAME = "mirax-gpu-tree-reductions"
 WORKGROUP = 3  # Vulkan's Workgroup storage class as a memref memory space
@@ -93,7 +94,7 @@ def tree_reductions(module, *_):
             if fold is None:
                 continue
             partials, prefix, part_load, acc_load, comb, acc_store, n = fold
-            if n > 2 * threads or _read_after(partials, loop):
+            if n > 2 * threads or not only_loaded_and_stored(partials) or _read_after(partials, loop):
                 continue
             _rewrite(loop, partials, prefix, part_load, acc_load, comb, acc_store, n)
 

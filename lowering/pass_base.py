@@ -159,6 +159,17 @@ def one_dim_kernels(module):
     return out
 
 
+def only_loaded_and_stored(buffer):
+    """Whether every use of memref `buffer` is a load, a store into it or its dealloc (no
+    view of it, no copy, no call: all its accesses are visible as loads and stores)."""
+    for use in buffer.uses:
+        op = user_op(use)
+        if op.name not in ("memref.load", "memref.store", "memref.dealloc") \
+                or (op.name == "memref.store" and op.operands[0] == buffer):
+            return False
+    return True
+
+
 def memory_space(memref_type):
     """A memref type's memory space as an integer (3 workgroup, 6 private), or None."""
     ms = ir.MemRefType(memref_type).memory_space
