@@ -46,7 +46,7 @@ def _access(op):
 
 
 def _slot_key(indices):
-    """('c', 0, ..., 'tid') for constant indices then the thread's x id, else None."""
+    """(0, ..., 'tid') for constant indices then the thread's x id (its own slot), else None."""
     key = []
     for i, v in enumerate(indices):
         op = defining_op(v)
