@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from .emit import Emitter
-from .pass_base import MiraxPass, defining_op, isa, user_op, walk_ops
+from .pass_base import MiraxPass, clone_mapped, defining_op, isa, user_op, walk_ops
 
 NAME = "mirax-math-approx"
 
@@ -575,11 +575,7 @@ def split_exp_range(root, lanes=0):
             for op in ordered:
                 if op in skip:
                     continue
-                new = op.clone()
-                for i, v in enumerate(new.operands):
-                    if v in mapping:
-                        new.operands[i] = mapping[v]
-                mapping[op.results[0]] = new.results[0]
+                clone_mapped(op, mapping)
             e = arith.ShLIOp(mapping[mi], c23).result
             yi = arith.BitcastOp(it, mapping[y]).result
             fast = arith.BitcastOp(vt, arith.AddIOp(yi, e).result).result

@@ -10,7 +10,7 @@ becomes the root of one kernel:
     row          a reduction over trailing dims, or an all-parallel op that reads such a
                  reduction (softmax's scaling, layer norm's scale): one workgroup per
                  row, of 256 threads (fewer for short rows: the row rounded up to a power
-                 of two, at least 32); the reductions and elementwise producers of the row
+                 of two, at least the device's subgroup size); the reductions and elementwise producers of the row
                  are fused into the kernel, each reduction split over the threads with
                  its partial results in workgroup memory (address space 3) and barriers
                  between the steps; elementwise producers are recomputed where they are

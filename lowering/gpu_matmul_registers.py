@@ -26,9 +26,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .pass_base import constant_int, defining_op, memory_space, walk_ops
-
-PRIVATE = 6  # Vulkan's Function storage class as a memref memory space
+from .pass_base import WORKGROUP, constant_int, defining_op, memory_space, private_memref_type, walk_ops
 
 
 def _loops(block):
@@ -95,7 +93,7 @@ def _rewrite(kloop, outer, middle, inner, load, store):
             or constant_int(outer.operands[2]) != 1 or constant_int(middle.operands[2]) != 1:
         return False
     elt = ir.MemRefType(c_mem.type).element_type
-    acc_t = ir.MemRefType.get([ni, nj], elt, memory_space=ir.Attribute.parse(f"{PRIVATE} : i64"))
+    acc_t = private_memref_type([ni, nj], elt)
     idx = ir.IndexType.get()
 
     def nest(ip, body):
@@ -150,7 +148,7 @@ def matmul_accumulators_in_registers(module, *_):
     for launch in walk_ops(module, lambda n: n == "gpu.launch"):
         for kloop in _loops(launch.regions[0].blocks[0]):
             body = kloop.regions[0].blocks[0]
-            if not any(o.operation.name == "memref.alloc" and memory_space(o.operation.results[0].type) == 3
+            if not any(o.operation.name == "memref.alloc" and memory_space(o.operation.results[0].type) == WORKGROUP
                        for o in body.operations):
                 continue  # not a K loop staging tiles in workgroup memory
             for outer in _loops(body):

@@ -39,7 +39,7 @@ from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
 from .lower_barriers import MiraxLowerBarriers
-from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, user_op, walk_ops
+from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, private_memref_type, user_op, walk_ops
 
 NAME = "mirax-gpu-pipeline"
 
@@ -330,7 +330,7 @@ def _private_buffers(module, *_):
                     continue
                 dyn = iter(bounds)
                 shape = [next(dyn) if d == ir.ShapedType.get_dynamic_size() else d for d in shape]
-            private = ir.MemRefType.get(shape, t.element_type, memory_space=ir.Attribute.parse("6 : i64"))
+            private = private_memref_type(shape, t.element_type)
             with a.context, a.location, ir.InsertionPoint(a):
                 new = memref.AllocaOp(private, [], [])
             a.results[0].replace_all_uses_with(new.result)

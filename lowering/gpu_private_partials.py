@@ -32,10 +32,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from .pass_base import defining_op, isa, memory_space, one_dim_kernels, only_loaded_and_stored, walk_ops, within
+from .pass_base import (WORKGROUP, constant_int, defining_op, isa, memory_space, one_dim_kernels,
+                        only_loaded_and_stored, private_memref_type, walk_ops, within)
 
 NAME = "mirax-gpu-private-partials"
-WORKGROUP, PRIVATE = 3, 6  # Vulkan's Workgroup and Function storage classes as memory spaces
 
 
 def _access(op):
@@ -53,7 +53,7 @@ def _slot_key(indices):
         if op is None:
             return None
         if op.name == "arith.constant" and i < len(indices) - 1:
-            key.append(ir.IntegerAttr(op.attributes["value"]).value)
+            key.append(constant_int(v))
         elif op.name == "gpu.thread_id" and i == len(indices) - 1 and str(op.attributes["dimension"]).endswith("x>"):
             key.append("tid")
         else:
@@ -61,11 +61,21 @@ def _slot_key(indices):
     return tuple(key)
 
 
+def _loads_stores(root):
+    """The memref.loads and memref.stores of `root`, itself included."""
+    return ([root] if root.name in ("memref.load", "memref.store") else []) \
+        + walk_ops(root, lambda n: n in ("memref.load", "memref.store"))
+
+
 def _accesses(root, buffer):
-    ops = walk_ops(root, lambda n: n in ("memref.load", "memref.store"))
-    if root.name in ("memref.load", "memref.store"):
-        ops = [root] + ops
-    return [op for op in ops if _access(op)[0] == buffer]
+    return [op for op in _loads_stores(root) if _access(op)[0] == buffer]
+
+
+def _segment(entry, pos):
+    """The indices of the top-level barriers around entry[pos] (-1 / len(entry) if none)."""
+    lo = max([i for i in range(pos) if entry[i].name == "gpu.barrier"], default=-1)
+    hi = min([i for i in range(pos + 1, len(entry)) if entry[i].name == "gpu.barrier"], default=len(entry))
+    return lo, hi
 
 
 def private_partials(module, *_):
@@ -101,10 +111,8 @@ def _drop_needless_barriers(func):
     while changed:
         changed = False
         entry = [op.operation for op in func.regions[0].blocks[0].operations]
-        barriers = [i for i, op in enumerate(entry) if op.name == "gpu.barrier"]
-        for j, i in enumerate(barriers):
-            lo = barriers[j - 1] if j else -1
-            hi = barriers[j + 1] if j + 1 < len(barriers) else len(entry)
+        for i in [i for i, op in enumerate(entry) if op.name == "gpu.barrier"]:
+            lo, hi = _segment(entry, i)
             if _orders_nothing(entry[lo + 1:i], entry[i + 1:hi]):
                 entry[i].erase()
                 changed = True
@@ -114,8 +122,7 @@ def _drop_needless_barriers(func):
 def _workgroup_accesses(ops):
     out = {}
     for op in ops:
-        for a in ([op] if op.name in ("memref.load", "memref.store") else []) + \
-                walk_ops(op, lambda n: n in ("memref.load", "memref.store")):
+        for a in _loads_stores(op):
             b, idx = _access(a)
             if memory_space(b.type) == WORKGROUP:
                 out.setdefault(b, []).append((a.name == "memref.store", _slot_key(idx)))
@@ -141,8 +148,7 @@ def _privatize(entry, pos, loop, buffer):
         return
     key = keys.pop()
     # the segment between the barriers around the loop touches only this thread's slot
-    lo = max([i for i in range(pos) if entry[i].name == "gpu.barrier"], default=-1)
-    hi = min([i for i in range(pos + 1, len(entry)) if entry[i].name == "gpu.barrier"], default=len(entry))
+    lo, hi = _segment(entry, pos)
     for op in entry[lo + 1:hi]:
         if op != loop and any(_slot_key(_access(a)[1]) != key for a in _accesses(op, buffer)):
             return
@@ -152,8 +158,7 @@ def _privatize(entry, pos, loop, buffer):
     t = ir.MemRefType(buffer.type)
     idx = ir.IndexType.get()
     with ir.InsertionPoint(loop), loop.location:
-        reg = memref.AllocaOp(ir.MemRefType.get([1], t.element_type,
-                                                memory_space=ir.Attribute.parse(f"{PRIVATE} : i64")), [], []).result
+        reg = memref.AllocaOp(private_memref_type([1], t.element_type), [], []).result
         zero = arith.ConstantOp(idx, 0).result
         memref.StoreOp(memref.LoadOp(buffer, indices).result, reg, [zero])
     for op in inside:

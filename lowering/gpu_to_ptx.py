@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from .pass_base import isa, memory_space, walk_ops
+from .pass_base import PRIVATE, WORKGROUP, isa, memory_space, walk_ops
 
 NVVM = ("lower-affine", "convert-scf-to-cf", "nvvm-attach-target{{chip={chip} O=3}}",
         # kernel arguments as bare pointers (a memref descriptor would be 3 + 2 x rank of them)
@@ -39,7 +39,7 @@ def _private_arrays_generic(module):
     """Vulkan's Function space (6) on private arrays -> no memory space (NVVM local)."""
     for op in walk_ops(module, lambda n: True):
         for r in op.results:
-            if isa(ir.MemRefType, r.type) and memory_space(r.type) == 6:
+            if isa(ir.MemRefType, r.type) and memory_space(r.type) == PRIVATE:
                 t = ir.MemRefType(r.type)
                 r.set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout))
 
@@ -50,7 +50,7 @@ def _workgroup_attributions(module):
     into `.shared` arrays (an alloc would become a device malloc)."""
     for g in walk_ops(module, lambda n: n == "gpu.func"):
         body = g.regions[0].blocks[0]
-        allocs = [a for a in walk_ops(g, lambda n: n == "memref.alloc") if memory_space(a.results[0].type) == 3]
+        allocs = [a for a in walk_ops(g, lambda n: n == "memref.alloc") if memory_space(a.results[0].type) == WORKGROUP]
         if not allocs:
             continue
         n = ir.IntegerAttr(g.attributes["workgroup_attributions"]).value if "workgroup_attributions" in g.attributes \

@@ -33,10 +33,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .pass_base import constant_int, memory_space, one_dim_kernels, only_loaded_and_stored, user_op
+from .pass_base import WORKGROUP, constant_int, memory_space, one_dim_kernels, only_loaded_and_stored, user_op
 
 NAME = "mirax-gpu-tree-reductions"
-WORKGROUP = 3  # Vulkan's Workgroup storage class as a memref memory space
 
 COMBINERS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",
              "arith.addi", "arith.muli", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",

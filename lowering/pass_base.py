@@ -170,6 +170,16 @@ def only_loaded_and_stored(buffer):
     return True
 
 
+# Vulkan's storage classes as memref memory spaces (SPIR-V conversion's numbering)
+WORKGROUP, PRIVATE = 3, 6
+
+
+def private_memref_type(shape, element_type):
+    """A memref type in PRIVATE space (a SPIR-V Function variable: registers once the
+    driver's compiler promotes it)."""
+    return ir.MemRefType.get(shape, element_type, memory_space=ir.Attribute.parse(f"{PRIVATE} : i64"))
+
+
 def memory_space(memref_type):
     """A memref type's memory space as an integer (3 workgroup, 6 private), or None."""
     ms = ir.MemRefType(memref_type).memory_space

@@ -599,9 +599,10 @@ def target():
     if dev is None:
         return Target()
     f = dev.features
+    threads = min(256, dev.max_threads)
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
-                  max_threads=min(256, dev.max_threads), subgroup=min(dev.subgroup, min(256, dev.max_threads)))
+                  max_threads=threads, subgroup=min(dev.subgroup, threads))
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):

@@ -184,7 +184,7 @@ def test_argmax_rows_are_one_kernel_with_numpys_ties_and_nans():
 
 @pytest.mark.parametrize("cols", [6, 24, 100, 1000])
 def test_row_partials_fold_in_a_tree_with_numpys_results(cols):
-    """A row kernel's workgroup is sized to the row (32-256 threads) and its partials are
+    """A row kernel's workgroup is sized to the row (subgroup-256 threads) and its partials are
     folded pairwise (mirax-gpu-tree-reductions), not by every thread in turn; sums, a
     NaN-propagating max, min, products and integer sums stay numpy's."""
     rng = np.random.default_rng(6)
