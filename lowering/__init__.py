@@ -19,6 +19,7 @@ from .pass_base import MiraxPass, PassError
 from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
+from .stable_shift import MiraxStableShift
 from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
 from .vectorize_transposes import MiraxVectorizeTransposes
 from .verify import MiraxVerify
@@ -28,6 +29,7 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxGpuMap, MiraxGpuLaunch, MiraxGpuPipeline, MiraxOutlineKernels,
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
                                MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
-                               MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants]}
+                               MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants,
+                               MiraxStableShift]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

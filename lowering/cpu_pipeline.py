@@ -8,6 +8,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
 
     convert-mirax-to-linalg     one linalg op per mirax op
     mirax-fuse                  elementwise chains + broadcasts -> one linalg.generic
+    mirax-stable-shift          row maxes used only as logsumexp's shift marked (then
+                                computed only for rows whose cheap-shift sum overflows)
     mirax-math-approx           f32 exp/log/erf/tanh as vectorizable arithmetic (after
                                 fusion: the ops around an erf fold into its coefficients)
     mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
@@ -45,6 +47,7 @@ from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass
 from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
+from .stable_shift import MiraxStableShift
 from .streaming_stores import MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
 
@@ -242,6 +245,8 @@ class MiraxCpuPipeline(MiraxPass):
             pm.add(p)
         if self.opts["fuse"]:
             MiraxFuse().add_to(pm)
+        if self.opts["fuse"]:  # (while exp and log are math ops; mirax-fuse-reductions acts on it)
+            MiraxStableShift().add_to(pm)
         if self.opts["approx"]:  # after fusion: it sees the ops around each function in one body
             MathApprox(target="cpu").add_to(pm)
         if self.opts["fuse"]:

@@ -73,11 +73,12 @@ from mlir.dialects.transform import interpreter
 from . import tuning
 from .approx import scale_with_ldexp, split_exp_range
 from .pass_base import MiraxPass, defining_op, isa, walk_ops
+from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
 ROOT, PROD, RED = "mirax.fr_root", "mirax.fr_producer", "mirax.fr_reduction"
 EW, SMALL, FORALL, REM = "mirax.fr_elementwise", "mirax.fr_small", "mirax.fr_forall", "mirax.fr_rest"
-MARKS = (ROOT, PROD, RED, EW, SMALL, FORALL, REM)
+MARKS = (ROOT, PROD, RED, EW, SMALL, FORALL, REM, SHIFT)
 KINDS = ("linalg.generic", "linalg.fill")
 # combiners tile_reduction_using_for knows the identity of
 COMBINERS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.addi", "arith.muli",
@@ -534,6 +535,8 @@ def _vector_plan(forall, split, widths, rows, gid, i64):
         elif op.name == "linalg.generic" and shape == list(rows) + [cols]:
             op.attributes[EW] = ir.IntegerAttr.get(i64, 1000 * gid + k)
             marks.append(1000 * gid + k)
+    # (and those stable_shift.shift_rows marked, some on its branch)
+    small = small or any(SMALL in o.attributes for o in walk_ops(forall, lambda n: n in KINDS))
     forall.attributes[FORALL] = ir.IntegerAttr.get(i64, gid)
     return dict(width=width, cols=cols, lead=len(rows), elementwise=marks, small=small)
 
@@ -575,6 +578,24 @@ def _reassociate(root):
                 op.attributes["fastmath"] = flags
 
 
+def _shift_rows(forall, gid, width, i64):
+    """A row max marked by mirax-stable-shift computed only for the rows that need it
+    (stable_shift.shift_rows); returns the split entry of the new sum ([] if none)."""
+    rid = 1000 * gid + 999
+    new = []
+
+    def mark_sum(op):
+        op.attributes[RED] = ir.IntegerAttr.get(i64, rid)
+        new.append((rid, [0] * (len(_kinds(op)) - 1) + [width]))
+
+    def mark_small(op):  # (vectorized whole: the first chunk's max is not split)
+        op.attributes[SMALL] = ir.IntegerAttr.get(i64, gid)
+        if RED in op.attributes:
+            del op.attributes[RED]
+    shift_rows(forall, width, mark_sum, mark_small)
+    return new
+
+
 class MiraxFuseReductions(MiraxPass):
     @staticmethod
     def _vectorized(module, gid, tiles, lead, pids, split, widths, i64):
@@ -584,6 +605,8 @@ class MiraxFuseReductions(MiraxPass):
         try:
             _apply(module, fuse_script(gid, tiles, pids))
             forall = _find_forall(module, gid)
+            if forall is not None and len(widths) == 1:
+                split = split + _shift_rows(forall, gid, next(iter(widths))[0], i64)
             vec = None if forall is None else _vector_plan(forall, split, widths, tiles[:lead], gid, i64)
             if vec is None:
                 raise ValueError("nothing to vectorize")

@@ -88,6 +88,27 @@ def test_rowwise_special_values(name, shape):
         assert got[1] == -np.inf and np.isnan(got[2]) and got[3] == np.inf and got[4] == np.inf
 
 
+@pytest.mark.parametrize("shape", [(8, 4096), (8, 1030), (8, 2 * WIDTH + 1)], ids=lambda s: "x".join(map(str, s)))
+def test_logsumexp_rows_that_need_their_max(shape):
+    """logsumexp sums with the max of a row's first chunk as the shift and computes the
+    row's max only when that sum is not in [0.5, inf) (mirax-stable-shift): rows on both
+    sides of that test, each as accurate as numpy's two passes."""
+    rows = max(16, math.ceil(tuning.table()["row_fusion"]["min_elements"] / shape[1]))
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((rows, shape[1])) * 3).astype(np.float32)
+    x[0, WIDTH + 5] = 1000.0                 # one element far above the first chunk: overflows
+    x[1, :WIDTH] = -1e9                      # a masked first chunk (finite)
+    x[2, :WIDTH] = -np.inf                   # a masked first chunk; the rest underflows
+    x[2, WIDTH:] -= 200.0
+    x[3] = rng.uniform(-80, 80, shape[1])    # some of it more than 88 above the first chunk
+    x[4, :WIDTH] += 100.0                    # the first chunk well above the rest: no branch
+    x[5] += 80.0                             # large, not overflowing
+    x[6, -1] = 95.0                          # the last element (a peeled chunk) overflows
+    x[7, :WIDTH] = np.float32(-3e38)         # the first chunk near -max: x - c overflows to inf
+    got = np.asarray(mr.compile(logsumexp)(A(x)))
+    np.testing.assert_allclose(got, np_logsumexp(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
 @pytest.mark.parametrize("name", ["softmax", "layer_norm"])
 def test_rowwise_other_float_types(name, dtype):
@@ -156,8 +177,10 @@ def test_rowwise_vector_accumulators(name):
     body = text.split("scf.forall ")[1].split("scf.forall.in_parallel")[0]
     assert "linalg." not in body
     carried = re.findall(r"scf\.for .*-> \(vector<1x(\d+)xf32>\)", body)
-    assert len(carried) == 2 and set(carried) == {str(WIDTH)}
-    assert body.count("fastmath<reassoc>") == (2 if name == "layer_norm" else 1)
+    # (logsumexp: its sum with the first chunk's shift, then the max and the sum again on
+    # the branch of rows that need them, mirax-stable-shift)
+    assert len(carried) == (3 if name == "logsumexp" else 2) and set(carried) == {str(WIDTH)}
+    assert body.count("fastmath<reassoc>") == (1 if name == "softmax" else 2)
     assert f"vector<{WIDTH}xf32>" in body
 
 
