@@ -594,12 +594,13 @@ _programs = LRU(default_capacity())
 
 def target():
     """The SPIR-V target of this process's device (capabilities it reports)."""
+    from ..lowering.gpu_map import THREADS
     from ..lowering.gpu_pipeline import Target
     dev = VulkanDevice.get()
     if dev is None:
         return Target()
     f = dev.features
-    threads = min(256, dev.max_threads)
+    threads = min(THREADS, dev.max_threads)  # (mirax-gpu-map's workgroups are at most THREADS)
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
                   max_threads=threads, subgroup=min(dev.subgroup, threads))

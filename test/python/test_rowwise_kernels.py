@@ -88,8 +88,9 @@ def test_rowwise_special_values(name, shape):
         assert got[1] == -np.inf and np.isnan(got[2]) and got[3] == np.inf and got[4] == np.inf
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(8, 4096), (8, 1030), (8, 2 * WIDTH + 1)], ids=lambda s: "x".join(map(str, s)))
-def test_logsumexp_rows_that_need_their_max(shape):
+def test_logsumexp_rows_that_need_their_max(shape, dtype):
     """logsumexp sums with the max of a row's first chunk as the shift and computes the
     row's max only when that sum is not in [0.5, inf) (mirax-stable-shift): rows on both
     sides of that test, each as accurate as numpy's two passes."""
@@ -105,8 +106,11 @@ def test_logsumexp_rows_that_need_their_max(shape):
     x[5] += 80.0                             # large, not overflowing
     x[6, -1] = 95.0                          # the last element (a peeled chunk) overflows
     x[7, :WIDTH] = np.float32(-3e38)         # the first chunk near -max: x - c overflows to inf
-    got = np.asarray(mr.compile(logsumexp)(A(x)))
-    np.testing.assert_allclose(got, np_logsumexp(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    x[3] *= 10 if dtype == "float64" else 1  # (beyond exp's f64 range too)
+    x[0, WIDTH + 5] *= 10 if dtype == "float64" else 1
+    got = np.asarray(mr.compile(logsumexp)(A(x.astype(dtype), getattr(mr, dtype))))
+    tol = 2e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(got, np_logsumexp(x.astype(dtype).astype(np.float64)), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
