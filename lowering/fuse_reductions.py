@@ -495,7 +495,7 @@ def _reuse_inputs(body):
             v = op.operands[k]
             d = _value_owner(v)
             if (v.type != op.results[0].type or maps[k] != maps[n_in] or d is None
-                    or d.name != "linalg.generic" or d not in pos):
+                    or d.name not in ("linalg.generic", "scf.if") or d not in pos):
                 continue
             users = [u.owner for u in v.uses]
             users = [u.operation if hasattr(u, "operation") else u for u in users]
@@ -520,9 +520,9 @@ def _vector_plan(forall, split, widths, rows, gid, i64):
     body = forall.regions[0].blocks[0]
     _reuse_inputs(body)
     marks, small = [], False
-    for k, op in enumerate(body.operations):
-        op = op.operation
-        if op.name not in KINDS or RED in op.attributes:
+    # (nested ops too: those stable_shift.shift_rows moved onto its branch)
+    for k, op in enumerate(walk_ops(forall, lambda n: n in KINDS)):
+        if RED in op.attributes:
             continue
         shape = _shape(op.results[0].type) if len(op.results) == 1 else None
         if shape is None:
@@ -535,7 +535,7 @@ def _vector_plan(forall, split, widths, rows, gid, i64):
         elif op.name == "linalg.generic" and shape == list(rows) + [cols]:
             op.attributes[EW] = ir.IntegerAttr.get(i64, 1000 * gid + k)
             marks.append(1000 * gid + k)
-    # (and those stable_shift.shift_rows marked, some on its branch)
+    # (and the first chunk's max stable_shift.shift_rows marked)
     small = small or any(SMALL in o.attributes for o in walk_ops(forall, lambda n: n in KINDS))
     forall.attributes[FORALL] = ir.IntegerAttr.get(i64, gid)
     return dict(width=width, cols=cols, lead=len(rows), elementwise=marks, small=small)
@@ -750,8 +750,8 @@ def prefetch_next_rows(module, vector_bytes, l1d, locality=2):
     """In each row loop over single rows (`scf.forall` over rows, step 1; a 3-d softmax
     runs over two row dims) whose column loops read or write rows of buffers, prefetch
     those buffers' rows `d` ahead (in row-major order) during the row's busiest column
-    loop after the first (exp in softmax and logsumexp: the first reads the row the
-    prefetches brought in), one `memref.prefetch` per `vector_bytes` (a cache line), for
+    loop (the exp in softmax and logsumexp, the sum of squares in layer norm), one
+    `memref.prefetch` per `vector_bytes` (a cache line), for
     writing where the row writes the buffer. `d` keeps the prefetched rows of all buffers within a
     quarter of L1d (`l1d` bytes), at least 1: the next row for long rows, several for
     short ones. The first pass over a row (a max, a mean) then reads from cache instead of
@@ -772,9 +772,8 @@ def prefetch_next_rows(module, vector_bytes, l1d, locality=2):
                 loops.append(loop)
         if not loops:
             continue
-        cands = loops[1:] or loops
-        sizes = [len(walk_ops(loop, lambda n: True)) for loop in cands]
-        loop = cands[sizes.index(max(sizes))]
+        sizes = [len(walk_ops(loop, lambda n: True)) for loop in loops]
+        loop = loops[sizes.index(max(sizes))]
         step = defining_op(loop.operands[2])
         if step is None or step.name != "arith.constant":
             continue

@@ -7,7 +7,7 @@
 // CHECK-LABEL: func.func @logsumexp
 // CHECK: linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "reduction"]
-// CHECK-SAME: mirax.stable_shift
+// CHECK-SAME: mirax.stable_shift = "log"
 // CHECK: arith.maximumf
 // CHECK: linalg.generic
 // CHECK-NOT: mirax.stable_shift
@@ -83,10 +83,36 @@ func.func @sum_also_returned(%arg0: tensor<4x2048xf32>) -> (tensor<4x1xf32>, ten
 
 // -----
 
-// softmax: the shifted exps are the result, not only their sum's log: not marked.
+// softmax: exp(x - m) / sum(exp(x - m)) does not depend on m either: marked.
 // CHECK-LABEL: func.func @softmax
-// CHECK-NOT: mirax.stable_shift
+// CHECK: mirax.stable_shift = "ratio"
 // CHECK: return
+//
+// The exps with the first chunk's shift are written into the output's row and summed;
+// the branch (a sum not in [0.5, inf)) finds the max and writes the exps and their sum
+// again, over the first ones (one row buffer: the output's); the scaling reads the
+// branch's row in place.
+// ROWS-LABEL: func.func @softmax
+// ROWS: scf.forall (%[[I:.+]]) in (4) shared_outs(%[[O:.+]] = %{{.+}})
+// ROWS: %[[ROW:.+]] = tensor.extract_slice %[[O]][%[[I]], 0] [1, 2048]
+// ROWS-NOT: scf.for
+// ROWS: %[[FIRST:.+]] = vector.transfer_read %arg0[%[[I]], %c0], {{.*}} : tensor<4x2048xf32>, vector<[[W:[0-9]+]]xf32>
+// ROWS-NEXT: vector.reduction <maximumf>, %[[FIRST]]
+// ROWS: %[[E0:.+]] = scf.for {{.*}} iter_args(%{{.+}} = %[[ROW]]) -> (tensor<1x2048xf32>)
+// ROWS: scf.for {{.*}} -> (vector<1x[[W]]xf32>)
+// ROWS: %[[S:.+]] = vector.reduction <add>, {{.*}} fastmath<reassoc>
+// ROWS: scf.if %{{.+}} -> (tensor<1x2048xf32>, f32) {
+// ROWS-NEXT: scf.yield %[[E0]], %[[S]]
+// ROWS-NEXT: } else {
+// ROWS: arith.maximumf {{.*}} : vector<[[W]]xf32>
+// ROWS: scf.for {{.*}} iter_args(%{{.+}} = %[[E0]]) -> (tensor<1x2048xf32>)
+// ROWS: }
+// ROWS-NOT: scf.forall.in_parallel
+// ROWS: scf.for {{.*}} -> (tensor<1x2048xf32>)
+// ROWS: arith.mulf {{.*}} : vector<[[W]]xf32>
+// ROWS: scf.forall.in_parallel
+// ROWS-NOT: mirax.
+// ROWS: return
 func.func @softmax(%arg0: tensor<4x2048xf32>) -> tensor<4x2048xf32> {
   %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
   %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 4, 2048>} : (tensor<4x1xf32>) -> tensor<4x2048xf32>
@@ -102,7 +128,7 @@ func.func @softmax(%arg0: tensor<4x2048xf32>) -> tensor<4x2048xf32> {
 
 // A cross entropy's log-sum-exp minus the label's logit: log(s) + m, then anything.
 // CHECK-LABEL: func.func @log_plus_then_more
-// CHECK: mirax.stable_shift
+// CHECK: mirax.stable_shift = "log"
 // CHECK: return
 func.func @log_plus_then_more(%arg0: tensor<4x2048xf32>, %arg1: tensor<4x1xf32>) -> tensor<4x1xf32> {
   %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
@@ -114,4 +140,21 @@ func.func @log_plus_then_more(%arg0: tensor<4x2048xf32>, %arg1: tensor<4x1xf32>)
   %6 = "mirax.add"(%0, %5) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
   %7 = "mirax.subtract"(%6, %arg1) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
   return %7 : tensor<4x1xf32>
+}
+
+// -----
+
+// The shifted exps are also returned: not marked.
+// CHECK-LABEL: func.func @exps_also_returned
+// CHECK-NOT: mirax.stable_shift
+// CHECK: return
+func.func @exps_also_returned(%arg0: tensor<4x2048xf32>) -> (tensor<4x2048xf32>, tensor<4x2048xf32>) {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
+  %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 4, 2048>} : (tensor<4x1xf32>) -> tensor<4x2048xf32>
+  %2 = "mirax.subtract"(%arg0, %1) : (tensor<4x2048xf32>, tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  %3 = "mirax.exp"(%2) : (tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  %4 = "mirax.sum"(%3) {axes = array<i64: 1>, keepdims = true} : (tensor<4x2048xf32>) -> tensor<4x1xf32>
+  %5 = "mirax.broadcast_to"(%4) {shape = array<i64: 4, 2048>} : (tensor<4x1xf32>) -> tensor<4x2048xf32>
+  %6 = "mirax.divide"(%3, %5) : (tensor<4x2048xf32>, tensor<4x2048xf32>) -> tensor<4x2048xf32>
+  return %6, %3 : tensor<4x2048xf32>, tensor<4x2048xf32>
 }

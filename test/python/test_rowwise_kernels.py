@@ -90,10 +90,11 @@ def test_rowwise_special_values(name, shape):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape", [(8, 4096), (8, 1030), (8, 2 * WIDTH + 1)], ids=lambda s: "x".join(map(str, s)))
-def test_logsumexp_rows_that_need_their_max(shape, dtype):
-    """logsumexp sums with the max of a row's first chunk as the shift and computes the
-    row's max only when that sum is not in [0.5, inf) (mirax-stable-shift): rows on both
-    sides of that test, each as accurate as numpy's two passes."""
+@pytest.mark.parametrize("name", ["logsumexp", "softmax"])
+def test_rows_that_need_their_max(name, shape, dtype):
+    """softmax and logsumexp sum with the max of a row's first chunk as the shift and
+    compute the row's max only when that sum is not in [0.5, inf) (mirax-stable-shift):
+    rows on both sides of that test, each as accurate as numpy's two passes."""
     rows = max(16, math.ceil(tuning.table()["row_fusion"]["min_elements"] / shape[1]))
     rng = np.random.default_rng(11)
     x = (rng.standard_normal((rows, shape[1])) * 3).astype(np.float32)
@@ -108,9 +109,10 @@ def test_logsumexp_rows_that_need_their_max(shape, dtype):
     x[7, :WIDTH] = np.float32(-3e38)         # the first chunk near -max: x - c overflows to inf
     x[3] *= 10 if dtype == "float64" else 1  # (beyond exp's f64 range too)
     x[0, WIDTH + 5] *= 10 if dtype == "float64" else 1
-    got = np.asarray(mr.compile(logsumexp)(A(x.astype(dtype), getattr(mr, dtype))))
+    fun, ref = KERNELS[name]
+    got = np.asarray(mr.compile(fun)(A(x.astype(dtype), getattr(mr, dtype))))
     tol = 2e-6 if dtype == "float32" else 1e-13
-    np.testing.assert_allclose(got, np_logsumexp(x.astype(dtype).astype(np.float64)), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, ref(x.astype(dtype).astype(np.float64)), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
@@ -181,10 +183,10 @@ def test_rowwise_vector_accumulators(name):
     body = text.split("scf.forall ")[1].split("scf.forall.in_parallel")[0]
     assert "linalg." not in body
     carried = re.findall(r"scf\.for .*-> \(vector<1x(\d+)xf32>\)", body)
-    # (logsumexp: its sum with the first chunk's shift, then the max and the sum again on
-    # the branch of rows that need them, mirax-stable-shift)
-    assert len(carried) == (3 if name == "logsumexp" else 2) and set(carried) == {str(WIDTH)}
-    assert body.count("fastmath<reassoc>") == (1 if name == "softmax" else 2)
+    # (softmax, logsumexp: the sum with the first chunk's shift, then the max and the sum
+    # again on the branch of rows that need them, mirax-stable-shift)
+    assert len(carried) == (2 if name == "layer_norm" else 3) and set(carried) == {str(WIDTH)}
+    assert body.count("fastmath<reassoc>") == 2
     assert f"vector<{WIDTH}xf32>" in body
 
 
@@ -193,7 +195,7 @@ def test_rowwise_3d_rows_are_all_leading_dims():
     leading dims), vectorized and prefetched as in 2-d."""
     text = _stage(softmax, (8, 32, 1024), "optimized")
     assert re.search(r"scf\.forall \(%\w+, %\w+\) in \(8, 32\)", text), text
-    assert text.count(f"-> (vector<1x1x{WIDTH}xf32>)") == 2
+    assert text.count(f"-> (vector<1x1x{WIDTH}xf32>)") == 3  # (a sum, then the max and sum on the branch)
     assert "llvm.intr.prefetch" in _stage(softmax, (8, 32, 1024), "llvm")
 
 
