@@ -121,22 +121,30 @@ def _is_sum_of_exp(op, x, v) -> bool:
             and set(add.operands) == {ex.results[0], aout} and y.operands[0] == add.results[0])
 
 
+def _single_uses(op, a, b):
+    """For an elementwise `linalg.generic` reading `a` and `b` once each, their block
+    arguments and the one op of its body using each: (arg_a, user_a, arg_b, user_b),
+    else None."""
+    if not _generic(op) or any(k != "parallel" for k in _kinds(op)):
+        return None
+    ins = list(op.operands[:_n_inputs(op)])
+    if ins.count(a) != 1 or ins.count(b) != 1:
+        return None
+    args = op.regions[0].blocks[0].arguments
+    arg_a, arg_b = args[ins.index(a)], args[ins.index(b)]
+    ua, ub = [user_op(u) for u in arg_a.uses], [user_op(u) for u in arg_b.uses]
+    return (arg_a, ua[0], arg_b, ub[0]) if len(ua) == 1 and len(ub) == 1 else None
+
+
 def _is_log_plus(op, s, v) -> bool:
     """An elementwise `linalg.generic` reading `s` and `v` once each, whose body uses
     them only as `log(s) + v` (then anything)."""
-    if not _generic(op) or any(k != "parallel" for k in _kinds(op)):
+    found = _single_uses(op, s, v)
+    if found is None or found[1].name != "math.log":
         return False
-    ins = list(op.operands[:_n_inputs(op)])
-    if ins.count(s) != 1 or ins.count(v) != 1:
-        return False
-    args = op.regions[0].blocks[0].arguments
-    a_s, a_v = args[ins.index(s)], args[ins.index(v)]
-    us, uv = [user_op(u) for u in a_s.uses], [user_op(u) for u in a_v.uses]
-    if len(us) != 1 or len(uv) != 1 or us[0].name != "math.log":
-        return False
-    log = us[0]
+    _, log, _, add = found
     after = [user_op(u) for u in log.results[0].uses]
-    return len(after) == 1 and after[0] == uv[0] and after[0].name == "arith.addf"
+    return len(after) == 1 and after[0] == add and add.name == "arith.addf"
 
 
 def _is_exp_of_shift(op, x, v) -> bool:
@@ -176,23 +184,16 @@ def _is_row_sum(op, e) -> bool:
 def _is_ratio(op, e, s) -> bool:
     """An elementwise `linalg.generic` reading `e` and `s` once each, whose body uses them
     only as `e / s` or `e * (k / s)` (then anything): softmax's normalisation."""
-    if not _generic(op) or any(k != "parallel" for k in _kinds(op)):
+    found = _single_uses(op, e, s)
+    if found is None:
         return False
-    ins = list(op.operands[:_n_inputs(op)])
-    if ins.count(s) != 1 or ins.count(e) != 1:
-        return False
-    args = op.regions[0].blocks[0].arguments
-    a_e, a_s = args[ins.index(e)], args[ins.index(s)]
-    ue, us = [user_op(u) for u in a_e.uses], [user_op(u) for u in a_s.uses]
-    if len(ue) != 1 or len(us) != 1:
-        return False
-    if ue[0] == us[0]:
-        return ue[0].name == "arith.divf" and list(ue[0].operands) == [a_e, a_s]
-    inv = us[0]
+    a_e, ue, a_s, inv = found
+    if ue == inv:
+        return ue.name == "arith.divf" and list(ue.operands) == [a_e, a_s]
     if inv.name != "arith.divf" or inv.operands[1] != a_s or inv.operands[0] in (a_e, a_s):
         return False
     after = [user_op(u) for u in inv.results[0].uses]
-    return len(after) == 1 and after[0] == ue[0] and after[0].name == "arith.mulf"
+    return len(after) == 1 and after[0] == ue and ue.name == "arith.mulf"
 
 
 LOG, RATIO = "log", "ratio"
