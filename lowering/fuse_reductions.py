@@ -58,6 +58,10 @@ stack and, on AVX-512, scales the vectorized exps by 2^m with one `llvm.ldexp`
 elsewhere (AVX2, NEON) each vectorized exp runs on a branch without its clamp and with
 an integer 2^m scaling when all of its lanes have |x| < 86 (approx.split_exp_range).
 
+A row max that `mirax-stable-shift` marked (used only as softmax's or logsumexp's shift)
+is computed only on a branch of the rows that need it (`stable_shift.shift_rows`, before
+the row loop is vectorized): the row is summed with its first chunk's max as the shift.
+
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
 interpreter; a schedule that does not apply leaves the module as it was.
