@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from .emit import Emitter
-from .pass_base import MiraxPass, clone_mapped, defining_op, isa, user_op, walk_ops
+from .pass_base import MiraxPass, clone_mapped, defining_op, isa, splat_attr, user_op, walk_ops
 
 NAME = "mirax-math-approx"
 
@@ -251,22 +251,9 @@ def function_text(name: str, fname: str, target: str = "any", **affine) -> str:
     return f"func.func private @{fname}(%x: f32) -> f32 {{\n{b.text()}\n  return {y} : f32\n}}"
 
 
-def _scalar_attr(v):
-    """The scalar attribute of the `arith.constant` defining `v` (its splat value for a
-    vector or tensor splat), else None."""
-    d = defining_op(v)
-    if d is None or d.name != "arith.constant":
-        return None
-    a = d.attributes["value"]
-    if isa(ir.DenseElementsAttr, a):
-        a = ir.DenseElementsAttr(a)
-        return a.get_splat_value() if a.is_splat else None
-    return a
-
-
 def _const_f32(v):
     """The value of `v` when it is a finite float constant (scalar or splat), else None."""
-    a = _scalar_attr(v)
+    a = splat_attr(v)
     if a is None or not isa(ir.FloatAttr, a):
         return None
     k = ir.FloatAttr(a).value
@@ -399,7 +386,7 @@ class MathApprox(MiraxPass):
 
 def _splat_int(v, value):
     """Is `v` an arith.constant splat (or scalar) integer `value`?"""
-    a = _scalar_attr(v)
+    a = splat_attr(v)
     return a is not None and isa(ir.IntegerAttr, a) and ir.IntegerAttr(a).value == value
 
 

@@ -22,7 +22,7 @@ from ..dialect import PRIMITIVES
 from ..dialect import dtypes as dt
 from ..dialect.core import Aval
 from ..dialect.distributed import COMMUNICATING
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, isa, splat_attr
 
 NAME = "mirax-simplify"
 FOLD_LIMIT = 1024
@@ -46,25 +46,11 @@ def _defining(v: ir.Value, name: str):
 
 def _splat(v: ir.Value):
     """The scalar of a splat mirax.constant defining `v` (int, float or bool), else None."""
-    c = _defining(v, "mirax.constant")
-    if c is None:
-        return None
-    try:
-        a = ir.DenseElementsAttr(c.attributes["value"])
-    except TypeError:  # complex: the bindings cannot wrap it
-        return None
-    if not a.is_splat:
-        return None
-    s = a.get_splat_value()
+    s = splat_attr(v, "mirax.constant")
     for cls in (ir.FloatAttr, ir.IntegerAttr):
-        try:
+        if s is not None and isa(cls, s):
             return cls(s).value
-        except ValueError:
-            pass
-    try:
-        return bool(ir.BoolAttr(s).value)
-    except ValueError:
-        return None
+    return bool(ir.BoolAttr(s).value) if s is not None and isa(ir.BoolAttr, s) else None
 
 
 def _is_zero(v, kind, negative_zero_only):

@@ -147,6 +147,29 @@ def constant_int(value):
     return None
 
 
+def splat_attr(value, op_name: str = "arith.constant", broadcast: bool = False):
+    """The scalar attribute constant `value` holds, else None: the `value` attribute of the
+    `op_name` op defining it (the element of a dense splat; None for any other dense
+    attribute), or with `broadcast` that of a `vector.broadcast` of such a constant.
+
+        splat_attr(v)                  # arith.constant dense<2.0> : vector<8xf32> -> 2.0 : f32
+        splat_attr(v, "mirax.constant")
+    """
+    op = defining_op(value)
+    if op is not None and broadcast and op.name == "vector.broadcast":
+        return splat_attr(op.operands[0], op_name)
+    if op is None or op.name != op_name:
+        return None
+    try:
+        a = op.attributes["value"]
+    except TypeError:  # a complex dense attribute: the bindings cannot wrap it
+        return None
+    if not isa(ir.DenseElementsAttr, a):
+        return a
+    dense = ir.DenseElementsAttr(a)
+    return dense.get_splat_value() if dense.is_splat else None
+
+
 def one_dim_kernels(module):
     """The outlined `gpu.func` kernels of a one-dimensional workgroup, with its x size:
     [(func, threads)] (the row kernels' shape: no two threads share an x id)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 from mlir import ir
 
 from . import tuning
-from .pass_base import MiraxPass, defining_op, isa, user_op, walk_ops
+from .pass_base import MiraxPass, defining_op, isa, splat_attr, user_op, walk_ops
 
 NAME = "mirax-pin-constants"
 
@@ -57,22 +57,8 @@ def _splat(value):
     """The splat constant `value` holds, as its attribute's text (an arith.constant of a
     splat, or a vector.broadcast of a scalar arith.constant), else None. Zero is left out:
     a zero vector is one `vxorps`, no load and no broadcast."""
-    op = defining_op(value)
-    if op is None:
-        return None
-    if op.name == "vector.broadcast":
-        src = defining_op(op.operands[0])
-        if src is None or src.name != "arith.constant":
-            return None
-        attr = src.attributes["value"]
-    elif op.name == "arith.constant" and isa(ir.DenseElementsAttr, op.attributes["value"]):
-        dense = ir.DenseElementsAttr(op.attributes["value"])
-        if not dense.is_splat:
-            return None
-        attr = dense.get_splat_value()
-    else:
-        return None
-    if isa(ir.FloatAttr, attr) and ir.FloatAttr(attr).value == 0.0:
+    attr = splat_attr(value, broadcast=True)
+    if attr is None or (isa(ir.FloatAttr, attr) and ir.FloatAttr(attr).value == 0.0):
         return None
     return str(attr)
 
