@@ -4,7 +4,9 @@ jax.jit (if jax imports; a bench-only extra).
 
     .venv/bin/python bench/train_step.py [--batch 256] [--hidden 512] [--rounds 7]
 
-Prints medians of interleaved rounds (ms per step) and the ratios.
+Prints medians of interleaved rounds (ms per step) and the ratios. A pause (`--pause`,
+default BENCH_PAUSE or 0.3 s) before each contender's steps lets the thread pools of the
+one before it (OpenMP's, XLA's) stop spinning: on 2 cores they slowed the next one.
 """
 from __future__ import annotations
 
@@ -95,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=10, help="steps per contender per round")
+    ap.add_argument("--pause", type=float, default=float(os.environ.get("BENCH_PAUSE", "0.3")),
+                    help="seconds before each contender's steps")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((args.batch, args.din)).astype(np.float32)
@@ -119,6 +123,7 @@ def main(argv=None):
     times = {k: [] for k in cands}
     for _ in range(args.rounds):
         for k, (fn, a, b) in cands.items():
+            time.sleep(args.pause)
             times[k].append(per_step(fn, a, b, args.steps if k != "mirax uncompiled" else max(1, args.steps // 5)))
     ref = statistics.median(times["mirax compiled"])
     print(f"MLP {args.din}-{args.hidden}-{args.hidden}-{args.classes}, batch {args.batch}, SGD step "

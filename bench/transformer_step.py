@@ -154,6 +154,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps-per-round", type=int, default=10)
+    ap.add_argument("--pause", type=float, default=float(os.environ.get("BENCH_PAUSE", "0.3")),
+                    help="seconds before each contender's steps (spinning thread pools go idle)")
     ap.add_argument("--no-jax", action="store_true", help="time mirax alone")
     args = ap.parse_args()
     print(describe())
@@ -206,6 +208,7 @@ def main():
     k = 0
     for _ in range(args.rounds):
         for name, (run, bs) in runners.items():
+            time.sleep(args.pause)
             t = time.perf_counter()
             for i in range(args.steps_per_round):
                 run(*bs[(k + i) % len(bs)])
