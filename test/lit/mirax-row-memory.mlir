@@ -5,8 +5,8 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
 
 // A row loop as mirax-fuse-reductions leaves it after bufferization: a max over the row
-// of %x, then exp-like work writing the row of %y. During the busiest column loop after
-// the first, each 64-byte piece of the next row of %x is prefetched for reading and of
+// of %x, then exp-like work writing the row of %y. During the busiest column loop (the
+// exp's), each 64-byte piece of the next row of %x is prefetched for reading and of
 // %y for writing (two rows of 4 KiB: the next row is within a quarter of L1d). The
 // row's scratch buffer (freed in the same iteration) goes on the stack; with one
 // thread it moves out of the loop.
@@ -53,6 +53,44 @@ func.func @rows(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
     %w = vector.extract_strided_slice %m {offsets = [0], sizes = [16], strides = [1]} : vector<32xf32> to vector<16xf32>
     vector.transfer_write %w, %s[%c0, %c0] {in_bounds = [true]} : vector<16xf32>, memref<1x16xf32>
     memref.dealloc %s : memref<1x16xf32>
+  }
+  return
+}
+
+// -----
+
+// The busiest column loop may be the first: a softmax whose max mirax-stable-shift moved
+// onto a branch starts with its exps (written into %y), then sums them; the prefetches
+// go into the exp loop, not the cheaper sum.
+// CHECK-LABEL: func.func @exp_first
+// CHECK: scf.forall
+// CHECK: scf.for %[[K:[^ ]+]] = 
+// CHECK-NEXT: memref.prefetch %arg0[%{{.+}}, %[[K]]], read
+// CHECK: math.exp
+// CHECK: scf.for
+// CHECK-NOT: memref.prefetch
+// CHECK: arith.addf
+// CHECK: return
+func.func @exp_first(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  scf.forall (%i) in (64) {
+    scf.for %k = %c0 to %c1024 step %c32 {
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %e = math.exp %v : vector<32xf32>
+      %f = arith.mulf %e, %e : vector<32xf32>
+      vector.transfer_write %f, %arg1[%i, %k] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
+    }
+    %s = scf.for %k = %c0 to %c1024 step %c32 iter_args(%acc = %zero) -> (vector<32xf32>) {
+      %v = vector.transfer_read %arg1[%i, %k], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %r = arith.addf %v, %acc : vector<32xf32>
+      scf.yield %r : vector<32xf32>
+    }
+    %w = vector.extract %s[0] : f32 from vector<32xf32>
+    memref.store %w, %arg1[%i, %c0] : memref<64x1024xf32>
   }
   return
 }
