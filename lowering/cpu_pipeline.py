@@ -245,8 +245,7 @@ class MiraxCpuPipeline(MiraxPass):
             pm.add(p)
         if self.opts["fuse"]:
             MiraxFuse().add_to(pm)
-        if self.opts["fuse"]:  # (while exp and log are math ops; mirax-fuse-reductions acts on it)
-            MiraxStableShift().add_to(pm)
+            MiraxStableShift().add_to(pm)  # (while exp and log are math ops; fuse-reductions acts on it)
         if self.opts["approx"]:  # after fusion: it sees the ops around each function in one body
             MathApprox(target="cpu").add_to(pm)
         if self.opts["fuse"]:

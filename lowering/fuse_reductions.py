@@ -76,7 +76,7 @@ from mlir.dialects.transform import interpreter
 
 from . import tuning
 from .approx import scale_with_ldexp, split_exp_range
-from .pass_base import MiraxPass, defining_op, isa, walk_ops
+from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, walk_ops
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -98,18 +98,10 @@ def _shape(t):
     return list(rt.shape) if rt.has_static_shape else None
 
 
-def _maps(op):
-    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
-
-
-def _kinds(op):
-    return ["reduction" if "reduction" in str(a) else "parallel" for a in op.attributes["iterator_types"]]
-
-
 def _extents(op):
     """Loop extents of a generic (static shapes only), or None."""
     ext = {}
-    for v, m in zip(op.operands, _maps(op)):
+    for v, m in zip(op.operands, indexing_maps(op)):
         s = _shape(v.type)
         if s is None:
             return None
@@ -126,14 +118,14 @@ def _is_row_op(op, rows, inside):
     if op.name == "linalg.fill":
         s = _shape(op.results[0].type)
         return bool(s) and s[0] == rows
-    kinds = _kinds(op)
+    kinds = iterator_kinds(op)
     if not kinds or kinds[0] != "parallel":  # a 0-d op has no loop to share
         return False
     ext = _extents(op)
     if ext is None or ext[0] != rows:
         return False
     n_in = len(op.operands) - len(op.results)
-    for k, (v, m) in enumerate(zip(op.operands, _maps(op))):
+    for k, (v, m) in enumerate(zip(op.operands, indexing_maps(op))):
         if k < n_in and not inside(v):
             continue
         r = m.results
@@ -154,11 +146,11 @@ def _row_dims(op, ext, inside):
         while d < min(len(s), len(ext)) and s[d] == ext[d]:
             d += 1
         return d
-    kinds, oext = _kinds(op), _extents(op)
+    kinds, oext = iterator_kinds(op), _extents(op)
     if oext is None:
         return 0
     n_in = len(op.operands) - len(op.results)
-    shared = [m for k, (v, m) in enumerate(zip(op.operands, _maps(op))) if k >= n_in or inside(v)]
+    shared = [m for k, (v, m) in enumerate(zip(op.operands, indexing_maps(op))) if k >= n_in or inside(v)]
     d = 0
     while d < min(len(kinds), len(ext)) and kinds[d] == "parallel" and oext[d] == ext[d]:
         ok = True
@@ -238,7 +230,7 @@ def groups(block):
         comps.setdefault(find(i), []).append(i)
 
     def group(members):
-        reds = [i for i in members if ops[i].name == "linalg.generic" and "reduction" in _kinds(ops[i])]
+        reds = [i for i in members if ops[i].name == "linalg.generic" and "reduction" in iterator_kinds(ops[i])]
         if not reds:
             return None
         mset = set(members)
@@ -259,7 +251,7 @@ def groups(block):
         if root.name != "linalg.generic":
             return None
         ext = _extents(root)
-        if not ext or "parallel" not in _kinds(root):
+        if not ext or "parallel" not in iterator_kinds(root):
             # a 0-d result (a full reduction): no rows to block; of row results (a full
             # reduction as rows, then one: dialect/reduction.py), the rows are the rest (its
             # init, one element, was no edge)
@@ -488,13 +480,13 @@ def _reuse_inputs(body):
     ops = [op.operation for op in body.operations]
     pos = {op: i for i, op in enumerate(ops)}
     for i, op in enumerate(ops):
-        if op.name != "linalg.generic" or "reduction" in _kinds(op) or len(op.results) != 1:
+        if op.name != "linalg.generic" or "reduction" in iterator_kinds(op) or len(op.results) != 1:
             continue
         n_in = len(op.operands) - 1
         args = op.regions[0].blocks[0].arguments
         if any(True for _ in args[n_in].uses):
             continue
-        maps = _maps(op)
+        maps = indexing_maps(op)
         for k in range(n_in):
             v = op.operands[k]
             d = _value_owner(v)
@@ -523,7 +515,7 @@ def _vector_plan(forall, split, widths, rows, gid, i64):
     (width, cols), = widths
     body = forall.regions[0].blocks[0]
     _reuse_inputs(body)
-    marks, small = [], False
+    marks = []
     # (nested ops too: those stable_shift.shift_rows moved onto its branch)
     for k, op in enumerate(walk_ops(forall, lambda n: n in KINDS)):
         if RED in op.attributes:
@@ -531,16 +523,15 @@ def _vector_plan(forall, split, widths, rows, gid, i64):
         shape = _shape(op.results[0].type) if len(op.results) == 1 else None
         if shape is None:
             continue
-        if op.name == "linalg.generic" and "reduction" in _kinds(op):
+        if op.name == "linalg.generic" and "reduction" in iterator_kinds(op):
             continue
         if math.prod(shape) <= width:
             op.attributes[SMALL] = ir.IntegerAttr.get(i64, gid)
-            small = True
         elif op.name == "linalg.generic" and shape == list(rows) + [cols]:
             op.attributes[EW] = ir.IntegerAttr.get(i64, 1000 * gid + k)
             marks.append(1000 * gid + k)
-    # (and the first chunk's max stable_shift.shift_rows marked)
-    small = small or any(SMALL in o.attributes for o in walk_ops(forall, lambda n: n in KINDS))
+    # (those marked here, and the first chunk's max stable_shift.shift_rows marked)
+    small = any(SMALL in o.attributes for o in walk_ops(forall, lambda n: n in KINDS))
     forall.attributes[FORALL] = ir.IntegerAttr.get(i64, gid)
     return dict(width=width, cols=cols, lead=len(rows), elementwise=marks, small=small)
 
@@ -590,7 +581,7 @@ def _shift_rows(forall, gid, width, i64):
 
     def mark_sum(op):
         op.attributes[RED] = ir.IntegerAttr.get(i64, rid)
-        new.append((rid, [0] * (len(_kinds(op)) - 1) + [width]))
+        new.append((rid, [0] * (len(iterator_kinds(op)) - 1) + [width]))
 
     def mark_small(op):  # (vectorized whole: the first chunk's max is not split)
         op.attributes[SMALL] = ir.IntegerAttr.get(i64, gid)
@@ -646,8 +637,8 @@ class MiraxFuseReductions(MiraxPass):
                 blk = row_block(rows, iters // rows, threads)  # the widest op of the group sets it
                 # vectorized: every op's loops but the last are rows (single rows beyond the
                 # first dim: a 3-d softmax's rows are its first two dims)
-                depth = max(len(_kinds(op)) if op.name == "linalg.generic" else len(_shape(op.results[0].type) or [])
-                            for op in [root] + list(prods))
+                depth = max(len(iterator_kinds(op)) if op.name == "linalg.generic"
+                            else len(_shape(op.results[0].type) or []) for op in [root] + list(prods))
                 vt = None
                 if depth >= 2 and lead >= depth - 1:
                     vt = ([blk] if depth == 2 else [1] * (depth - 1)) + [0] * (len(ext) - depth + 1)
@@ -658,7 +649,7 @@ class MiraxFuseReductions(MiraxPass):
                     pids.append(1000 * gid + k)
                 split, widths, plain = [], set(), []
                 for k, r in enumerate(reds):
-                    kinds, rext = _kinds(r), _extents(r)
+                    kinds, rext = iterator_kinds(r), _extents(r)
                     width = tuning.row_fusion_config(rext[-1] if rext else 0)["partial_sums"]
                     if (kinds.count("reduction") != 1 or kinds[-1] != "reduction"
                             or rext[-1] < 2 * width or not _combiner_ok(r)):

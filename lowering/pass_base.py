@@ -136,6 +136,16 @@ def within(op, ancestor) -> bool:
     return False
 
 
+def iterator_kinds(op):
+    """A linalg op's iterator types as strings: ["parallel", "reduction"] for a row sum."""
+    return ["reduction" if "reduction" in str(a) else "parallel" for a in op.attributes["iterator_types"]]
+
+
+def indexing_maps(op):
+    """A linalg op's indexing maps as `ir.AffineMap`s, one an operand."""
+    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+
+
 def constant_int(value):
     """The integer an `arith.constant` (index or integer) defines, else None."""
     op = defining_op(value)

@@ -97,14 +97,6 @@ def _is_root(loop) -> bool:
     return True
 
 
-def _inside(op, ancestor) -> bool:
-    while op is not None:
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
-
-
 _CONSUMERS = ("arith.", "math.", "vector.fma")
 
 

@@ -41,19 +41,11 @@ import math
 
 from mlir import ir
 
-from .pass_base import MiraxPass, defining_op, isa, user_op, walk_ops, within
+from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, user_op, walk_ops, within
 
 NAME = "mirax-stable-shift"
 SHIFT = "mirax.stable_shift"
 THRESHOLD = 0.5  # a fast sum below this (or not finite) takes the max branch
-
-
-def _kinds(op):
-    return ["reduction" if "reduction" in str(a) else "parallel" for a in op.attributes["iterator_types"]]
-
-
-def _maps(op):
-    return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
 
 
 def _n_inputs(op):
@@ -73,8 +65,8 @@ def _dims(amap):
     return [ir.AffineDimExpr(e).position if isa(ir.AffineDimExpr, e) else None for e in amap.results]
 
 
-def _generic(op, kinds=None):
-    return op is not None and op.name == "linalg.generic" and (kinds is None or _kinds(op) == kinds)
+def _generic(op):
+    return op is not None and op.name == "linalg.generic"
 
 
 def _row_kinds(n):
@@ -85,11 +77,11 @@ def _is_row_max(op) -> bool:
     """A `linalg.generic` computing the max of its one input over its last dim."""
     if not _generic(op) or len(op.results) != 1 or _n_inputs(op) != 1:
         return False
-    kinds = _kinds(op)
+    kinds = iterator_kinds(op)
     n = len(kinds)
     if n < 2 or kinds != _row_kinds(n):
         return False
-    maps = _maps(op)
+    maps = indexing_maps(op)
     if _dims(maps[0]) != list(range(n)) or _dims(maps[1]) != list(range(n - 1)):
         return False
     body = _body(op)
@@ -99,33 +91,50 @@ def _is_row_max(op) -> bool:
     return set(body[0].operands) == set(args) and body[1].operands[0] == body[0].results[0]
 
 
+def _exp_of_difference(op, x, v, kinds, out_dims):
+    """For a `linalg.generic` of iterator kinds `kinds` reading `x` (identity map) and `v`
+    (broadcast along the last dim) into an output indexed by the first `out_dims` dims,
+    whose body starts `exp(x - v)`: the exp op and the ops after it, else None."""
+    if not _generic(op) or iterator_kinds(op) != kinds or len(op.results) != 1 or _n_inputs(op) != 2:
+        return None
+    if op.operands[0] != x or op.operands[1] != v:
+        return None
+    n = len(kinds)
+    maps = indexing_maps(op)
+    vd = _dims(maps[1])
+    if _dims(maps[0]) != list(range(n)) or _dims(maps[2]) != list(range(out_dims)) \
+            or [d for d in vd if d is not None] != list(range(n - 1)) or len(vd) > n:
+        return None
+    ax, av, _ = op.regions[0].blocks[0].arguments
+    body = _body(op)
+    if len(body) < 3 or body[0].name != "arith.subf" or body[1].name != "math.exp":
+        return None
+    sub, ex = body[:2]
+    if list(sub.operands) != [ax, av] or ex.operands[0] != sub.results[0]:
+        return None
+    return ex, body[2:]
+
+
 def _is_sum_of_exp(op, x, v) -> bool:
     """`sum over the last dim of exp(x - v)` (v broadcast along the row), with the row
     dims of the max that made `v`."""
-    n = len(_kinds(op)) if _generic(op) else 0
-    if n < 2 or _kinds(op) != _row_kinds(n) or len(op.results) != 1 or _n_inputs(op) != 2:
+    n = len(iterator_kinds(op)) if _generic(op) else 0
+    found = _exp_of_difference(op, x, v, _row_kinds(n), n - 1) if n >= 2 else None
+    if found is None:
         return False
-    if op.operands[0] != x or op.operands[1] != v:
+    ex, rest = found
+    aout = op.regions[0].blocks[0].arguments[2]
+    if [o.name for o in rest] != ["arith.addf", "linalg.yield"]:
         return False
-    maps = _maps(op)
-    vd = _dims(maps[1])
-    if _dims(maps[0]) != list(range(n)) or _dims(maps[2]) != list(range(n - 1)) \
-            or [d for d in vd if d is not None] != list(range(n - 1)) or len(vd) > n:
-        return False
-    ax, av, aout = op.regions[0].blocks[0].arguments
-    body = _body(op)
-    if [o.name for o in body] != ["arith.subf", "math.exp", "arith.addf", "linalg.yield"]:
-        return False
-    sub, ex, add, y = body
-    return (list(sub.operands) == [ax, av] and ex.operands[0] == sub.results[0]
-            and set(add.operands) == {ex.results[0], aout} and y.operands[0] == add.results[0])
+    add, y = rest
+    return set(add.operands) == {ex.results[0], aout} and y.operands[0] == add.results[0]
 
 
 def _single_uses(op, a, b):
     """For an elementwise `linalg.generic` reading `a` and `b` once each, their block
     arguments and the one op of its body using each: (arg_a, user_a, arg_b, user_b),
     else None."""
-    if not _generic(op) or any(k != "parallel" for k in _kinds(op)):
+    if not _generic(op) or any(k != "parallel" for k in iterator_kinds(op)):
         return None
     ins = list(op.operands[:_n_inputs(op)])
     if ins.count(a) != 1 or ins.count(b) != 1:
@@ -149,30 +158,21 @@ def _is_log_plus(op, s, v) -> bool:
 
 def _is_exp_of_shift(op, x, v) -> bool:
     """`exp(x - v)` over the row (v broadcast along it): softmax's numerators."""
-    n = len(_kinds(op)) if _generic(op) else 0
-    if n < 2 or any(k != "parallel" for k in _kinds(op)) or len(op.results) != 1 or _n_inputs(op) != 2:
+    n = len(iterator_kinds(op)) if _generic(op) else 0
+    found = _exp_of_difference(op, x, v, ["parallel"] * n, n) if n >= 2 else None
+    if found is None or op.results[0].type != x.type:
         return False
-    if op.operands[0] != x or op.operands[1] != v or op.results[0].type != x.type:
-        return False
-    maps = _maps(op)
-    vd = _dims(maps[1])
-    if _dims(maps[0]) != list(range(n)) or _dims(maps[2]) != list(range(n)) \
-            or [d for d in vd if d is not None] != list(range(n - 1)) or len(vd) > n:
-        return False
-    ax, av, _ = op.regions[0].blocks[0].arguments
-    body = _body(op)
-    if [o.name for o in body] != ["arith.subf", "math.exp", "linalg.yield"]:
-        return False
-    sub, ex, y = body
-    return list(sub.operands) == [ax, av] and ex.operands[0] == sub.results[0] and y.operands[0] == ex.results[0]
+    ex, rest = found
+    return [o.name for o in rest] == ["linalg.yield"] and rest[0].operands[0] == ex.results[0]
 
 
 def _is_row_sum(op, e) -> bool:
     """The sum of `e` over its last dim."""
-    n = len(_kinds(op)) if _generic(op) else 0
-    if n < 2 or _kinds(op) != _row_kinds(n) or len(op.results) != 1 or _n_inputs(op) != 1 or op.operands[0] != e:
+    n = len(iterator_kinds(op)) if _generic(op) else 0
+    if n < 2 or iterator_kinds(op) != _row_kinds(n) or len(op.results) != 1 or _n_inputs(op) != 1 \
+            or op.operands[0] != e:
         return False
-    maps = _maps(op)
+    maps = indexing_maps(op)
     if _dims(maps[0]) != list(range(n)) or _dims(maps[1]) != list(range(n - 1)):
         return False
     ain, aout = op.regions[0].blocks[0].arguments
@@ -208,7 +208,7 @@ def shift_pattern(gmax):
     m, x = gmax.results[0], gmax.operands[0]
     users = _users(m)
     chain = None
-    if len(users) == 1 and _generic(users[0]) and all(k == "parallel" for k in _kinds(users[0])) \
+    if len(users) == 1 and _generic(users[0]) and all(k == "parallel" for k in iterator_kinds(users[0])) \
             and _n_inputs(users[0]) == 1 and len(users[0].results) == 1:
         chain = users[0]
     v = chain.results[0] if chain is not None else m
@@ -264,18 +264,19 @@ def _row_pattern(forall):
     m, xr = gmax.results[0], gmax.operands[0]
     users = _users(m)
     chain = users[0] if len(users) == 1 and _generic(users[0]) and _n_inputs(users[0]) == 1 \
-        and "reduction" not in _kinds(users[0]) else None
+        and "reduction" not in iterator_kinds(users[0]) else None
     v = chain.results[0] if chain is not None else m
     gexp = None
     if kind == RATIO:
-        exps = [u for u in _users(v) if _generic(u) and "reduction" not in _kinds(u) and u.results[0].type == xr.type]
+        exps = [u for u in _users(v)
+                if _generic(u) and "reduction" not in iterator_kinds(u) and u.results[0].type == xr.type]
         if len(exps) != 1:
             return None
         gexp = exps[0]
         summed = gexp.results[0]
     else:
         summed = v
-    sums = [u for u in _users(summed) if _generic(u) and "reduction" in _kinds(u)]
+    sums = [u for u in _users(summed) if _generic(u) and "reduction" in iterator_kinds(u)]
     if len(sums) != 1:
         return None
     gsum = sums[0]
