@@ -223,14 +223,15 @@ class VulkanDevice(Backend):
 
     # ---- set-up ---------------------------------------------------------------------------
     def _subgroup_size(self):
-        """The device's subgroup (SIMD group, warp, wave) size, core in Vulkan 1.1; 32 if unknown."""
+        """The device's subgroup (SIMD group, warp, wave) size, core in Vulkan 1.1; None if
+        unknown (target() then uses mirax-gpu-map's default)."""
         try:
             sub = vk.VkPhysicalDeviceSubgroupProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
             p2 = vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub)
             vk.vkGetPhysicalDeviceProperties2(self.physical, p2)
-            return int(sub.subgroupSize) or 32
-        except Exception:  # noqa: BLE001 - an old loader or wrapper: the common size
-            return 32
+            return int(sub.subgroupSize) or None
+        except Exception:  # noqa: BLE001 - an old loader or wrapper
+            return None
 
     def _extended_features(self):
         try:
@@ -594,7 +595,7 @@ _programs = LRU(default_capacity())
 
 def target():
     """The SPIR-V target of this process's device (capabilities it reports)."""
-    from ..lowering.gpu_map import THREADS
+    from ..lowering.gpu_map import SUBGROUP, THREADS
     from ..lowering.gpu_pipeline import Target
     dev = VulkanDevice.get()
     if dev is None:
@@ -603,7 +604,7 @@ def target():
     threads = min(THREADS, dev.max_threads)  # (mirax-gpu-map's workgroups are at most THREADS)
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
-                  max_threads=threads, subgroup=min(dev.subgroup, threads))
+                  max_threads=threads, subgroup=min(dev.subgroup or SUBGROUP, threads))
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):
