@@ -7,7 +7,9 @@ parallel loop (the rows) and hold at least one reduction, tiles the group's last
 row blocks (`transform.structured.tile_using_forall ... tile_sizes [R, 0]`) and pulls
 every other op of the group into that loop, greedily from the consumer up
 (`transform.structured.fuse_into_containing_op`), so each block of R rows is read from
-memory once and its intermediates stay in cache. Blocks are single rows (the tuning
+memory once and its intermediates stay in cache. A connected set with several roots (a
+training step's layer norm, whose centred rows the backward pass reads too) is split
+first into parts of one root each (`_single_root_parts`). Blocks are single rows (the tuning
 table's `block_elements`): a 4096-column row is 16 KiB, in L1 for every pass after the
 first.
 
@@ -228,6 +230,9 @@ def groups(block):
     comps = {}
     for i in range(len(ops)):
         comps.setdefault(find(i), []).append(i)
+    parts = []
+    for members in comps.values():
+        parts.extend(_single_root_parts(members, ops, idx, block))
 
     def group(members):
         reds = [i for i in members if ops[i].name == "linalg.generic" and "reduction" in iterator_kinds(ops[i])]
@@ -265,7 +270,69 @@ def groups(block):
         lead = min(_row_dims(ops[i], ext, inside) for i in members)
         prods = sorted((i for i in members if i != roots[0]), reverse=True)
         return (root, [ops[i] for i in prods], [ops[i] for i in reds], rows, iters, max(lead, 1))
-    return [g for g in (group(m) for m in comps.values()) if g is not None]
+    return [g for g in (group(m) for m in parts) if g is not None]
+
+
+def _position(op, pos):
+    """Index in the block of `op`, or of its ancestor there (`pos`: the block's ops by
+    index); None if it is in none of them."""
+    while op is not None:
+        op = op.operation
+        if op in pos:
+            return pos[op]
+        op = op.parent
+    return None
+
+
+def _rank(op):
+    s = _shape(op.results[0].type)
+    return None if s is None else len(s)
+
+
+def _single_root_parts(members, ops, idx, block):
+    """Split a connected set of row ops (indices into `ops`, in block order) into parts of
+    one root each, the only form `group` fuses. One root: the set as it is. Several (a
+    training step's layer norm: its centred and its scaled rows go on to the backward
+    pass, its output to a matmul): each root, latest first, takes the producers not yet
+    taken whose every user is in its part or comes after it in the block. The fused loop
+    stands where its root stood and hands those later users the producer's rows as extra
+    results (`fuse_into_containing_op` yields the fused result only, inserted where the
+    root's rows go: a producer of several results, or of another rank than the root's,
+    joins when all its users are in the part), so nothing is computed twice; a
+    producer whose value is needed earlier stays out of the part (in a part of its own, or
+    left as it was)."""
+    mset = set(members)
+
+    def users(i):
+        return [u.owner.operation for res in ops[i].results for u in res.uses]
+
+    def inner_producers(i):
+        return {idx[o] for v in ops[i].operands
+                if (o := _value_owner(v)) is not None and o in idx and idx[o] in mset}
+    if sum(1 for i in members if not any(idx.get(u) in mset for u in users(i))) <= 1:
+        return [members]
+    pos = {op.operation: k for k, op in enumerate(block.operations)}
+    taken, parts = set(), []
+    for r in sorted(members, reverse=True):
+        if r in taken:
+            continue
+        part, limit = {r}, pos[ops[r]]
+        taken.add(r)
+        todo = inner_producers(r)
+        while todo:
+            p = max(todo)  # the latest first: its users in the part are all decided
+            todo.discard(p)
+            if p in taken:
+                continue
+            # (upstream hands later users the fused result only, not a producer's other
+            # results, with offsets of the root's rank: it must match)
+            later = len(ops[p].results) == 1 and _rank(ops[p]) == _rank(ops[r])
+            if all(idx.get(u) in part or (later and (_position(u, pos) or -1) > limit) for u in users(p)):
+                part.add(p)
+                taken.add(p)
+                todo |= inner_producers(p) - taken
+        parts.append(sorted(part))
+    return parts
 
 
 def _private_fills(block):

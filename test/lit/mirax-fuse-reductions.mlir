@@ -168,3 +168,36 @@ func.func @softmax_big(%arg0: tensor<256x1024xf32>) -> tensor<256x1024xf32> {
   %7 = "mirax.divide"(%4, %6) : (tensor<256x1024xf32>, tensor<256x1024xf32>) -> tensor<256x1024xf32>
   return %7 : tensor<256x1024xf32>
 }
+
+// -----
+
+// A row group with two roots (a training step's layer norm: the centred rows also go on
+// to the backward pass, here `%5 * %arg1`): each root takes its producers, latest root
+// first. The layer norm is one vectorized loop that also yields the centred rows (computed
+// once, in the loop) to the later elementwise op; before, neither part was fused.
+// CHECK-LABEL: func.func @two_roots
+// CHECK: %[[L:.+]]:2 = scf.forall (%{{.+}}) in (8) shared_outs({{.*}}) -> (tensor<8x256xf32>, tensor<8x256xf32>)
+// CHECK: arith.subf {{.*}} : vector<[[W:[0-9]+]]xf32>
+// CHECK: vector.reduction <add>
+// CHECK: math.rsqrt {{.*}} : vector<[[W]]xf32>
+// CHECK: scf.forall.in_parallel
+// CHECK-COUNT-2: tensor.parallel_insert_slice
+// CHECK-NOT: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: %[[E:.+]] = linalg.generic {{.*}} ins(%[[L]]#1, %arg1 : tensor<8x256xf32>, tensor<8x256xf32>)
+// CHECK: return %[[L]]#0, %[[E]]
+func.func @two_roots(%arg0: tensor<8x256xf32>, %arg1: tensor<8x256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>) {
+  %0 = "mirax.sum"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<8x256xf32>) -> tensor<8x1xf32>
+  %1 = "mirax.constant"() {value = dense<2.560000e+02> : tensor<f32>} : () -> tensor<f32>
+  %2 = "mirax.broadcast_to"(%1) {shape = array<i64: 8, 1>} : (tensor<f32>) -> tensor<8x1xf32>
+  %3 = "mirax.divide"(%0, %2) : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %4 = "mirax.broadcast_to"(%3) {shape = array<i64: 8, 256>} : (tensor<8x1xf32>) -> tensor<8x256xf32>
+  %5 = "mirax.subtract"(%arg0, %4) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  %6 = "mirax.multiply"(%5, %5) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  %7 = "mirax.sum"(%6) {axes = array<i64: 1>, keepdims = true} : (tensor<8x256xf32>) -> tensor<8x1xf32>
+  %8 = "mirax.divide"(%7, %2) : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %9 = "mirax.rsqrt"(%8) : (tensor<8x1xf32>) -> tensor<8x1xf32>
+  %10 = "mirax.broadcast_to"(%9) {shape = array<i64: 8, 256>} : (tensor<8x1xf32>) -> tensor<8x256xf32>
+  %11 = "mirax.multiply"(%5, %10) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  %12 = "mirax.multiply"(%5, %arg1) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
+  return %11, %12 : tensor<8x256xf32>, tensor<8x256xf32>
+}
