@@ -1005,11 +1005,12 @@ def _large(value) -> bool:
 
 
 def skip_zero_fill(kernel) -> int:
-    """In a tiled kernel whose every C tile is computed in one pass (rows outermost, K
-    not split into slices), the register tiles start from zeros instead of reading C's
-    zero fill, and the fill goes: C is then written once, never read (4096x4096x1024: a
-    64 MiB fill and its read-back saved). The C reads are found by following the fill's
-    value through scf.for iter_args and extract_slices to the transfer_reads that start
+    """In a tiled kernel whose every C tile is computed in one pass (K not split into
+    slices), the register tiles start from zeros instead of reading C's zero fill, and
+    the fill goes: C is then written once, never read (4096x4096x1024: a 64 MiB fill and
+    its read-back saved; a transformer step's 1536x64 products: their fills were 5% of
+    its samples). The C reads are found by following the fill's value through scf.for
+    iter_args, scf.forall shared outs and extract_slices to the transfer_reads that start
     a loop's accumulator. Returns how many reads became zeros."""
     from mlir.dialects import arith
     from .pass_base import user_op
@@ -1024,13 +1025,17 @@ def skip_zero_fill(kernel) -> int:
                 u, n = user_op(use), use.operand_number
                 if u.name == "scf.for" and n >= 3:  # an init: follow the iter_arg
                     todo.append(u.regions[0].blocks[0].arguments[n - 2])
+                elif u.name == "scf.forall" and n >= len(u.operands) - len(u.results):  # a shared out
+                    args = u.regions[0].blocks[0].arguments
+                    todo.append(args[len(args) - len(u.operands) + n])
                 elif u.name == "tensor.extract_slice" and n == 0:
                     todo.append(u.results[0])
                 elif u.name == "vector.transfer_read" and n == 0:
                     r = u.results[0]
                     ok = all(user_op(x).name == "scf.for" for x in r.uses)  # an accumulator's start
                     reads.append(u)
-                elif u.name == "scf.yield" or (u.name in ("vector.transfer_write", "tensor.insert_slice") and n == 1):
+                elif u.name == "scf.yield" or (u.name in ("vector.transfer_write", "tensor.insert_slice",
+                                                          "tensor.parallel_insert_slice") and n == 1):
                     continue  # handed on unchanged / written over
                 else:
                     ok = False
@@ -1174,7 +1179,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
             for (i, _, p), (_, f) in zip(items, kernels):
-                if (p.get("rows_outer") or _fuses_b_pack(p)) and p["kc"] >= p["dims"][2]:
+                if p["kc"] >= p["dims"][2]:  # (K in one slice: each C tile computed in one pass)
                     skip_zero_fill(f)
                 scalar_broadcast_reads(f)
             _inline(root, kernels)
