@@ -14,7 +14,8 @@ table's `block_elements`): a 4096-column row is 16 KiB, in L1 for every pass aft
 first.
 
 The row loop is then vectorized in chunks of W columns (W = the tuning table's
-`partial_sums`, 4 vectors of the host's f32 lanes: 64 on AVX-512, 32 on AVX2). Each
+`partial_sums`, 4 vectors of the host's f32 lanes: 64 on AVX-512, 32 on AVX2; halved,
+down to one vector, while a row is shorter than two chunks). Each
 reduction over the columns is split into W partial results
 (`tile_reduction_using_for`), vectorized, and its accumulator hoisted out of the column
 loop (`hoist_loop_invariant_subsets`): a vector carried in registers, reduced to one value
@@ -76,7 +77,7 @@ import warnings
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
-from . import tuning
+from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
 from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, walk_ops
 from .stable_shift import SHIFT, shift_rows
@@ -690,6 +691,7 @@ class MiraxFuseReductions(MiraxPass):
         threads = int(self.opts["threads"]) or tuning.threads()
         cfg = tuning.table()["row_fusion"]
         min_el = int(self.opts["min-elements"]) or cfg["min_elements"]
+        lanes = host_cpu.host().f32_lanes
         with module.context, ir.Location.unknown():
             i64 = ir.IntegerType.get_signless(64)
             todo = []
@@ -718,6 +720,10 @@ class MiraxFuseReductions(MiraxPass):
                 for k, r in enumerate(reds):
                     kinds, rext = iterator_kinds(r), _extents(r)
                     width = tuning.row_fusion_config(rext[-1] if rext else 0)["partial_sums"]
+                    # short rows (a transformer's 64 features, 48 attention scores): fewer
+                    # partial sums, down to one vector, so that two chunks still fit a row
+                    while rext and width > lanes and rext[-1] < 2 * width:
+                        width //= 2
                     if (kinds.count("reduction") != 1 or kinds[-1] != "reduction"
                             or rext[-1] < 2 * width or not _combiner_ok(r)):
                         continue

@@ -201,3 +201,29 @@ func.func @two_roots(%arg0: tensor<8x256xf32>, %arg1: tensor<8x256xf32>) -> (ten
   %12 = "mirax.multiply"(%5, %arg1) : (tensor<8x256xf32>, tensor<8x256xf32>) -> tensor<8x256xf32>
   return %11, %12 : tensor<8x256xf32>, tensor<8x256xf32>
 }
+
+// -----
+
+// Rows shorter than two chunks of the host's width (48 attention scores) keep fewer
+// partial sums, down to one vector: still one vectorized row loop (before, its
+// reductions were not split and the loop was left to LLVM's vectorizer).
+// CHECK-LABEL: func.func @short_rows
+// CHECK: scf.forall (%{{.+}}) in (64)
+// CHECK: scf.for {{.*}} -> (vector<1x[[W:[0-9]+]]xf32>)
+// CHECK: arith.maximumf {{.*}} : vector<[[W]]xf32>
+// CHECK: vector.reduction <maximumf>
+// CHECK: math.exp {{.*}} : vector<[[W]]xf32>
+// CHECK: scf.forall.in_parallel
+// CHECK-NOT: linalg.
+// CHECK: return
+func.func @short_rows(%arg0: tensor<64x48xf32>) -> tensor<64x48xf32> {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<64x48xf32>) -> tensor<64x1xf32>
+  %1 = "mirax.stop_gradient"(%0) : (tensor<64x1xf32>) -> tensor<64x1xf32>
+  %2 = "mirax.broadcast_to"(%1) {shape = array<i64: 64, 48>} : (tensor<64x1xf32>) -> tensor<64x48xf32>
+  %3 = "mirax.subtract"(%arg0, %2) : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
+  %4 = "mirax.exp"(%3) : (tensor<64x48xf32>) -> tensor<64x48xf32>
+  %5 = "mirax.sum"(%4) {axes = array<i64: 1>, keepdims = true} : (tensor<64x48xf32>) -> tensor<64x1xf32>
+  %6 = "mirax.broadcast_to"(%5) {shape = array<i64: 64, 48>} : (tensor<64x1xf32>) -> tensor<64x48xf32>
+  %7 = "mirax.divide"(%4, %6) : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
+  return %7 : tensor<64x48xf32>
+}
