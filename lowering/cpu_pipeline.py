@@ -194,8 +194,8 @@ def _annotate_loops(op, *_):
 
 
 def _dynamic_schedule(op, *_):
-    """omp.wsloop with schedule(dynamic) in modules with tiled matmuls (their loops
-    balance better so; streaming kernels lose with it)."""
+    """schedule(dynamic) for the omp.wsloops of tiled matmuls (their tasks balance
+    better so; streaming kernels and row loops lose with it)."""
     from .matmul_codegen import DYNAMIC_SCHEDULE, openmp_dynamic_schedule
     if DYNAMIC_SCHEDULE in op.attributes:
         openmp_dynamic_schedule(op)

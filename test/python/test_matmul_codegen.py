@@ -260,6 +260,19 @@ def test_lowering_helpers(rng):
         PassManager.parse("builtin.module(scf-forall-to-parallel,convert-scf-to-openmp)").run(module.operation)
         mc.openmp_dynamic_schedule(module)
         assert "schedule(dynamic)" in str(module)
+        loops = mc._walk(module.operation, "omp.wsloop")
+        assert all(("schedule_kind" in w.attributes) == bool(mc._walk(w, "vector.fma")) for w in loops)
+
+
+def test_only_matmul_tasks_are_dynamically_scheduled():
+    """In a compiled program, the matmul's loop gets schedule(dynamic); the row loop of a
+    softmax beside it stays static (one dispatch call an iteration otherwise)."""
+    import mirax as mr
+    x = mr.array(np.ones((256, 512), np.float32))
+    w = mr.array(np.ones((512, 512), np.float32))
+    text = mr.compile(lambda x, w: mr.softmax(x @ w, axis=-1)).lower(x, w).as_text("llvm")
+    loops = [line.strip() for line in text.splitlines() if "omp.wsloop" in line]
+    assert "omp.wsloop schedule(dynamic) {" in loops and "omp.wsloop {" in loops, loops
 
 
 @pytest.mark.parametrize("m,n,k", [(784, 512, 256), (100, 130, 70), (64, 96, 33)])
