@@ -75,11 +75,10 @@ import math
 import warnings
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
 
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
-from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, walk_ops
+from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, run_transform, walk_ops
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -409,8 +408,7 @@ def fuse_script(root_id, tiles, producers) -> str:
     """First half of a vectorized group: the row-block loop, one copy of each producer
     (fused once per consumer, then CSE'd)."""
     L, forall = _fuse_steps(root_id, tiles, producers)
-    L.append(f"    %func = transform.get_parent_op {forall} {{op_name = \"func.func\"}} : ({ANY}) -> {ANY}")
-    L.append(f"    transform.apply_cse to %func : {ANY}")
+    L.append(f"    transform.apply_cse to {forall} : {ANY}")
     return _wrap(L)
 
 
@@ -523,8 +521,7 @@ def _clear(root):
 
 
 def _apply(module, text):
-    xf = ir.Module.parse(text)
-    interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
+    run_transform(module, ir.Module.parse(text))
 
 
 def _find_forall(module, gid):

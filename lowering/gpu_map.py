@@ -34,9 +34,8 @@ import ctypes
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
 
-from .pass_base import MiraxPass, PassError, defining_op, isa, user_op
+from .pass_base import MiraxPass, PassError, defining_op, isa, run_transform, user_op
 
 NAME = "mirax-gpu-map"
 ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
@@ -754,8 +753,7 @@ def map_function(func_op, threads=THREADS, return_script=False, subgroup=SUBGROU
     if return_script:
         return script
     with ctx, ir.Location.unknown():
-        smod = ir.Module.parse(script)
-        interpreter.apply_named_sequence(func_op, smod.body.operations[0], smod)
+        run_transform(func_op, ir.Module.parse(script))
         # record each kernel's workgroup size on its block forall
         _tag_blocks(func_op, {k.index: k.block for k in kernels})
         _partials_in_workgroup_memory(func_op)

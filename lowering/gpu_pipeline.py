@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
 from .approx import MathApprox
@@ -39,7 +38,8 @@ from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
 from .lower_barriers import MiraxLowerBarriers
-from .pass_base import MiraxPass, PassError, defining_op, isa, memory_space, private_memref_type, user_op, walk_ops
+from .pass_base import (MiraxPass, PassError, defining_op, isa, memory_space, private_memref_type, run_transform,
+                        user_op, walk_ops)
 
 NAME = "mirax-gpu-pipeline"
 
@@ -281,7 +281,7 @@ def _apply(f, lines):
     with f.context, ir.Location.unknown():
         smod = ir.Module.parse(script)
         try:
-            interpreter.apply_named_sequence(f, smod.body.operations[0], smod)
+            run_transform(f, smod)
         except (ValueError, ir.MLIRError) as err:
             raise PassError(f, f"mirax-gpu-launch: {err}") from None
 

@@ -25,10 +25,9 @@ from __future__ import annotations
 import math
 
 from mlir import ir
-from mlir.dialects.transform import interpreter
 
 from . import tuning
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, run_transform
 
 NAME = "mirax-parallelize"
 MARK = "mirax.parallel_dim"
@@ -169,8 +168,7 @@ class MiraxParallelize(MiraxPass):
             if not dims:
                 return
             try:
-                xf = ir.Module.parse(script(dims, threads))
-                interpreter.apply_named_sequence(module, xf.body.operations[0], xf)
+                run_transform(module, ir.Module.parse(script(dims, threads)))
             except Exception:  # noqa: BLE001 - a schedule that does not apply leaves the ops serial
                 pass
             finally:
