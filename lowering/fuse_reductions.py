@@ -382,6 +382,9 @@ def _fuse_steps(root_id, tiles, producers) -> tuple[list[str], str]:
                  f": ({ANY}) -> {ANY}")
         L.append(f"    %q{k}, %f{k + 1} = transform.structured.fuse_into_containing_op %p{k} into %f{k} "
                  f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        # (a producer is fused once per use in the loop: without CSE after each, every copy
+        # takes its own copies of the next producers, and the loop grows multiplicatively)
+        L.append(f"    transform.apply_cse to %f{k + 1} : {ANY}")
     return L, f"%f{len(producers)}"
 
 

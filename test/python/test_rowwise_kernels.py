@@ -240,6 +240,42 @@ def test_short_rows_are_vectorized(name, cols):
     assert carried == {str(width)}  # (fewer than WIDTH where cols < 2 * WIDTH)
 
 
+def test_fusing_a_group_copies_each_producer_once():
+    """The fusion steps on a layer norm's gradient (16 producers, many used twice in the
+    row): each fused copy is CSE'd before the next producer is fused, so the loop stays
+    about the group's size (without: every copy took its own copies of the next
+    producers, 91 KB of IR and 0.7 s for this group instead of 13 KB and 14 ms)."""
+    import mirax.nn as nn
+    from mlir import ir
+    from mirax.lowering import fuse_reductions as fr
+    from mirax.lowering.pass_base import run_transform, walk_ops
+    from mirax.runtime.context import context
+    ln = nn.LayerNorm(64)
+
+    def loss(x, h):
+        y = ln(x + h)
+        return (y * y).sum()
+    x = A(np.ones((32, 48, 64), np.float32))
+    text = mr.compile(mr.grad(loss)).lower(x, x).as_text("linalg")
+    fused = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mirax-opt"), "--mirax-fuse"],
+                           input=text, capture_output=True, text=True, check=True).stdout
+    with context(), ir.Location.unknown():
+        m = ir.Module.parse(fused)
+        i64 = ir.IntegerType.get_signless(64)
+        (block,) = fr._blocks(m.operation)
+        fr._private_fills(block)
+        (root, prods, *_), = fr.groups(block)
+        root.attributes[fr.ROOT] = ir.IntegerAttr.get(i64, 0)
+        for k, op in enumerate(prods):
+            op.attributes[fr.PROD] = ir.IntegerAttr.get(i64, k)
+        assert len(prods) >= 12
+        steps, _ = fr._fuse_steps(0, [1, 1, 0], list(range(len(prods))))  # (no final CSE)
+        run_transform(m.operation, ir.Module.parse(fr._wrap(steps)))
+        (loop,) = walk_ops(m.operation, lambda n: n == "scf.forall")
+        inside = walk_ops(loop, lambda n: n.startswith("linalg."))
+        assert len(inside) <= 3 * (len(prods) + 1)  # (34 for 16 producers; 298 without)
+
+
 def test_rowwise_3d_rows_are_all_leading_dims():
     """softmax over the last axis of a 3-d array: one iteration of the row loop a row (both
     leading dims), vectorized and prefetched as in 2-d."""
