@@ -409,10 +409,8 @@ def script(root_id, tiles, producers, split) -> str:
 
 def fuse_script(root_id, tiles, producers) -> str:
     """First half of a vectorized group: the row-block loop, one copy of each producer
-    (fused once per consumer, then CSE'd)."""
-    L, forall = _fuse_steps(root_id, tiles, producers)
-    L.append(f"    transform.apply_cse to {forall} : {ANY}")
-    return _wrap(L)
+    (fused once per consumer, CSE'd after each: `_fuse_steps`)."""
+    return _wrap(_fuse_steps(root_id, tiles, producers)[0])
 
 
 def _peeled(loop, tag, cols, width):

@@ -261,10 +261,10 @@ def tune_threads(*, sizes=None, log=print, save: bool = True) -> dict | None:
         return None
     sizes = sizes or thread_sizes()
 
-    def kernels(size):
+    def kernels(size, threads=(1, n)):
         x = mr.array(np.random.default_rng(0).standard_normal(size, dtype=np.float32))
         fns = {}
-        for t in (1, n):
+        for t in threads:
             os.environ["MIRAX_NUM_THREADS"] = str(t)
             try:
                 with tuning.override(parallel={"elementwise": {"parallel_min_elements": 1}}):
@@ -276,18 +276,19 @@ def tune_threads(*, sizes=None, log=print, save: bool = True) -> dict | None:
         return fns
     clock, _clock[0] = _clock[0], time.perf_counter  # threads only ever save wall time
     try:
-        call = _race(kernels(16), 5, 200)[1]
-        wins = []
+        call = _race(kernels(16, threads=(1,)), 5, 200)[1]
+        winner = None  # the size before, if it won
         for size in sizes:
             r = _race(kernels(size), 5, max(3, min(200, (1 << 22) // size)))
-            wins.append(r[n] - call < 0.9 * (r[1] - call))
-            if len(wins) >= 2 and wins[-2] and wins[-1]:
+            wins = r[n] - call < 0.9 * (r[1] - call)
+            if wins and winner is not None:
+                found = winner
                 break
+            winner = size if wins else None
+        else:
+            found = sizes[-1] * 2
     finally:
         _clock[0] = clock
-    found = next((s for s, w, v in zip(sizes, wins, wins[1:]) if w and v), None)
-    if found is None:
-        found = sizes[-1] * 2
     log(f"  threads: elementwise kernels gain from {n} threads from {found} elements on")
     entry = {"elementwise": {"parallel_min_elements": found},
              "reduction": {"parallel_min_elements": found},
