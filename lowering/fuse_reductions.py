@@ -65,6 +65,9 @@ A row max that `mirax-stable-shift` marked (used only as softmax's or logsumexp'
 is computed only on a branch of the rows that need it (`stable_shift.shift_rows`, before
 the row loop is vectorized): the row is summed with its first chunk's max as the shift.
 
+Each group is scheduled in a scratch function holding a copy of its ops (`_Scratch`) and
+moved back, so that the transform scripts' cost follows the group, not the function.
+
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
 interpreter; a schedule that does not apply leaves the module as it was.
@@ -78,7 +81,8 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
-from .pass_base import MiraxPass, defining_op, indexing_maps, isa, iterator_kinds, run_transform, walk_ops
+from .pass_base import (MiraxPass, clone_mapped, defining_op, indexing_maps, isa, iterator_kinds, run_transform,
+                        user_op, walk_ops)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -500,12 +504,111 @@ def _blocks(root):
     return out
 
 
-def _restore(module, backup):
-    body = module.regions[0].blocks[0]
-    for op in list(body.operations):
-        op.erase()
-    for op in list(backup.regions[0].blocks[0].operations):
-        body.append(op)
+# ---- each group is scheduled in a module of its own ---------------------------------------
+# `fuse_into_containing_op` prints its producer and loop into a diagnostic before it tries
+# (upstream builds the message eagerly), and printing an op names every value of the
+# top-level op around it: fusing into a training step's function cost O(function) per
+# producer, 10-15 ms each, and the vector script's pattern sets ran over the whole
+# function once a group. A group's ops are copied into a scratch function of the values
+# they read (its payload), scheduled there and moved back: the cost follows the group.
+
+def _top(op, block_ops):
+    """`op` or its ancestor among `block_ops` (a set of one block's ops), else None."""
+    while op is not None:
+        if op in block_ops:
+            return op
+        op = op.parent
+    return None
+
+
+def _owner_op(v):
+    """The op whose result `v` is, or whose region holds block argument `v`."""
+    o = v.owner
+    if isinstance(o, ir.Block):
+        return o.owner.operation if hasattr(o.owner, "operation") else o.owner
+    return o.operation if hasattr(o, "operation") else o
+
+
+class _Scratch:
+    """A copy of a row group's ops (`ops`, of one block, in block order: the root last)
+    in a function of its own: `module` is the transform scripts' payload, `put_back`
+    moves the scheduled ops to where the root stood.
+
+    The function takes the values the ops read from elsewhere as arguments (constants
+    and static `tensor.empty`s are copied in: fusing a fill of an empty tensor must see
+    it) and returns the group's results that ops after the root read (the root's, and a
+    producer's that a later op reads: fused, the row loop yields its rows). A producer
+    that an op before the root reads keeps its original there."""
+
+    def __init__(self, ops):
+        from mlir.dialects import func
+        members = set(ops)
+        self.ops, self.root = ops, ops[-1]
+        nested = {}  # every op of the group, nested ones too -> the group op it is in
+        for op in ops:
+            nested[op] = op
+            for n in walk_ops(op, lambda name: True):
+                nested[n] = op
+        leaves, args, seen = [], [], set()
+        for n in nested:
+            for v in n.operands:
+                o = _owner_op(v)
+                if v in seen or _top(o, members) is not None:
+                    continue
+                seen.add(v)
+                leaf = not isinstance(v.owner, ir.Block) and o.name in ("arith.constant", "tensor.empty") \
+                    and len(o.operands) == 0
+                (leaves if leaf else args).append(v)
+        self.returned = []
+        for op in ops:
+            for r in op.results:
+                outside = [u for u in map(user_op, r.uses) if _top(u, members) is None]
+                if outside and all(not _top_in_block(u, self.root).is_before_in_block(self.root)
+                                   for u in outside):
+                    self.returned.append(r)
+        self.args = args
+        self.module = ir.Module.create()
+        with ir.InsertionPoint(self.module.body):
+            f = func.FuncOp("mirax_row_group", ([v.type for v in args], [r.type for r in self.returned]))
+        entry = f.add_entry_block()
+        mapping = dict(zip(args, entry.arguments))
+        ip = ir.InsertionPoint(entry)
+        for v in leaves:
+            if v not in mapping:
+                clone_mapped(_owner_op(v), mapping, ip)
+        for op in ops:
+            new = clone_mapped(op, mapping, ip)
+            for n in walk_ops(new, lambda name: True):  # values read inside its regions
+                for i, v in enumerate(n.operands):
+                    if v in mapping:
+                        n.operands[i] = mapping[v]
+        with ip:
+            func.ReturnOp([mapping[r] for r in self.returned])
+        self.entry = entry
+
+    def put_back(self):
+        """Move the scheduled ops before the original root, hand the returned values to
+        their readers and erase the originals left without readers."""
+        body = list(self.entry.operations)
+        ret = body[-1]
+        new = list(ret.operands)
+        for a, v in zip(self.entry.arguments, self.args):
+            a.replace_all_uses_with(v)
+        for op in body[:-1]:
+            op.operation.move_before(self.root)
+        for old, v in zip(self.returned, new):
+            old.replace_all_uses_with(v)
+        for op in reversed(self.ops):
+            if all(next(iter(r.uses), None) is None for r in op.results):
+                op.erase()
+
+
+def _top_in_block(op, anchor):
+    """`op` or its ancestor in the block of `anchor`."""
+    blk = anchor.block
+    while op is not None and op.block != blk:
+        op = op.parent
+    return op
 
 
 def _clear(root):
@@ -659,25 +762,24 @@ def _shift_rows(forall, gid, width, i64):
 
 class MiraxFuseReductions(MiraxPass):
     @staticmethod
-    def _vectorized(module, gid, tiles, lead, pids, split, widths, i64):
+    def _vectorized(ops, gid, tiles, lead, pids, split, widths, i64):
         """Fuse (root tiled by `tiles`, its first `lead` dims rows) and vectorize group
-        `gid`; None when done, else the error (the module then is as it was)."""
-        backup = module.clone()
+        `gid` (its `ops`, in block order); None when done, else the error (the group's
+        ops then are as they were)."""
+        scratch = _Scratch(ops)
         try:
-            _apply(module, fuse_script(gid, tiles, pids))
-            forall = _find_forall(module, gid)
+            _apply(scratch.module, fuse_script(gid, tiles, pids))
+            forall = _find_forall(scratch.module, gid)
             if forall is not None and len(widths) == 1:
                 split = split + _shift_rows(forall, gid, next(iter(widths))[0], i64)
             vec = None if forall is None else _vector_plan(forall, split, widths, tiles[:lead], gid, i64)
             if vec is None:
                 raise ValueError("nothing to vectorize")
-            _apply(module, vector_script(gid, split, vec))
-            return None
+            _apply(scratch.module, vector_script(gid, split, vec))
         except (ir.MLIRError, ValueError) as e:
-            _restore(module, backup)
             return e
-        finally:
-            backup.erase()
+        scratch.put_back()
+        return None
 
     name = NAME
     summary = "Fuse row-wise reductions with their elementwise producers/consumers into one row-block loop"
@@ -695,11 +797,14 @@ class MiraxFuseReductions(MiraxPass):
             todo = []
             for block in _blocks(module):
                 _private_fills(block)
+                pos = None
                 for g in groups(block):
                     if g[4] >= min_el:
-                        todo.append(g)
-            plans = []  # marked up front: a failed attempt restores a copy of the module
-            for gid, (root, prods, reds, rows, iters, lead) in enumerate(todo):
+                        if pos is None:
+                            pos = {op.operation: k for k, op in enumerate(block.operations)}
+                        todo.append(g + (sorted([g[0]] + list(g[1]), key=pos.__getitem__),))
+            plans = []  # each group marked up front, then scheduled in a scratch copy of its ops
+            for gid, (root, prods, reds, rows, iters, lead, order) in enumerate(todo):
                 ext = _extents(root)
                 blk = row_block(rows, iters // rows, threads)  # the widest op of the group sets it
                 # vectorized: every op's loops but the last are rows (single rows beyond the
@@ -730,19 +835,17 @@ class MiraxFuseReductions(MiraxPass):
                     widths.add((width, rext[-1]))
                     if rext[-1] >= cfg["split_min"]:  # left to LLVM's vectorizer: long rows only
                         plain.append(split[-1])
-                plans.append((gid, [blk] + [0] * (len(ext) - 1), vt, depth - 1, pids, split, widths, plain))
-            for gid, tiles, vt, lead, pids, split, widths, plain in plans:
-                err = True if vt is None else self._vectorized(module, gid, vt, lead, pids, split, widths, i64)
+                plans.append((gid, order, [blk] + [0] * (len(ext) - 1), vt, depth - 1, pids, split, widths, plain))
+            for gid, order, tiles, vt, lead, pids, split, widths, plain in plans:
+                err = True if vt is None else self._vectorized(order, gid, vt, lead, pids, split, widths, i64)
                 if err is not None:  # LLVM's loop vectorizer then
-                    backup = module.clone()
+                    scratch = _Scratch(order)
                     try:
-                        _apply(module, script(gid, tiles, pids, plain))
+                        _apply(scratch.module, script(gid, tiles, pids, plain))
+                        scratch.put_back()
                         err = None
-                    except (ir.MLIRError, ValueError) as e:  # leave the module as it was
-                        _restore(module, backup)
+                    except (ir.MLIRError, ValueError) as e:  # the group's ops stay as they were
                         err = e
-                    finally:
-                        backup.erase()
                 if err is not None:
                     warnings.warn(f"{NAME}: row group not fused: {err}")
             _clear(module)
