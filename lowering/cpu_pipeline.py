@@ -223,7 +223,8 @@ class MiraxCpuPipeline(MiraxPass):
             pm.add(p)
         MiraxResultsInPlace().add_to(pm)  # results written through reshaped views: not copied
         pm.add(_strided_copies, name="mirax-strided-copies")
-        MiraxRowMemory(threads=threads).add_to(pm)  # rows prefetched, row buffers on the stack
+        # rows prefetched, row buffers on the stack, large outputs' rows by streaming stores
+        MiraxRowMemory(threads=threads, **{"stream-bytes": int(self.opts["stream-bytes"])}).add_to(pm)
         MiraxEarlyDealloc().add_to(pm)
         if int(self.opts["stream-bytes"]) >= 0:
             MiraxStreamingStores(**{"min-bytes": int(self.opts["stream-bytes"])}).add_to(pm)

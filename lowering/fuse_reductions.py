@@ -82,7 +82,7 @@ from mlir import ir
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
 from .pass_base import (MiraxPass, clone_mapped, defining_op, indexing_maps, isa, iterator_kinds, run_transform,
-                        user_op, walk_ops)
+                        user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -978,6 +978,129 @@ def prefetch_next_rows(module, vector_bytes, l1d, locality=2):
                     memref.PrefetchOp(m, nxt + [col], write, locality, True)
 
 
+def _const_index(v):
+    d = defining_op(v)
+    if d is None or d.name != "arith.constant" or not isa(ir.IntegerAttr, d.attributes["value"]):
+        return None
+    return ir.IntegerAttr(d.attributes["value"]).value
+
+
+def _row_subview(op, ivs):
+    """(buffer, cols) when `op` is `memref.subview %m[ivs.., 0] [1.., cols] [1..]`, the
+    row of the iteration in a buffer of one more dim than the row loop's `ivs`."""
+    n = len(ivs)
+    if op.name != "memref.subview" or list(op.operands[1:]) != list(ivs):
+        return None
+    t = ir.MemRefType(op.results[0].type)
+    if t.rank != n + 1 or list(t.shape[:n]) != [1] * n or t.shape[n] < 0 \
+            or list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[n:] != [0] \
+            or list(ir.DenseI64ArrayAttr(op.attributes["static_strides"])) != [1] * (n + 1):
+        return None
+    return op.operands[0], t.shape[n]
+
+
+def _chunk_access(op, row, k, n, width):
+    """Whether `op` reads or writes `row` as one whole chunk at [0.., k]: an in-bounds
+    1-d transfer of `width` elements, unmasked."""
+    write = op.name == "vector.transfer_write"
+    base, idx = (op.operands[1], op.operands[2:]) if write else (op.operands[0], op.operands[1:-1])
+    if base != row or len(idx) != n + 1 or idx[n] != k or any(_const_index(i) != 0 for i in idx[:n]):
+        return False
+    vt = ir.VectorType((op.operands[0] if write else op.results[0]).type)
+    pmap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    return (vt.rank == 1 and vt.shape[0] == width and len(op.operands) == n + 3  # (no mask)
+            and pmap == ir.AffineMap.get_minor_identity(n + 1, 1) and str(op.attributes["in_bounds"]) == "[true]")
+
+
+def stream_row_outputs(module, min_bytes, line, parallel):
+    """Rows of large outputs go to memory with non-temporal stores, once.
+
+    A row loop that writes its output row, then reads and rewrites it (softmax's exp,
+    then its scaling; layer norm's centred row, then its scaling) keeps the row in cache
+    but sends it to memory through normal stores, which first read each line (read for
+    ownership): an output larger than the last-level cache (`min_bytes`) moved 1.5x the
+    bytes of a copy. Here the row's passes but the last go to a stack row (`memref.alloca`,
+    in L1), and the last pass writes the output with `vector.store {nontemporal}` (whole
+    `line`-aligned chunks; a row whose address is not `line`-aligned takes the old loop on
+    a branch). Only rows written first as whole chunks and last by a loop over all of the
+    row's chunks are rewritten. `parallel`: iterations are OpenMP tasks with a stack
+    scope each; else the stack row is allocated once, before the loop."""
+    from mlir.dialects import arith, memref, scf, vector
+    idx_t = ir.IndexType.get()
+    for forall in walk_ops(module, lambda n: n == "scf.forall"):
+        if _row_loop(forall) is None:
+            continue
+        body = forall.regions[0].blocks[0]
+        ivs = list(body.arguments)
+        n = len(ivs)
+        tops = [op.operation for op in body.operations]
+        pos = {op: i for i, op in enumerate(tops)}
+        for sv in [op for op in tops if op.name == "memref.subview"]:
+            found = _row_subview(sv, ivs)
+            if found is None:
+                continue
+            m, cols = found
+            mt = ir.MemRefType(m.type)
+            esize = max(1, _bits(m) // 8)
+            if not mt.has_static_shape or math.prod(mt.shape) * esize < min_bytes:
+                continue
+            if any(within(user_op(u), forall) and user_op(u) != sv for u in m.uses):
+                continue  # (read or written some other way in the loop)
+            row = sv.results[0]
+            users = [(user_op(u), u.operand_number) for u in row.uses]
+            if not users or any(o.name not in ("vector.transfer_read", "vector.transfer_write") for o, _ in users):
+                continue
+            holders = [_top(o, pos) for o, _ in users]
+            if any(h is None for h in holders):
+                continue
+            holders = sorted(set(holders), key=pos.__getitem__)
+            first, last = holders[0], holders[-1]
+            if first == last or first.name != "scf.for" or last.name != "scf.for" \
+                    or len(last.results) or len(first.results):
+                continue
+            lb, ub, step = (_const_index(v) for v in last.operands[:3])
+            k = last.regions[0].blocks[0].arguments[0]
+            if lb != 0 or ub != cols or not step or cols % step or (step * esize) % line:
+                continue
+            in_last = [o for o, _ in users if _top(o, pos) == last]
+            in_first = [o for o, _ in users if _top(o, pos) == first]
+            k0 = first.regions[0].blocks[0].arguments[0]
+            if not all(_chunk_access(o, row, k, n, step) and o.parent == last for o in in_last) \
+                    or any(o.name != "vector.transfer_write" for o in in_first) \
+                    or tuple(_const_index(v) for v in first.operands[:3]) != (0, cols, step) \
+                    or not all(_chunk_access(o, row, k0, n, step) and o.parent == first for o in in_first):
+                continue
+            writes = [o for o in in_last if o.name == "vector.transfer_write"]
+            if not writes:
+                continue
+            with ir.InsertionPoint(sv if parallel else forall), sv.location:
+                tmp = memref.AllocaOp(ir.MemRefType.get([1] * n + [cols], mt.element_type), [], [],
+                                      alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), line)).result
+            for o, i in users:
+                if not (o.name == "vector.transfer_write" and o in in_last):
+                    o.operands[i] = tmp
+            with ir.InsertionPoint(last), last.location:
+                ptr = memref.ExtractAlignedPointerAsIndexOp(row).result
+                offset = memref.ExtractStridedMetadataOp(row).results[1]
+                addr = arith.AddIOp(ptr, arith.MulIOp(offset, arith.ConstantOp(idx_t, esize).result).result).result
+                mis = arith.RemUIOp(addr, arith.ConstantOp(idx_t, line).result).result
+                ok = arith.CmpIOp(arith.CmpIPredicate.eq, mis, arith.ConstantOp(idx_t, 0).result).result
+                branch = scf.IfOp(ok, [], has_else=True)
+            with ir.InsertionPoint(branch.then_block), last.location:
+                then_yield = scf.YieldOp([])
+            with ir.InsertionPoint(branch.else_block), last.location:
+                else_yield = scf.YieldOp([])
+            fast = last.clone(ir.InsertionPoint(then_yield))
+            last.move_before(else_yield)
+            for o in walk_ops(fast, lambda name: name == "vector.transfer_write"):
+                if o.operands[1] != row:
+                    continue
+                with ir.InsertionPoint(o), o.location:
+                    vector.StoreOp(o.operands[0], row, list(o.operands[2:]), nontemporal=True,
+                                   alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), line))
+                o.erase()
+
+
 def stack_row_buffers(module, limit, parallel):
     """Static buffers of at most `limit` bytes allocated and freed inside one iteration of
     a row loop (a peeled chunk's partial results, a row's scalar) become stack buffers:
@@ -1025,7 +1148,10 @@ class MiraxRowMemory(MiraxPass):
                                      "2^m added to the exponent field: auto (hosts without ldexp's vscalefps), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's cache line, at least a vector)"),
                "l1d": (0, "L1 data cache bytes that bound the prefetch distance (0: the host's)"),
-               "locality": (0, "the prefetches' locality hint, 1-3 (0: tuning.py's row_fusion prefetch_locality)")}
+               "locality": (0, "the prefetches' locality hint, 1-3 (0: tuning.py's row_fusion prefetch_locality)"),
+               "stream-bytes": (0, "outputs of at least this many bytes get their rows by non-temporal stores "
+                                   "(0: tuning.py's, the host's last-level cache; -1: none)"),
+               "line": (0, "bytes the non-temporal stores align to (0: tuning.py's cache line)")}
 
     def run(self, module: ir.Operation):
         from .host_cpu import host
@@ -1037,9 +1163,16 @@ class MiraxRowMemory(MiraxPass):
                 raise ValueError(f"pass '{self.name}': locality must be 1, 2 or 3, got {locality}")
             # one prefetch a cache line: one a 32-byte AVX2 vector asked for each line twice
             # (Zen 3, logsumexp 4096^2: 5.07 -> 4.91 ms)
+            parallel = (int(self.opts["threads"]) or tuning.threads()) > 1
+            stream = int(self.opts["stream-bytes"])
+            if stream >= 0:  # (first: the rows it streams are not prefetched for writing)
+                cfg = tuning.table()["elementwise"]
+                with ir.Location.unknown():
+                    stream_row_outputs(module, stream or cfg["streaming_store_bytes"],
+                                       int(self.opts["line"]) or cfg["line_bytes"], parallel)
             prefetch_next_rows(module, int(self.opts["vector-bytes"]) or max(h.line, h.vector_bits // 8), l1d,
                                locality)
-            stack_row_buffers(module, l1d // 4, (int(self.opts["threads"]) or tuning.threads()) > 1)
+            stack_row_buffers(module, l1d // 4, parallel)
             ldexp = str(self.opts["ldexp"])
             use_ldexp = ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features)
             exp_range = str(self.opts["exp-range"])

@@ -20,6 +20,9 @@ import weakref
 import numpy as np
 
 MIN_BYTES = 1 << 20
+# the arrays start at a cache line (and an AVX-512 vector): the row kernels' streaming
+# stores of whole lines need it (numpy's large arrays start 16 bytes into a page)
+ALIGN = 64
 _LIMIT = int(os.environ.get("MIRAX_BUFFER_CACHE_MB", "2048")) << 20
 _pool: list = []  # owning uint8 arrays, oldest first
 _lock = threading.Lock()
@@ -95,11 +98,11 @@ def _empty(shape, dtype, nbytes) -> np.ndarray:
         return np.empty(shape, dtype)
     with _lock:
         for i in range(len(_pool)):
-            if _pool[i].nbytes == nbytes and sys.getrefcount(_pool[i]) == _FREE:
+            if _pool[i].nbytes == nbytes + ALIGN and sys.getrefcount(_pool[i]) == _FREE:
                 raw = _pool.pop(i)
                 _pool.append(raw)  # most recently used last
-                return raw.view(dtype).reshape(shape)
-        raw = np.empty(nbytes, np.uint8)
+                return _aligned(raw, nbytes, dtype, shape)
+        raw = np.empty(nbytes + ALIGN, np.uint8)
         _pool.append(raw)
         total = sum(b.nbytes for b in _pool)
         i = 0
@@ -108,7 +111,14 @@ def _empty(shape, dtype, nbytes) -> np.ndarray:
                 total -= _pool.pop(i).nbytes
             else:
                 i += 1
-    return raw.view(dtype).reshape(shape)
+    return _aligned(raw, nbytes, dtype, shape)
+
+
+def _aligned(raw, nbytes, dtype, shape) -> np.ndarray:
+    """The `nbytes` of pooled `raw` from its first ALIGN-byte boundary, as an array (its
+    base is `raw`: the pool sees it busy while the array or a view of it lives)."""
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def clear() -> None:

@@ -3,6 +3,8 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on" | FileCheck %s --check-prefix=LDEXP
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAM
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAMSEQ
 
 // A row loop as mirax-fuse-reductions leaves it after bufferization: a max over the row
 // of %x, then exp-like work writing the row of %y. During the busiest column loop (the
@@ -281,6 +283,99 @@ func.func @exp_range(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>) {
     }
     %t = vector.reduction <add>, %s : vector<32xf32> into f32
     memref.store %t, %arg1[%i] : memref<64xf32>
+  }
+  return
+}
+
+// -----
+
+// A layer norm's row loop on memrefs: the centred row written to the output's row, read
+// for the sum of squares, then scaled in place. The output (8 KiB) is at least
+// stream-bytes: the first two passes go to a stack row, the last reads it and writes the
+// output with non-temporal stores on a branch for 64-byte-aligned rows (the old loop on
+// the other). With one thread the stack row is allocated once, before the row loop.
+// (The default threshold, the host's last-level cache, leaves it as it is.)
+// STREAM-LABEL: func.func @centred_rows
+// STREAM: scf.forall (%[[I:.+]]) in (16)
+// STREAM: %[[TMP:.+]] = memref.alloca() {alignment = 64 : i64} : memref<1x128xf32>
+// STREAM: %[[ROW:.+]] = memref.subview %arg1[%[[I]], 0] [1, 128] [1, 1]
+// STREAM: scf.for %[[K1:.+]] = %{{.+}} to %{{.+}} step
+// STREAM: vector.transfer_write %{{.+}}, %[[TMP]][%{{.+}}, %[[K1]]]
+// STREAM: scf.for
+// STREAM: vector.transfer_read %[[TMP]]
+// STREAM: %[[PTR:.+]] = memref.extract_aligned_pointer_as_index %[[ROW]]
+// STREAM: %[[REM:.+]] = arith.remui %{{.+}}, %{{.+}} : index
+// STREAM: %[[OK:.+]] = arith.cmpi eq, %[[REM]]
+// STREAM: scf.if %[[OK]] {
+// STREAM: scf.for %[[K3:.+]] = %{{.+}} to %{{.+}} step
+// STREAM: vector.transfer_read %[[TMP]][%{{.+}}, %[[K3]]]
+// STREAM: vector.store %{{.+}}, %[[ROW]][%{{.+}}, %[[K3]]] {alignment = 64 : i64, nontemporal = true}
+// STREAM: } else {
+// STREAM: vector.transfer_read %[[TMP]]
+// STREAM: vector.transfer_write %{{.+}}, %[[ROW]]
+// STREAM-NOT: memref.prefetch %arg1
+// STREAMSEQ-LABEL: func.func @centred_rows
+// STREAMSEQ: memref.alloca() {alignment = 64 : i64} : memref<1x128xf32>
+// STREAMSEQ-NEXT: scf.forall
+// CHECK-LABEL: func.func @centred_rows
+// CHECK-NOT: memref.alloca
+// CHECK-NOT: nontemporal
+func.func @centred_rows(%arg0: memref<16x128xf32>, %arg1: memref<16x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c128 = arith.constant 128 : index
+  %pad = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  %mean = arith.constant dense<0.5> : vector<32xf32>
+  scf.forall (%i) in (16) {
+    %row = memref.subview %arg1[%i, 0] [1, 128] [1, 1] : memref<16x128xf32> to memref<1x128xf32, strided<[128, 1], offset: ?>>
+    scf.for %k = %c0 to %c128 step %c32 {
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<16x128xf32>, vector<32xf32>
+      %d = arith.subf %v, %mean : vector<32xf32>
+      vector.transfer_write %d, %row[%c0, %k] {in_bounds = [true]} : vector<32xf32>, memref<1x128xf32, strided<[128, 1], offset: ?>>
+    }
+    %ss = scf.for %k = %c0 to %c128 step %c32 iter_args(%acc = %zero) -> (vector<32xf32>) {
+      %d = vector.transfer_read %row[%c0, %k], %pad {in_bounds = [true]} : memref<1x128xf32, strided<[128, 1], offset: ?>>, vector<32xf32>
+      %sq = arith.mulf %d, %d : vector<32xf32>
+      %a = arith.addf %sq, %acc : vector<32xf32>
+      scf.yield %a : vector<32xf32>
+    }
+    %t = vector.reduction <add>, %ss : vector<32xf32> into f32
+    %r = vector.broadcast %t : f32 to vector<32xf32>
+    scf.for %k = %c0 to %c128 step %c32 {
+      %d = vector.transfer_read %row[%c0, %k], %pad {in_bounds = [true]} : memref<1x128xf32, strided<[128, 1], offset: ?>>, vector<32xf32>
+      %y = arith.mulf %d, %r : vector<32xf32>
+      vector.transfer_write %y, %row[%c0, %k] {in_bounds = [true]} : vector<32xf32>, memref<1x128xf32, strided<[128, 1], offset: ?>>
+    }
+  }
+  return
+}
+
+// -----
+
+// The row's first pass reads the output's row (its old contents count): left as it is.
+// STREAM-LABEL: func.func @reads_its_output_first
+// STREAM-NOT: memref.alloca
+// STREAM-NOT: nontemporal
+// STREAM: return
+func.func @reads_its_output_first(%arg0: memref<16x128xf32>, %arg1: memref<16x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c128 = arith.constant 128 : index
+  %pad = arith.constant 0.0 : f32
+  scf.forall (%i) in (16) {
+    %row = memref.subview %arg1[%i, 0] [1, 128] [1, 1] : memref<16x128xf32> to memref<1x128xf32, strided<[128, 1], offset: ?>>
+    scf.for %k = %c0 to %c128 step %c32 {
+      %o = vector.transfer_read %row[%c0, %k], %pad {in_bounds = [true]} : memref<1x128xf32, strided<[128, 1], offset: ?>>, vector<32xf32>
+      %v = vector.transfer_read %arg0[%i, %k], %pad {in_bounds = [true]} : memref<16x128xf32>, vector<32xf32>
+      %d = arith.addf %v, %o : vector<32xf32>
+      vector.transfer_write %d, %row[%c0, %k] {in_bounds = [true]} : vector<32xf32>, memref<1x128xf32, strided<[128, 1], offset: ?>>
+    }
+    scf.for %k = %c0 to %c128 step %c32 {
+      %d = vector.transfer_read %row[%c0, %k], %pad {in_bounds = [true]} : memref<1x128xf32, strided<[128, 1], offset: ?>>, vector<32xf32>
+      %y = arith.mulf %d, %d : vector<32xf32>
+      vector.transfer_write %y, %row[%c0, %k] {in_bounds = [true]} : vector<32xf32>, memref<1x128xf32, strided<[128, 1], offset: ?>>
+    }
   }
   return
 }

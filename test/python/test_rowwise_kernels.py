@@ -320,6 +320,29 @@ def test_producer_read_outside_its_row_loop(after):
         np.testing.assert_allclose(np.asarray(out[2]), 2 * e, rtol=1e-5)
 
 
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_large_outputs_rows_stream_to_memory(name, aligned, monkeypatch):
+    """Row loops of an output larger than the last-level cache (here lowered to 1 MiB)
+    keep the row on the stack until its last pass, which writes the output with
+    non-temporal stores when the row is 64-byte aligned (the pool's arrays are) and with
+    the old loop when it is not; both right."""
+    from mirax.runtime import buffers
+    table = tuning.table()
+    monkeypatch.setattr(tuning, "table", lambda: {**table, "elementwise": dict(table["elementwise"],
+                                                                                 streaming_store_bytes=1 << 20)})
+    monkeypatch.setenv("MIRAX_TEST_STREAMED_ROWS", "1")  # (a kernel of its own in the caches)
+    if not aligned:  # the output 16 bytes past a line, as numpy's large arrays are
+        monkeypatch.setattr(buffers, "_aligned", lambda raw, nbytes, dtype, shape: raw[
+            (16 - raw.ctypes.data) % 64:][:nbytes].view(dtype).reshape(shape))
+    fun, ref = KERNELS[name]
+    x = np.random.default_rng(11).standard_normal((512, 4096)).astype(np.float32) * 3
+    out = mr.compile(fun)(A(x))
+    assert (np.asarray(out).ctypes.data % 64 == 0) == aligned
+    np.testing.assert_allclose(np.asarray(out), ref(x.astype(np.float64)), rtol=2e-5, atol=1e-5)
+    assert "nontemporal" in mr.compile(fun).lower(A(x)).as_text("llvm")
+
+
 def test_rowwise_3d_rows_are_all_leading_dims():
     """softmax over the last axis of a 3-d array: one iteration of the row loop a row (both
     leading dims), vectorized and prefetched as in 2-d."""
