@@ -89,22 +89,47 @@ def _walk(root, name):
     return walk_ops(root, lambda n: n == name)
 
 
-def openmp_dynamic_schedule(module) -> None:
+def openmp_dynamic_schedule(module, min_task_macs=None) -> None:
     """After convert-scf-to-openmp: give the `omp.wsloop`s of the matmul tasks (those
-    holding the register tiles' `vector.fma`) `schedule(dynamic)`.
+    holding the register tiles' `vector.fma`) of at least `min_task_macs` multiply-adds a
+    task (default: the tuning table's `dynamic_min_task_macs`) `schedule(dynamic)`.
 
     Static (the default) splits the tasks in halves up front; when another process holds
     one of the two cores, the other thread then waits at the barrier. Measured here under
     load (1024^3, interleaved): static ~44-74, dynamic ~51-104 GFLOP/s. The other loops
     (rows, elementwise blocks) stay static: dynamic hands out one iteration a call to
     `__kmpc_dispatch_next`, and Debian's libomp formats debug-trace strings in each call
-    (a transformer step's 6144-row softmax loops: 42% of its samples in printf)."""
+    (a transformer step's 6144-row softmax loops: 42% of its samples in printf). Small
+    tasks stay static too: a transformer's attention products are 128 tasks of ~37k
+    multiply-adds (a fraction of a microsecond each), and a dispatch call a task made its
+    step ~6% slower (paired rounds, Zen 4)."""
     root = module.operation if hasattr(module, "operation") else module
+    if min_task_macs is None:
+        min_task_macs = tuning.table()["matmul"][("linalg.matmul", "f32")]["dynamic_min_task_macs"]
     with root.context:
         kind = ir.Attribute.parse("#omp<schedulekind dynamic>")
         for op in _walk(root, "omp.wsloop"):
-            if "schedule_kind" not in op.attributes and _walk(op, "vector.fma"):
+            fmas = _walk(op, "vector.fma")
+            if "schedule_kind" not in op.attributes and fmas and max(map(_task_macs, fmas)) >= min_task_macs:
                 op.attributes["schedule_kind"] = kind
+
+
+TASK_MACS = "mirax.task_macs"  # on a matmul's vector.fmas: the multiply-adds of one parallel task
+
+
+def _task_macs(fma) -> float:
+    return ir.IntegerAttr(fma.attributes[TASK_MACS]).value if TASK_MACS in fma.attributes else math.inf
+
+
+def tag_task_work(f, p) -> None:
+    """Mark the `vector.fma`s of matmul kernel `f` (plan `p`) with the multiply-adds of
+    one of its parallel tasks (for `openmp_dynamic_schedule`)."""
+    b = p.get("batch") or 1
+    (mp, np_), k = p["pad"], p["dims"][2]
+    tasks = b * (np_ // p["forall_n"] if p.get("forall_n") else max(1, mp // p["forall_m"]))
+    attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), b * mp * np_ * k // max(1, tasks))
+    for op in _walk(f, "vector.fma"):
+        op.attributes[TASK_MACS] = attr
 
 
 COPY_MARK = "__mirax_vector_copy"
@@ -1185,6 +1210,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             for (i, _, p), (_, f) in zip(items, kernels):
                 if p["kc"] >= p["dims"][2]:  # (K in one slice: each C tile computed in one pass)
                     skip_zero_fill(f)
+                tag_task_work(f, p)
                 scalar_broadcast_reads(f)
             _inline(root, kernels)
             drop_zero_slice_guards(root)

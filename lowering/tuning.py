@@ -119,6 +119,9 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     mm = matmul_tiles(h, mr, nr)
     # smaller products go to the generic lowering: fewer than 8 micro tiles of depth 64
     mm.update(min_flops=2 * 8 * mr * nr * 64, max_pad=1.5, max_pad_skinny=4.0)
+    # tasks of fewer multiply-adds (~20 us of one core at 2 vector FMAs a cycle, 3 GHz)
+    # are scheduled statically: a dynamic dispatch call a task costs more than it balances
+    mm.update(dynamic_min_task_macs=lanes << 17)
     parallel = max(1 << 14, h.l2)  # elements (f32: 4 bytes each) beyond one core's L2
     return {
         "host": h.key(),

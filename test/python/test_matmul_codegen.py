@@ -9,7 +9,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from mirax import tune
-from mirax.lowering import host_cpu, matmul_codegen as mc
+from mirax.lowering import host_cpu, matmul_codegen as mc, tuning
 
 
 def _t(shape, dt):
@@ -258,10 +258,14 @@ def test_lowering_helpers(rng):
         text = str(module)  # (a copy of short runs is vectorized whole: no linalg.copy is left)
         assert "memref.copy" not in text and ("linalg.copy" in text or "vector.transfer_read" in text)
         PassManager.parse("builtin.module(scf-forall-to-parallel,convert-scf-to-openmp)").run(module.operation)
+        mc.openmp_dynamic_schedule(module, min_task_macs=1000 * 1030 * 999 + 1)  # (tasks smaller: static)
+        assert "schedule(dynamic)" not in str(module)
         mc.openmp_dynamic_schedule(module)
         assert "schedule(dynamic)" in str(module)
         loops = mc._walk(module.operation, "omp.wsloop")
-        assert all(("schedule_kind" in w.attributes) == bool(mc._walk(w, "vector.fma")) for w in loops)
+        least = tuning.table()["matmul"][("linalg.matmul", "f32")]["dynamic_min_task_macs"]
+        big = [any(mc._task_macs(f) >= least for f in mc._walk(w, "vector.fma")) for w in loops]
+        assert [("schedule_kind" in w.attributes) for w in loops] == big
 
 
 def test_only_matmul_tasks_are_dynamically_scheduled():
@@ -273,6 +277,22 @@ def test_only_matmul_tasks_are_dynamically_scheduled():
     text = mr.compile(lambda x, w: mr.softmax(x @ w, axis=-1)).lower(x, w).as_text("llvm")
     loops = [line.strip() for line in text.splitlines() if "omp.wsloop" in line]
     assert "omp.wsloop schedule(dynamic) {" in loops and "omp.wsloop {" in loops, loops
+
+
+def test_small_matmul_tasks_stay_static():
+    """Products of tiny matrices in a batch (a transformer's attention scores: a task a
+    product, ~37k multiply-adds) keep the static schedule: a dispatch call a task cost
+    more than it balanced."""
+    import mirax as mr
+    from mirax.lowering import tuning
+    if tuning.threads() < 2:
+        pytest.skip("one thread: no OpenMP loops")
+    q = mr.array(np.ones((128, 48, 16), np.float32))
+    k = mr.array(np.ones((128, 16, 48), np.float32))
+    text = mr.compile(lambda q, k: q @ k).lower(q, k).as_text("llvm")
+    loops = [line.strip() for line in text.splitlines() if "omp.wsloop" in line]
+    assert loops and not any("schedule(dynamic)" in line for line in loops), loops
+    np.testing.assert_allclose(np.asarray(mr.compile(lambda q, k: q @ k)(q, k)), np.full((128, 48, 48), 16.0))
 
 
 @pytest.mark.parametrize("m,n,k", [(784, 512, 256), (100, 130, 70), (64, 96, 33)])
