@@ -1012,7 +1012,7 @@ def _chunk_access(op, row, k, n, width):
             and pmap == ir.AffineMap.get_minor_identity(n + 1, 1) and str(op.attributes["in_bounds"]) == "[true]")
 
 
-def stream_row_outputs(module, min_bytes, line, parallel):
+def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
     """Rows of large outputs go to memory with non-temporal stores, once.
 
     A row loop that writes its output row, then reads and rewrites it (softmax's exp,
@@ -1023,8 +1023,9 @@ def stream_row_outputs(module, min_bytes, line, parallel):
     in L1), and the last pass writes the output with `vector.store {nontemporal}` (whole
     `line`-aligned chunks; a row whose address is not `line`-aligned takes the old loop on
     a branch). Only rows written first as whole chunks and last by a loop over all of the
-    row's chunks are rewritten. `parallel`: iterations are OpenMP tasks with a stack
-    scope each; else the stack row is allocated once, before the loop."""
+    row's chunks are rewritten, rows of at most `max_row_bytes` (the stack's share).
+    `parallel`: iterations are OpenMP tasks with a stack scope each; else the stack row
+    is allocated once, before the loop."""
     from mlir.dialects import arith, memref, scf, vector
     idx_t = ir.IndexType.get()
     for forall in walk_ops(module, lambda n: n == "scf.forall"):
@@ -1042,7 +1043,7 @@ def stream_row_outputs(module, min_bytes, line, parallel):
             m, cols = found
             mt = ir.MemRefType(m.type)
             esize = max(1, _bits(m) // 8)
-            if not mt.has_static_shape or math.prod(mt.shape) * esize < min_bytes:
+            if not mt.has_static_shape or math.prod(mt.shape) * esize < min_bytes or cols * esize > max_row_bytes:
                 continue
             if any(within(user_op(u), forall) and user_op(u) != sv for u in m.uses):
                 continue  # (read or written some other way in the loop)
@@ -1169,7 +1170,7 @@ class MiraxRowMemory(MiraxPass):
                 cfg = tuning.table()["elementwise"]
                 with ir.Location.unknown():
                     stream_row_outputs(module, stream or cfg["streaming_store_bytes"],
-                                       int(self.opts["line"]) or cfg["line_bytes"], parallel)
+                                       int(self.opts["line"]) or cfg["line_bytes"], parallel, h.l2 // 4)
             prefetch_next_rows(module, int(self.opts["vector-bytes"]) or max(h.line, h.vector_bits // 8), l1d,
                                locality)
             stack_row_buffers(module, l1d // 4, parallel)
