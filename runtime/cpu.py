@@ -24,6 +24,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 
 from ..lowering.cpu_pipeline import MiraxCpuPipeline
+from ..lowering.pass_base import run_verifying_ours
 from . import disk_cache, llvm_codegen
 from .backend import Backend
 from .context import context
@@ -58,7 +59,7 @@ def descriptor(a: np.ndarray):
 def lower_to_llvm(module: ir.Module) -> None:
     pm = PassManager("builtin.module", context=module.context)
     MiraxCpuPipeline().add_to(pm)
-    pm.run(module.operation)
+    run_verifying_ours(pm, module.operation)
 
 
 def _shared_libs():

@@ -502,3 +502,30 @@ def test_vmap_out_axes_count_mismatch_is_an_error():
 def test_jvp_repeated_argnum_is_an_error():
     with pytest.raises(MiraxError, match="argnum"):
         run_passes(parse(F), ("mirax-jvp", {"function": "f", "argnums": "0,0"}))
+
+
+def test_a_python_pass_that_breaks_the_ir_fails_as_itself():
+    """The CPU compile path verifies after each of our Python passes (and at the end), not
+    after every upstream pass: a pass that leaves invalid IR is named in the error before
+    any other pass reads its IR."""
+    from mirax.lowering.pass_base import PassError, run_verifying_ours
+    from mirax.runtime.context import context
+    ran = []
+
+    def breaks(op, *_):  # an i32 add whose result claims to be f32
+        fn = op.regions[0].blocks[0].operations[0]
+        entry = fn.regions[0].blocks[0]
+        with ir.InsertionPoint.at_block_begin(entry), ir.Location.unknown():
+            ir.Operation.create("arith.addi", results=[ir.F32Type.get()],
+                                operands=[entry.arguments[0], entry.arguments[0]])
+
+    def after(op, *_):
+        ran.append(True)
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
+        pm = PassManager("builtin.module")
+        pm.add(breaks, name="breaks-the-ir")
+        pm.add(after, name="reads-it")
+        with pytest.raises(PassError, match="pass 'breaks-the-ir' produced invalid IR"):
+            run_verifying_ours(pm, module.operation)
+        assert not ran
