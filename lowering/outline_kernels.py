@@ -144,16 +144,18 @@ def _is_kernel(op) -> bool:
 
 def _outline(fn, op, name, after, parts, pointers):
     """Move the top-level op `op` of `fn` into a private function (or reuse an identical
-    one from `parts`, text -> function name); returns the op a new function follows.
+    one from `parts`: signature -> [[name, function, text or None]]); returns the op a
+    new function follows.
     `pointers` caches the aligned pointer taken of a memref in `fn` (value -> pointer)."""
+    nested = list(_nested([op]))
     inside_values = set()
-    for o in _nested([op]):
+    for o in nested:
         inside_values.update(o.results)
         for region in o.regions:
             for block in region.blocks:
                 inside_values.update(block.arguments)
     captured, consts, seen = [], [], set()
-    for v in (v for o in _nested([op]) for v in o.operands):
+    for v in (v for o in nested for v in o.operands):
         if v in inside_values or v in seen:
             continue
         seen.add(v)
@@ -192,11 +194,22 @@ def _outline(fn, op, name, after, parts, pointers):
         for i, v in enumerate(o.operands):
             if v in mapping:
                 o.operands[i] = mapping[v]
-    # an identical part already emitted: call it and drop this one
-    key = new.operation.get_asm(use_local_scope=True, assume_verified=True).replace(f"@{name}(", "@__part(", 1)
-    callee = parts.get(key)
+    # an identical part already emitted: call it and drop this one. Parts are compared by
+    # text only when their signatures (types, op names) match: most have none to match,
+    # and printing every part was a third of this pass
+    sig = (tuple(arg_types), tuple(result_types), tuple(o.name for o in nested))
+    candidates = parts.setdefault(sig, [])
+    callee, key = None, None
+    if candidates:
+        key = _text(new.operation, name)
+        for c in candidates:  # [name, function, its text once printed]
+            if c[2] is None:
+                c[2] = _text(c[1], c[0])
+            if c[2] == key:
+                callee = c[0]
+                break
     if callee is None:
-        parts[key] = name
+        candidates.append([name, new.operation, key])
         callee = name
         new.operation.move_after(after)
         after = new.operation
@@ -215,6 +228,11 @@ def _outline(fn, op, name, after, parts, pointers):
         r.replace_all_uses_with(nr)
     op.erase()
     return after
+
+
+def _text(part, name) -> str:
+    """A part's text with its own name replaced (what identical parts share)."""
+    return part.get_asm(use_local_scope=True, assume_verified=True).replace(f"@{name}(", "@__part(", 1)
 
 
 def _c_interface_in_place(fn):
