@@ -81,8 +81,8 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, clone_mapped, defining_op, indexing_maps, isa, iterator_kinds, run_transform,
-                        user_op, walk_ops, within)
+from .pass_base import (MiraxPass, address_of, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
+                        isa, iterator_kinds, outside_values, run_transform, user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -512,23 +512,6 @@ def _blocks(root):
 # function once a group. A group's ops are copied into a scratch function of the values
 # they read (its payload), scheduled there and moved back: the cost follows the group.
 
-def _top(op, block_ops):
-    """`op` or its ancestor among `block_ops` (a set of one block's ops), else None."""
-    while op is not None:
-        if op in block_ops:
-            return op
-        op = op.parent
-    return None
-
-
-def _owner_op(v):
-    """The op whose result `v` is, or whose region holds block argument `v`."""
-    o = v.owner
-    if isinstance(o, ir.Block):
-        return o.owner.operation if hasattr(o.owner, "operation") else o.owner
-    return o.operation if hasattr(o, "operation") else o
-
-
 class _Scratch:
     """A copy of a row group's ops (`ops`, of one block, in block order: the root last)
     in a function of its own: `module` is the transform scripts' payload, `put_back`
@@ -536,68 +519,40 @@ class _Scratch:
 
     The function takes the values the ops read from elsewhere as arguments (constants
     and static `tensor.empty`s are copied in: fusing a fill of an empty tensor must see
-    it) and returns the group's results that ops after the root read (the root's, and a
-    producer's that a later op reads: fused, the row loop yields its rows). A producer
-    that an op before the root reads keeps its original there."""
+    it; `pass_base.outside_values`) and returns the group's results that ops after the
+    root read (the root's, and a producer's that a later op reads: fused, the row loop
+    yields its rows). A producer that an op before the root reads keeps its original
+    there."""
 
     def __init__(self, ops):
         from mlir.dialects import func
-        members = set(ops)
+        members = {op: k for k, op in enumerate(ops)}
         self.ops, self.root = ops, ops[-1]
-        nested = {}  # every op of the group, nested ones too -> the group op it is in
-        for op in ops:
-            nested[op] = op
-            for n in walk_ops(op, lambda name: True):
-                nested[n] = op
-        leaves, args, seen = [], [], set()
-        for n in nested:
-            for v in n.operands:
-                o = _owner_op(v)
-                if v in seen or _top(o, members) is not None:
-                    continue
-                seen.add(v)
-                leaf = not isinstance(v.owner, ir.Block) and o.name in ("arith.constant", "tensor.empty") \
-                    and len(o.operands) == 0
-                (leaves if leaf else args).append(v)
+        copies, self.args = outside_values(ops)
         self.returned = []
         for op in ops:
             for r in op.results:
-                outside = [u for u in map(user_op, r.uses) if _top(u, members) is None]
+                outside = [u for u in map(user_op, r.uses) if _position(u, members) is None]
                 if outside and all(not _top_in_block(u, self.root).is_before_in_block(self.root)
                                    for u in outside):
                     self.returned.append(r)
-        self.args = args
         self.module = ir.Module.create()
         with ir.InsertionPoint(self.module.body):
-            f = func.FuncOp("mirax_row_group", ([v.type for v in args], [r.type for r in self.returned]))
-        entry = f.add_entry_block()
-        mapping = dict(zip(args, entry.arguments))
-        ip = ir.InsertionPoint(entry)
-        for v in leaves:
-            if v not in mapping:
-                clone_mapped(_owner_op(v), mapping, ip)
+            f = func.FuncOp("mirax_row_group", ([v.type for v in self.args], [r.type for r in self.returned]))
+        self.entry = f.add_entry_block()
+        mapping = dict(zip(self.args, self.entry.arguments))
+        ip = ir.InsertionPoint(self.entry)
+        for v in copies:
+            clone_mapped(defining_op(v), mapping, ip)
         for op in ops:
-            new = clone_mapped(op, mapping, ip)
-            for n in walk_ops(new, lambda name: True):  # values read inside its regions
-                for i, v in enumerate(n.operands):
-                    if v in mapping:
-                        n.operands[i] = mapping[v]
+            clone_mapped(op, mapping, ip)
         with ip:
             func.ReturnOp([mapping[r] for r in self.returned])
-        self.entry = entry
 
     def put_back(self):
         """Move the scheduled ops before the original root, hand the returned values to
         their readers and erase the originals left without readers."""
-        body = list(self.entry.operations)
-        ret = body[-1]
-        new = list(ret.operands)
-        for a, v in zip(self.entry.arguments, self.args):
-            a.replace_all_uses_with(v)
-        for op in body[:-1]:
-            op.operation.move_before(self.root)
-        for old, v in zip(self.returned, new):
-            old.replace_all_uses_with(v)
+        inline_body(self.entry, self.args, self.root, self.returned)
         for op in reversed(self.ops):
             if all(next(iter(r.uses), None) is None for r in op.results):
                 op.erase()
@@ -978,13 +933,6 @@ def prefetch_next_rows(module, vector_bytes, l1d, locality=2):
                     memref.PrefetchOp(m, nxt + [col], write, locality, True)
 
 
-def _const_index(v):
-    d = defining_op(v)
-    if d is None or d.name != "arith.constant" or not isa(ir.IntegerAttr, d.attributes["value"]):
-        return None
-    return ir.IntegerAttr(d.attributes["value"]).value
-
-
 def _row_subview(op, ivs):
     """(buffer, cols) when `op` is `memref.subview %m[ivs.., 0] [1.., cols] [1..]`, the
     row of the iteration in a buffer of one more dim than the row loop's `ivs`."""
@@ -1004,7 +952,7 @@ def _chunk_access(op, row, k, n, width):
     1-d transfer of `width` elements, unmasked."""
     write = op.name == "vector.transfer_write"
     base, idx = (op.operands[1], op.operands[2:]) if write else (op.operands[0], op.operands[1:-1])
-    if base != row or len(idx) != n + 1 or idx[n] != k or any(_const_index(i) != 0 for i in idx[:n]):
+    if base != row or len(idx) != n + 1 or idx[n] != k or any(constant_int(i) != 0 for i in idx[:n]):
         return False
     vt = ir.VectorType((op.operands[0] if write else op.results[0]).type)
     pmap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
@@ -1051,28 +999,24 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
             users = [(user_op(u), u.operand_number) for u in row.uses]
             if not users or any(o.name not in ("vector.transfer_read", "vector.transfer_write") for o, _ in users):
                 continue
-            holders = [_top(o, pos) for o, _ in users]
-            if any(h is None for h in holders):
+            where = [_position(o, pos) for o, _ in users]  # the body's op holding each access
+            if any(w is None for w in where) or min(where) == max(where):
                 continue
-            holders = sorted(set(holders), key=pos.__getitem__)
-            first, last = holders[0], holders[-1]
-            if first == last or first.name != "scf.for" or last.name != "scf.for" \
-                    or len(last.results) or len(first.results):
+            first, last = tops[min(where)], tops[max(where)]
+            if first.name != "scf.for" or last.name != "scf.for" or len(last.results) or len(first.results):
                 continue
-            lb, ub, step = (_const_index(v) for v in last.operands[:3])
+            lb, ub, step = (constant_int(v) for v in last.operands[:3])
             k = last.regions[0].blocks[0].arguments[0]
             if lb != 0 or ub != cols or not step or cols % step or (step * esize) % line:
                 continue
-            in_last = [o for o, _ in users if _top(o, pos) == last]
-            in_first = [o for o, _ in users if _top(o, pos) == first]
+            in_last = [o for (o, _), w in zip(users, where) if w == max(where)]
+            in_first = [o for (o, _), w in zip(users, where) if w == min(where)]
             k0 = first.regions[0].blocks[0].arguments[0]
             if not all(_chunk_access(o, row, k, n, step) and o.parent == last for o in in_last) \
                     or any(o.name != "vector.transfer_write" for o in in_first) \
-                    or tuple(_const_index(v) for v in first.operands[:3]) != (0, cols, step) \
-                    or not all(_chunk_access(o, row, k0, n, step) and o.parent == first for o in in_first):
-                continue
-            writes = [o for o in in_last if o.name == "vector.transfer_write"]
-            if not writes:
+                    or tuple(constant_int(v) for v in first.operands[:3]) != (0, cols, step) \
+                    or not all(_chunk_access(o, row, k0, n, step) and o.parent == first for o in in_first) \
+                    or not any(o.name == "vector.transfer_write" for o in in_last):
                 continue
             with ir.InsertionPoint(sv if parallel else forall), sv.location:
                 tmp = memref.AllocaOp(ir.MemRefType.get([1] * n + [cols], mt.element_type), [], [],
@@ -1081,11 +1025,10 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
                 if not (o.name == "vector.transfer_write" and o in in_last):
                     o.operands[i] = tmp
             with ir.InsertionPoint(last), last.location:
-                ptr = memref.ExtractAlignedPointerAsIndexOp(row).result
-                offset = memref.ExtractStridedMetadataOp(row).results[1]
-                addr = arith.AddIOp(ptr, arith.MulIOp(offset, arith.ConstantOp(idx_t, esize).result).result).result
-                mis = arith.RemUIOp(addr, arith.ConstantOp(idx_t, line).result).result
-                ok = arith.CmpIOp(arith.CmpIPredicate.eq, mis, arith.ConstantOp(idx_t, 0).result).result
+                def index(v):
+                    return arith.ConstantOp(idx_t, v).result
+                mis = arith.RemUIOp(address_of(row, esize, index), index(line)).result
+                ok = arith.CmpIOp(arith.CmpIPredicate.eq, mis, index(0)).result
                 branch = scf.IfOp(ok, [], has_else=True)
             with ir.InsertionPoint(branch.then_block), last.location:
                 then_yield = scf.YieldOp([])

@@ -51,7 +51,8 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import apply_transform, clone_mapped, defining_op, transform_script, walk_ops, within
+from .pass_base import (apply_transform, clone_mapped, defining_op, inline_body, outside_values, transform_script,
+                        walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -856,23 +857,7 @@ def _outline(root, op, i, p=None):
     while top.name != "func.func":
         top = top.parent
     top.attributes[CLEAN] = ir.UnitAttr.get()
-    args, mapping = [], {}
-    copies = {}
-
-    def outside(v):
-        if v in mapping:
-            return
-        d = defining_op(v)
-        if d is not None and (d.name == "arith.constant" or (d.name == "tensor.empty" and not len(d.operands))):
-            copies[v] = d
-        else:
-            args.append(v)
-        mapping[v] = None
-
-    for g in group:
-        for v in g.operands:
-            if not any(v == r for h in group for r in h.results):
-                outside(v)
+    copies, args = outside_values(group)
     result = op.results[0]
     module_body = root.regions[0].blocks[0]
     with ir.InsertionPoint(module_body), op.location:
@@ -880,8 +865,8 @@ def _outline(root, op, i, p=None):
     entry = f.add_entry_block()
     local = {v: a for v, a in zip(args, entry.arguments)}
     with ir.InsertionPoint(entry):
-        for v, d in copies.items():
-            local[v] = d.clone().results[0]
+        for v in copies:
+            local[v] = defining_op(v).clone().results[0]
         for g in group:
             clone_mapped(g, local)
         func.ReturnOp([local[result]])
@@ -1149,14 +1134,7 @@ def _inline(root, kernels):
         "  transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers\n"
         "} : !transform.any_op"]))
     for call, f in kernels:
-        block = f.regions[0].blocks[0]
-        for arg, v in zip(block.arguments, call.operands):
-            arg.replace_all_uses_with(v)
-        body = list(block.operations)
-        for op in body[:-1]:
-            op.move_before(call)
-        for r, v in zip(call.results, body[-1].operands):
-            r.replace_all_uses_with(v)
+        inline_body(f.regions[0].blocks[0], list(call.operands), call, list(call.results))
         call.erase()
         f.erase()
     err = err or apply_transform(root, transform_script([match, "transform.apply_cse to %f : !transform.any_op"]))

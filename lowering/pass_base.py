@@ -140,15 +140,64 @@ def user_op(use):
 
 def clone_mapped(op, mapping, ip=None):
     """A clone of `op` at `ip` (else the current insertion point) reading `mapping[v]`
-    for each operand `v` that `mapping` holds; its results are added to `mapping` (old
-    value -> new), so a block's ops cloned in order read each other's clones."""
+    for each operand `v` that `mapping` holds, its regions' ops too; its results are
+    added to `mapping` (old value -> new), so a block's ops cloned in order read each
+    other's clones."""
     new = op.clone(ip) if ip is not None else op.clone()
-    for i, v in enumerate(op.operands):
-        if v in mapping:
-            new.operands[i] = mapping[v]
+    for o in [new] + (walk_ops(new, lambda name: True) if len(new.regions) else []):
+        for i, v in enumerate(o.operands):
+            if v in mapping:
+                o.operands[i] = mapping[v]
     for old, r in zip(op.results, new.results):
         mapping[old] = r
     return new
+
+
+def outside_values(ops):
+    """The values `ops` (and the ops nested in them) read that none of them defines, in
+    first-use order, as (copies, args): constants and static `tensor.empty`s, which a
+    function holding `ops` takes as copies of its own (what canonicalization and fusion
+    see of them stays the same), and the rest, its arguments."""
+    nested = []
+    for op in ops:
+        nested.append(op)
+        nested.extend(walk_ops(op, lambda name: True))
+    inside = set()
+    for o in nested:
+        inside.update(o.results)
+        for region in o.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    copies, args, seen = [], [], set()
+    for v in (v for o in nested for v in o.operands):
+        if v in inside or v in seen:
+            continue
+        seen.add(v)
+        d = defining_op(v)
+        leaf = d is not None and d.name in ("arith.constant", "tensor.empty") and not len(d.operands)
+        (copies if leaf else args).append(v)
+    return copies, args
+
+
+def inline_body(block, values, anchor, results) -> None:
+    """Put the ops of a function body `block`, called with `values`, before `anchor`,
+    and hand the readers of `results` the values it returns."""
+    for a, v in zip(block.arguments, values):
+        a.replace_all_uses_with(v)
+    body = list(block.operations)
+    for op in body[:-1]:
+        op.operation.move_before(anchor)
+    for r, v in zip(results, list(body[-1].operands)):
+        r.replace_all_uses_with(v)
+
+
+def address_of(memref_value, esize: int, index):
+    """The address of a memref's first element (its aligned pointer plus its offset of
+    `esize`-byte elements), as an index value; `index(n)` makes an index constant."""
+    from mlir.dialects import arith, memref
+    ptr = memref.ExtractAlignedPointerAsIndexOp(memref_value).result
+    offset = memref.ExtractStridedMetadataOp(memref_value).results[1]
+    return arith.AddIOp(ptr, arith.MulIOp(offset, index(esize)).result).result
 
 
 def within(op, ancestor) -> bool:

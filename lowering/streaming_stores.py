@@ -44,7 +44,7 @@ import threading
 from mlir import ir
 
 from . import tuning
-from .pass_base import MiraxPass, isa, walk_ops
+from .pass_base import MiraxPass, address_of, isa, walk_ops
 
 NAME = "mirax-streaming-stores"
 _SCALAR_PREFIXES = ("arith.", "math.")
@@ -167,14 +167,6 @@ def _flat(v, n: int):
     flat = ir.MemRefType.get([n], mt.element_type, layout, mt.memory_space)
     return memref.CollapseShapeOp(flat, v, ir.ArrayAttr.get(
         [ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i) for i in range(mt.rank)])])).result
-
-
-def _address(v, esize: int):
-    """The address of 1-d memref `v`'s first element, as an index."""
-    from mlir.dialects import arith, memref
-    ptr = memref.ExtractAlignedPointerAsIndexOp(v).result
-    offset = memref.ExtractStridedMetadataOp(v).results[1]
-    return arith.AddIOp(ptr, arith.MulIOp(offset, _index(esize)).result).result
 
 
 def _head(addr, esize: int, line: int, n: int):
@@ -331,7 +323,7 @@ def rewrite(op, line: int, stream: bool = True) -> None:
         flat_out = [_flat(v, n) for v in outs]
         vec = _Vectorizer(op, flat_in, flat_out, width)
         vec.prepare()
-        out_addr = _address(flat_out[0], esize) if stream else None
+        out_addr = address_of(flat_out[0], esize, _index) if stream else None
         head = _head(out_addr, esize, line, n) if stream else _index(0)
         span = arith.SubIOp(_index(n), head).result
         end = arith.AddIOp(head, arith.MulIOp(arith.DivUIOp(span, _index(width)).result,
@@ -351,7 +343,7 @@ def rewrite(op, line: int, stream: bool = True) -> None:
         backward = None
         if stream:
             masked_loop(_index(0), head)
-            in_addrs = [_address(v, _elem_bytes(ir.MemRefType(v.type).element_type))
+            in_addrs = [address_of(v, _elem_bytes(ir.MemRefType(v.type).element_type), _index)
                         for v in flat_in if ir.MemRefType(v.type).rank == 1]
             backward = _backward(arith.AddIOp(out_addr, arith.MulIOp(head, _index(esize)).result).result,
                                  in_addrs) if in_addrs else None
