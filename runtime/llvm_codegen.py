@@ -97,6 +97,9 @@ def _load():
     _sig(L.LLVMSetModuleDataLayout, None, _VP, _VP)
     _sig(L.LLVMSetTarget, None, _VP, _VP)
     _sig(L.LLVMDisposePassBuilderOptions, None, _VP)
+    _sig(L.LLVMPassBuilderOptionsSetLoopUnrolling, None, _VP, i32)
+    _sig(L.LLVMGetFirstUse, _VP, _VP)
+    _sig(L.LLVMGetNextUse, _VP, _VP)
     _sig(L.LLVMRunPasses, _VP, _VP, cp, _VP, _VP)
     _sig(L.LLVMGetErrorMessage, _VP, _VP)
     _sig(L.LLVMDisposeErrorMessage, None, _VP)
@@ -208,15 +211,25 @@ def translate(module: ir.Module) -> bytes:
 _DEFINE = re.compile(rb"^define [^@\n]*@(\"[^\"]+\"|[-\w.$]+)\(", re.M)
 
 
+_CIFACE = b"_mlir_ciface_"
+
+
+def _root(name: bytes) -> bytes:
+    """The function whose partition `name` goes to: `f` for `f..omp_par` and `_mlir_ciface_f`."""
+    name = name.split(b"..")[0]
+    return name[len(_CIFACE):] if name.startswith(_CIFACE) else name
+
+
 def function_costs(text: bytes) -> dict:
     """{name: predicted cost} of each function the IR text defines; an OpenMP region
-    (`f..omp_par`) counts with its parent `f`, so the two land in one partition."""
+    (`f..omp_par`) and a C-interface wrapper (`_mlir_ciface_f`) count with their `f`, so
+    they land in one partition."""
     costs = {}
     starts = list(_DEFINE.finditer(text))
     for i, m in enumerate(starts):
         body = text[m.start():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
         branches = body.count(b" br ")
-        root = m.group(1).split(b"..")[0]
+        root = _root(m.group(1))
         costs[root] = costs.get(root, 0) + FUNCTION_COST + body.count(b"\n") + BRANCH_COST * branches * branches
     return costs
 
@@ -281,7 +294,7 @@ def _keep_only(L, mod, mine, first: bool) -> None:
         if L.LLVMGetLinkage(f) in _LOCAL:
             L.LLVMSetLinkage(f, _EXTERNAL)
             L.LLVMSetVisibility(f, _HIDDEN)
-        if name.split(b"..")[0] in mine:
+        if _root(name) in mine:
             continue
         decl = L.LLVMAddFunction(mod, b"", L.LLVMGlobalGetValueType(f))
         L.LLVMSetFunctionCallConv(decl, L.LLVMGetFunctionCallConv(f))
@@ -289,6 +302,21 @@ def _keep_only(L, mod, mine, first: bool) -> None:
         L.LLVMReplaceAllUsesWith(f, decl)
         L.LLVMDeleteFunction(f)
         L.LLVMSetValueName2(decl, name, len(name))
+
+
+def _internalize_entry(L, mod, entry: bytes) -> None:
+    """Make the entry's body (`f` of `_mlir_ciface_f`) internal when its one use is the
+    wrapper's call: the inliner then folds it into the wrapper and drops it, instead of
+    optimizing and generating code for the same loops twice (a quarter of a one-kernel
+    module's LLVM time). Nothing outside calls `f`: the runtime enters through the packed
+    wrapper of `_mlir_ciface_f`."""
+    f = L.LLVMGetNamedFunction(mod, entry[len(_CIFACE):])
+    if not f or L.LLVMIsDeclaration(f) or not entry.startswith(_CIFACE):
+        return
+    use = L.LLVMGetFirstUse(f)
+    if use and not L.LLVMGetNextUse(use):
+        L.LLVMSetLinkage(f, _LOCAL[0])
+        L.LLVMSetVisibility(f, 0)  # default: a local symbol has no visibility of its own
 
 
 def _add_packed_wrapper(L, mod, name: bytes) -> None:
@@ -341,6 +369,7 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
             raise CodegenError("LLVM could not parse the translated module: "
                                + ctypes.string_at(msg).decode(errors="replace"))
         _keep_only(L, mod, mine, first)
+        _internalize_entry(L, mod, entry)
         _add_packed_wrapper(L, mod, entry)
         # CodeGenOptLevel (0-3), LLVMRelocPIC (a shared object), the default code model
         tm = L.LLVMCreateTargetMachine(target, triple, cpu, features, min(max(opt_level, 0), 3), 2, 0)
@@ -348,6 +377,11 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
         L.LLVMSetModuleDataLayout(mod, data)
         L.LLVMSetTarget(mod, triple)
         options = L.LLVMCreatePassBuilderOptions()
+        # No loop unrolling: our passes unroll what they mean to (register tiles, row
+        # chunks); LLVM's unroller only copied the scalar remainder loops and the
+        # vectorizer's output again — 20-35% of a small kernel's LLVM time, for no
+        # measured speed (README "How it works").
+        L.LLVMPassBuilderOptionsSetLoopUnrolling(options, 0)
         err = L.LLVMRunPasses(mod, f"default<O{min(max(opt_level, 0), 3)}>".encode(), tm, options)
         if err:
             raise CodegenError("LLVM's optimizer failed: " + _error(L, err))

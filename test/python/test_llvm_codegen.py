@@ -87,6 +87,8 @@ def test_partitions_link_into_one_working_library(parts, monkeypatch):
     exported = disk_cache._dynamic_symbols(elf, undefined=False)
     assert exported is not None and disk_cache.packed_symbol("main") in exported
     assert not {"square", "count", "calls"} & set(exported)
+    # the entry's body was folded into its wrapper: only the wrapper defines the loops
+    assert "main" not in exported and "_mlir_ciface_main" in exported
 
 
 _forked = {}
@@ -140,6 +142,27 @@ def test_function_costs_keep_an_openmp_region_with_its_function():
     assert set(costs) == {b"f", b"g"} and costs[b"f"] > costs[b"g"]
 
 
+def test_function_costs_keep_a_c_interface_wrapper_with_its_function():
+    text = (b"define void @main(ptr %0) {\n  ret void\n}\n"
+            b"define void @_mlir_ciface_main(ptr %0) {\n  call void @main(ptr %0)\n  ret void\n}\n")
+    assert set(llvm_codegen.function_costs(text)) == {b"main"}
+
+
+def test_an_entry_called_from_elsewhere_stays_external():
+    """Only an entry whose one use is its wrapper's call becomes internal."""
+    m = lowered("""
+    func.func @twice(%x: f64) -> f64 attributes {llvm.emit_c_interface} {
+      %y = arith.addf %x, %x : f64
+      return %y : f64
+    }
+    func.func @other(%x: f64) -> f64 {
+      %y = func.call @twice(%x) : (f64) -> f64
+      return %y : f64
+    }""")
+    _, _, elf = disk_cache.link_and_load(llvm_codegen.compile_objects(m, "twice", opt_level=2), "twice")
+    assert {"twice", "other"} <= set(disk_cache._dynamic_symbols(elf, undefined=False))
+
+
 def test_only_translatable_modules_take_this_path():
     with context(), ir.Location.unknown():
         m = ir.Module.parse("func.func @f() { return }")
@@ -157,6 +180,8 @@ def test_engine_and_threads_give_the_same_results(monkeypatch):
     and through partitions on threads: the same numbers."""
     monkeypatch.setattr(llvm_codegen, "MIN_PARTITION_COST", 1)
     monkeypatch.setattr(disk_cache, "cache_dir", lambda: None)
+    from mirax.lowering.outline_kernels import MiraxOutlineKernels  # outline this small program too
+    monkeypatch.setitem(MiraxOutlineKernels.options, "min-ops", (1, "every function"))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 96)).astype(np.float32)
     w = rng.standard_normal((96, 32)).astype(np.float32)
