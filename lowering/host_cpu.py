@@ -14,6 +14,13 @@ facts, read through LLVM's C API (`LLVMGetHostCPUName`, `LLVMGetHostCPUFeatures`
 Linux, sysctl on macOS). Loading libLLVM costs ~40 ms, so the result is kept in the
 cache directory under a hash of /proc/cpuinfo's identity lines.
 
+`MIRAX_CPU_MAX_ISA` caps the vector ISA code is generated for, like XLA's
+`--xla_cpu_max_isa`: `avx2` on an AVX-512 host (or `sse`), `neon` on an SVE host. The
+features above the cap are switched off both here (the tuning table, the tiles) and in
+the target LLVM generates code for; the code still runs on the host, so the other
+family's code paths can be measured on one machine. (The ExecutionEngine fallback of
+runtime/cpu.py targets the whole host.)
+
 `PRESETS` describes one CPU of each ISA family (AVX2, AVX-512, NEON, SVE) for the tests
 of the derivation on families the machine at hand is not.
 """
@@ -27,7 +34,7 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 FORMAT = 2  # 2: the cache line size
 
@@ -112,6 +119,43 @@ PRESETS = {
     "sve": HostCPU("aarch64", "neoverse-v1", frozenset({"neon", "sve", "fp-armv8"}), 4,
                    64 << 10, 1 << 20, 32 << 20, "AWS Graviton3"),
 }
+
+
+# ---- the ISA cap -------------------------------------------------------------------------
+
+MAX_ISA_ENV = "MIRAX_CPU_MAX_ISA"
+# LLVM features each cap switches off (prefixes of LLVM's feature names)
+_ABOVE = {
+    "avx2": ("avx512", "evex512", "avx10", "amx"),
+    "sse": ("avx", "fma", "f16c", "vaes", "vpclmulqdq", "evex512", "amx", "xop", "fma4"),
+    "neon": ("sve",),
+}
+_ARCHES = {"avx2": ("x86_64", "AMD64"), "sse": ("x86_64", "AMD64"), "neon": ("aarch64", "arm64")}
+
+
+def max_isa() -> str | None:
+    """The cap `MIRAX_CPU_MAX_ISA` asks for (None: the host's own ISA)."""
+    return os.environ.get(MAX_ISA_ENV, "").strip().lower() or None
+
+
+def switched_off(features, arch: str, cap: str | None) -> frozenset:
+    """The features of `features` a cap turns off.
+
+        switched_off({"avx2", "avx512f", "fma"}, "x86_64", "avx2")   # {'avx512f'}
+    """
+    if cap is None:
+        return frozenset()
+    if cap not in _ABOVE:
+        raise ValueError(f"{MAX_ISA_ENV}={cap!r}: expected one of {', '.join(sorted(_ABOVE))}")
+    if arch not in _ARCHES[cap]:
+        raise ValueError(f"{MAX_ISA_ENV}={cap!r} is an ISA of {_ARCHES[cap][0]}, not of this {arch} host")
+    return frozenset(f for f in features if f.startswith(_ABOVE[cap]))
+
+
+def capped(h: HostCPU, cap: str | None) -> HostCPU:
+    """`h` with the features above `cap` switched off (the same host when it is below)."""
+    off = switched_off(h.features, h.arch, cap)
+    return replace(h, features=h.features - off) if off else h
 
 
 # ---- detection ---------------------------------------------------------------------------
@@ -285,9 +329,20 @@ def _store_path():
     return None if root is None else root / "host" / f"{_identity()}.json"
 
 
-@functools.lru_cache(maxsize=1)
 def host() -> HostCPU:
-    """The host CPU, detected once per process and remembered in the cache directory."""
+    """The CPU code is generated for: the host, detected once per process and remembered
+    in the cache directory, with the features above `MIRAX_CPU_MAX_ISA` switched off."""
+    return _host(max_isa())
+
+
+@functools.lru_cache(maxsize=4)
+def _host(cap: str | None) -> HostCPU:
+    return capped(detected(), cap)
+
+
+@functools.lru_cache(maxsize=1)
+def detected() -> HostCPU:
+    """The host CPU as detected (no cap), once per process, remembered on disk."""
     path = _store_path()
     if path is not None:
         try:

@@ -147,11 +147,22 @@ def _load():
         L.LLVMDisposeMessage(p)
         return s
     triple = ctypes.string_at(L.LLVMGetDefaultTargetTriple())
-    cpu, features = message(L.LLVMGetHostCPUName()).encode(), message(L.LLVMGetHostCPUFeatures()).encode()
+    cpu, features = message(L.LLVMGetHostCPUName()).encode(), target_features(message(L.LLVMGetHostCPUFeatures()))
     target, err = _VP(), _VP()
     if L.LLVMGetTargetFromTriple(triple, ctypes.byref(target), ctypes.byref(err)):
         return None
     return L, capi, target, triple, cpu, features
+
+
+def target_features(host_features: str) -> bytes:
+    """LLVM's feature string for the host (`+avx2,-amx-tile,...`) with the features
+    above `MIRAX_CPU_MAX_ISA` turned to `-` (lowering/host_cpu.py: the tuning table
+    is derived from the same capped set)."""
+    from ..lowering import host_cpu
+    items = [f for f in host_features.split(",") if f]
+    on = {f[1:] for f in items if f.startswith("+")}
+    off = host_cpu.switched_off(on, platform.machine(), host_cpu.max_isa())
+    return ",".join("-" + f[1:] if f[1:] in off else f for f in items).encode()
 
 
 def _llvm():

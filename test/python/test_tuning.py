@@ -60,15 +60,15 @@ def test_cache_line_is_the_os_figure():
 
 
 def test_host_is_remembered_on_disk(store):
-    host_cpu.host.cache_clear()
+    host_cpu.detected.cache_clear()
     try:
         first = host_cpu.host()
         files = list((store / "host").glob("*.json"))
         assert len(files) == 1
-        host_cpu.host.cache_clear()
+        host_cpu.detected.cache_clear()
         assert host_cpu.host() == first  # read back, not detected again
     finally:
-        host_cpu.host.cache_clear()
+        host_cpu.detected.cache_clear()
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -87,6 +87,67 @@ def test_derived_table_fits_the_family(family):
         assert cfg["nc"] % cfg["nr"] == 0 and cfg["forall_m"] % cfg["mr"] == 0
     assert t["row_fusion"]["partial_sums"] % lanes == 0
     assert t["elementwise"]["parallel_min_elements"] == max(1 << 14, h.l2)
+
+
+def test_isa_cap_switches_off_the_features_above_it():
+    h = host_cpu.PRESETS["avx512"]
+    capped = host_cpu.capped(h, "avx2")
+    assert capped.isa == "avx2" and capped.f32_lanes == 8 and capped.vector_registers == 16
+    assert "avx512f" not in capped.features and {"avx2", "fma"} <= capped.features
+    assert capped.key() != h.key()  # its own tuning table and kernels
+    assert host_cpu.capped(h, "sse").isa == "sse"
+    assert host_cpu.capped(host_cpu.PRESETS["avx2"], "avx2") == host_cpu.PRESETS["avx2"]  # a cap above: no change
+    assert host_cpu.capped(host_cpu.PRESETS["sve"], "neon").isa == "neon"
+    assert host_cpu.capped(h, None) == h
+    with pytest.raises(ValueError, match="MIRAX_CPU_MAX_ISA='avx3': expected one of avx2, neon, sse"):
+        host_cpu.capped(h, "avx3")
+    with pytest.raises(ValueError, match="ISA of aarch64, not of this x86_64 host"):
+        host_cpu.capped(h, "neon")
+
+
+def test_isa_cap_reaches_llvms_target(monkeypatch):
+    from mirax.runtime import llvm_codegen
+    arch = {"x86_64": "avx2", "AMD64": "avx2", "aarch64": "neon", "arm64": "neon"}.get(os.uname().machine)
+    if arch is None:
+        pytest.skip("no cap for this architecture")
+    monkeypatch.setenv("MIRAX_CPU_MAX_ISA", arch)
+    above = "+avx512f,+evex512" if arch == "avx2" else "+sve,+sve2"
+    out = llvm_codegen.target_features(f"+fma,{above},-amx-tile").decode()
+    assert out.startswith("+fma,-") and "+avx512" not in out and "+sve" not in out and out.endswith(",-amx-tile")
+
+
+CAPPED_CHILD = r"""
+import json, math, shutil, subprocess, sys, tempfile
+import numpy as np
+import mirax as mr
+from mirax.lowering import host_cpu, tuning
+from mirax.runtime import cpu
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((96, 200), np.float32), rng.standard_normal((200, 130), np.float32)
+f = mr.compile(lambda a, b: mr.erf(a @ b))
+np.testing.assert_allclose(np.array(f(mr.array(a), mr.array(b))), [[math.erf(v) for v in r] for r in a @ b],
+                           rtol=2e-4, atol=2e-4)
+from mirax.runtime import disk_cache
+disk_cache.flush()
+libs = [str(p) for p in disk_cache.cache_dir().rglob("*.so")]
+zmm = None
+if shutil.which("objdump") and libs:  # the kernels' machine code: no 512-bit registers under an AVX2 cap
+    zmm = "zmm" in subprocess.run(["objdump", "-d", *libs], capture_output=True, text=True).stdout
+h = host_cpu.host()
+print(json.dumps(dict(isa=h.isa, lanes=h.f32_lanes, tile=tuning.register_tiles(h)[0], zmm=zmm, libs=len(libs))))
+"""
+
+
+@pytest.mark.skipif(host_cpu.detected().isa != "avx512", reason="needs an AVX-512 host to cap")
+def test_code_for_an_avx2_host_runs_on_an_avx512_one(store):
+    env = dict(os.environ, MIRAX_CPU_MAX_ISA="avx2")
+    env.pop("MIRAX_DISABLE_DISK_CACHE", None)
+    r = subprocess.run([sys.executable, "-c", CAPPED_CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["isa"] == "avx2" and got["lanes"] == 8
+    assert tuple(got["tile"]) == tuning.register_tiles(host_cpu.PRESETS["avx2"])[0]
+    assert got["libs"] and got["zmm"] in (False, None)
 
 
 def test_families_get_different_tiles():
