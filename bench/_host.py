@@ -12,6 +12,27 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
+# the peers' settings for each MIRAX_CPU_MAX_ISA: OpenBLAS's kernels of that ISA, XLA capped alike
+PEER_CAPS = {"avx2": ("Haswell", "AVX2"), "sse": ("Nehalem", "SSE4_2")}
+
+
+def cap_peers(env) -> None:
+    """Set the peers' environment (a mapping, in place) for a fair run: the machine's own
+    OpenBLAS settings removed (some of these machines set OPENBLAS_CORETYPE and
+    OPENBLAS_L2_SIZE, which slow it: DESIGN.md), and under `MIRAX_CPU_MAX_ISA` the peers
+    capped to the same ISA as our code (OpenBLAS reads its variables when numpy loads it,
+    XLA when jax starts: call this before either, or for a worker's environment)."""
+    for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        env.pop(v, None)
+    cap = PEER_CAPS.get(env.get("MIRAX_CPU_MAX_ISA", "").strip().lower())
+    if cap:
+        env["OPENBLAS_CORETYPE"] = cap[0]
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_cpu_max_isa" not in f]
+        env["XLA_FLAGS"] = " ".join(flags + [f"--xla_cpu_max_isa={cap[1]}"])
+
+
+cap_peers(os.environ)  # (the benchmarks import this module before numpy and jax)
+
 
 def choices() -> str:
     from mirax.lowering import tuning
@@ -30,6 +51,28 @@ def choices() -> str:
     return "\n".join("  " + x for x in lines)
 
 
+def peers() -> str:
+    """The ISA the peers run: numpy's OpenBLAS kernels (its core name) and XLA's cap."""
+    import ctypes
+    import glob
+    core = "?"
+    try:
+        import numpy as np
+        lib = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "libscipy_openblas*"))
+        if lib:
+            f = ctypes.CDLL(lib[0]).scipy_openblas_get_corename64_
+            f.restype = ctypes.c_char_p
+            core = f().decode()
+    except (OSError, AttributeError, ImportError):
+        pass
+    xla = [f for f in os.environ.get("XLA_FLAGS", "").split() if "max_isa" in f]
+    return f"peers: numpy's OpenBLAS {core} kernels; XLA {xla[0] if xla else 'for the host'}"
+
+
 def describe() -> str:
     from mirax.lowering import host_cpu
-    return f"host: {host_cpu.host().describe()}\ntuning:\n{choices()}"
+    h, detected = host_cpu.host(), host_cpu.detected()
+    isa = lambda c: c.isa.upper().replace("AVX512", "AVX-512")  # noqa: E731
+    cap = (f"\ncode capped at {isa(h)} by MIRAX_CPU_MAX_ISA on this {isa(detected)} host"
+           if h.isa != detected.isa else "")
+    return f"host: {h.describe()}{cap}\n{peers()}\ntuning:\n{choices()}"

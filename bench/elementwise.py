@@ -19,9 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
-# numpy's OpenBLAS settings on this machine slow numpy (DESIGN.md): measure it without
-for _v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(_v, None)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load: _host.cap_peers)
 
 import math  # noqa: E402
 import time  # noqa: E402

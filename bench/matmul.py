@@ -11,8 +11,9 @@ derived from the host's features).
 Each contender runs in its own worker process, all three alive at once; rounds
 interleave them (mirax, numpy, jax, mirax, ...) and each round times `--calls` calls, so
 load from elsewhere on the machine hits all of them alike. Reported: the median over
-rounds of each round's median call. numpy's worker runs without OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE (set on these machines, they slow OpenBLAS). A pause between contenders
+rounds of each round's median call. The workers' environment comes from
+`_host.cap_peers`: without the machine's OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (they slow
+OpenBLAS), and capped to our ISA under MIRAX_CPU_MAX_ISA. A pause between contenders
 lets spinning thread pools (OpenMP's, OpenBLAS's) go idle. jax is optional (bench only).
 """
 from __future__ import annotations
@@ -24,7 +25,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _host import cap_peers  # noqa: E402  (before numpy: the peers' environment)
+
+import numpy as np  # noqa: E402
 
 
 def _inputs(shape, seed=0):
@@ -101,9 +105,7 @@ def worker(name, shape):
 
 def start(name, shape):
     env = dict(os.environ)
-    if name == "numpy":
-        env.pop("OPENBLAS_CORETYPE", None)
-        env.pop("OPENBLAS_L2_SIZE", None)
+    cap_peers(env)  # OpenBLAS and XLA as fair peers (bench/_host.py)
     spec = (f"{shape[0]}:" if shape[0] else "") + ",".join(map(str, shape[1:]))
     p = subprocess.Popen([sys.executable, __file__, "--worker", name, "--shape", spec],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
