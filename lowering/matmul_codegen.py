@@ -1018,36 +1018,50 @@ def _large(value) -> bool:
     return t.has_static_shape and math.prod(t.shape) >= PARALLEL_COPY_MIN
 
 
-def skip_zero_fill(kernel) -> int:
-    """In a tiled kernel whose every C tile is computed in one pass (K not split into
-    slices), the register tiles start from zeros instead of reading C's zero fill, and
-    the fill goes: C is then written once, never read (4096x4096x1024: a 64 MiB fill and
-    its read-back saved; a transformer step's 1536x64 products: their fills were 5% of
-    its samples). The C reads are found by following the fill's value through scf.for
-    iter_args, scf.forall shared outs and extract_slices to the transfer_reads that start
-    a loop's accumulator. Returns how many reads became zeros."""
-    from mlir.dialects import arith
+def _k_slice_loop(op, kc: int, k: int) -> bool:
+    """Whether scf.for `op` is the loop over K's kc-deep slices: from 0 to K step kc."""
+    from .pass_base import constant_int
+    lb, ub, step = op.operands[:3]
+    return constant_int(lb) == 0 and constant_int(ub) == k and constant_int(step) == kc
+
+
+def skip_zero_fill(kernel, kc: int | None = None, k: int | None = None) -> int:
+    """A tiled kernel's register tiles start from zeros instead of reading C's zero fill,
+    and the fill goes: C is then never read before it is written (4096x4096x1024: a 64
+    MiB fill and its read-back saved; a transformer step's 1536x64 products: their fills
+    were 5% of its samples; an MLP step's products over 784 or 256 in 128-deep slices:
+    `memset` was 3% of its samples). Where K is split into slices (`kc` < `k`), a tile
+    starts from zeros in the first slice only (`scf.if` on the slice loop's index) and
+    reads what the earlier slices wrote in the others. The C reads are found by following
+    the fill's value through scf.for iter_args, scf.forall shared outs and
+    extract_slices to the transfer_reads that start a loop's accumulator. Returns how
+    many reads became zeros (or zeros in the first slice)."""
+    from mlir.dialects import arith, scf
     from .pass_base import user_op
+    sliced = kc is not None and k is not None and kc < k
     done = 0
     for fill in walk_ops(kernel, lambda n: n == "linalg.fill"):
         if not _zero_constant(fill.operands[0]):
             continue
-        reads, todo, ok = [], [fill.results[0]], True
+        # (value, the K-slice loop whose iter_arg it is or is inside of, or None)
+        reads, todo, ok = [], [(fill.results[0], None)], True
         while todo and ok:
-            v = todo.pop()
+            v, kloop = todo.pop()
             for use in v.uses:
                 u, n = user_op(use), use.operand_number
                 if u.name == "scf.for" and n >= 3:  # an init: follow the iter_arg
-                    todo.append(u.regions[0].blocks[0].arguments[n - 2])
+                    inner = u if sliced and kloop is None and _k_slice_loop(u, kc, k) else kloop
+                    todo.append((u.regions[0].blocks[0].arguments[n - 2], inner))
                 elif u.name == "scf.forall" and n >= len(u.operands) - len(u.results):  # a shared out
                     args = u.regions[0].blocks[0].arguments
-                    todo.append(args[len(args) - len(u.operands) + n])
+                    todo.append((args[len(args) - len(u.operands) + n], kloop))
                 elif u.name == "tensor.extract_slice" and n == 0:
-                    todo.append(u.results[0])
+                    todo.append((u.results[0], kloop))
                 elif u.name == "vector.transfer_read" and n == 0:
                     r = u.results[0]
                     ok = all(user_op(x).name == "scf.for" for x in r.uses)  # an accumulator's start
-                    reads.append(u)
+                    ok = ok and (kloop is not None or not sliced)  # (every read in a slice: guarded)
+                    reads.append((u, kloop))
                 elif u.name == "scf.yield" or (u.name in ("vector.transfer_write", "tensor.insert_slice",
                                                           "tensor.parallel_insert_slice") and n == 1):
                     continue  # handed on unchanged / written over
@@ -1055,12 +1069,23 @@ def skip_zero_fill(kernel) -> int:
                     ok = False
         if not ok or not reads:
             continue
-        for r in reads:
+        for r, kloop in reads:
             t = r.results[0].type
             with ir.InsertionPoint(r), r.location:
                 zero = arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(ir.VectorType(t).element_type, 0.0)))
-            r.results[0].replace_all_uses_with(zero.result)
-            r.erase()
+                if kloop is None:
+                    r.results[0].replace_all_uses_with(zero.result)
+                    r.erase()
+                else:  # zeros in the first slice, C as the earlier slices left it after
+                    iv = kloop.regions[0].blocks[0].arguments[0]
+                    first = arith.CmpIOp(arith.CmpIPredicate.eq, iv, kloop.operands[0])
+                    branch = scf.IfOp(first.result, [t], has_else=True)
+                    r.results[0].replace_all_uses_with(branch.results[0])
+                    with ir.InsertionPoint(branch.then_block):
+                        scf.YieldOp([zero.result])
+                    with ir.InsertionPoint(branch.else_block):
+                        last = scf.YieldOp([r.results[0]])
+                    r.move_before(last)
             done += 1
         fill.results[0].replace_all_uses_with(fill.operands[1])
         fill.erase()
@@ -1186,8 +1211,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
             for (i, _, p), (_, f) in zip(items, kernels):
-                if p["kc"] >= p["dims"][2]:  # (K in one slice: each C tile computed in one pass)
-                    skip_zero_fill(f)
+                skip_zero_fill(f, p["kc"], p["dims"][2])
                 tag_task_work(f, p)
                 scalar_broadcast_reads(f)
             _inline(root, kernels)

@@ -39,13 +39,20 @@
 
 // optimize_matmuls: f32 matmuls with large static shapes become a two-thread scf.forall
 // of cache-tiled loops around an 8x32 register tile updated by outer products
-// (vector.fma), with C's tile read before the k loop and written after it.
+// (vector.fma), with C's tile written after the k loop; it starts from zeros in K's
+// first slice (C's zero fill is gone) and from C's tile, as the earlier slices left it,
+// in the others.
 
 // CHECK-LABEL: func.func @square
+// CHECK: %[[ZERO:.+]] = arith.constant dense<0.000000e+00> : vector<8x32xf32>
 // CHECK: scf.forall (%{{.+}}) in (16) shared_outs
-// CHECK: linalg.fill
-// CHECK: scf.for
-// CHECK: %[[ACC:.+]] = vector.transfer_read {{.+}} vector<8x32xf32>
+// CHECK-NOT: linalg.fill
+// CHECK: scf.for %[[KK:.+]] = %[[C0:.+]] to %{{.+}} step %c256
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[KK]], %[[C0]] : index
+// CHECK: %[[ACC:.+]] = scf.if %[[FIRST]] -> (vector<8x32xf32>) {
+// CHECK-NEXT: scf.yield %[[ZERO]] : vector<8x32xf32>
+// CHECK-NEXT: } else {
+// CHECK-NEXT: vector.transfer_read {{.+}} vector<8x32xf32>
 // CHECK: scf.for {{.+}} iter_args({{.*}}%{{.+}} = %[[ACC]]) -> ({{.*}}vector<8x32xf32>)
 // CHECK: vector.transfer_read %{{.+}} : tensor<1024x1024xf32>, vector<{{(1x)?}}32xf32>
 // A's mr values of a k step are read one by one (each broadcast a load of its own, not
