@@ -45,7 +45,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from .pass_base import MiraxPass, defining_op, user_op, walk_ops, within
+from .pass_base import MiraxPass, defining_op, outside_values, user_op, walk_ops, within
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 1000
@@ -148,22 +148,7 @@ def _outline(fn, op, name, after, parts, pointers):
     new function follows.
     `pointers` caches the aligned pointer taken of a memref in `fn` (value -> pointer)."""
     nested = list(_nested([op]))
-    inside_values = set()
-    for o in nested:
-        inside_values.update(o.results)
-        for region in o.regions:
-            for block in region.blocks:
-                inside_values.update(block.arguments)
-    captured, consts, seen = [], [], set()
-    for v in (v for o in nested for v in o.operands):
-        if v in inside_values or v in seen:
-            continue
-        seen.add(v)
-        d = defining_op(v)
-        if _is_constant(d):
-            consts.append((v, d))
-        else:
-            captured.append(v)
+    consts, captured = outside_values([op], _is_constant, nested)
     ptr_t = ir.Type.parse("!llvm.ptr")
     arg_types, layouts = [], []
     for v in captured:
@@ -186,8 +171,8 @@ def _outline(fn, op, name, after, parts, pointers):
     with ir.InsertionPoint(entry):
         for v, a, layout in zip(captured, entry.arguments, layouts):
             mapping[v] = a if layout is None else _memref_from_pointer(a, ir.MemRefType(v.type), layout)
-        for v, c in consts:
-            mapping[v] = c.clone().results[0]
+        for v in consts:
+            mapping[v] = defining_op(v).clone().results[0]
         body = op.clone()
         func.ReturnOp(list(body.results))
     for o in _nested([body]):

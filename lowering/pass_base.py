@@ -153,15 +153,22 @@ def clone_mapped(op, mapping, ip=None):
     return new
 
 
-def outside_values(ops):
+def _constant_or_static_empty(op) -> bool:
+    return op is not None and op.name in ("arith.constant", "tensor.empty") and not len(op.operands)
+
+
+def outside_values(ops, copied=_constant_or_static_empty, nested=None):
     """The values `ops` (and the ops nested in them) read that none of them defines, in
-    first-use order, as (copies, args): constants and static `tensor.empty`s, which a
-    function holding `ops` takes as copies of its own (what canonicalization and fusion
-    see of them stays the same), and the rest, its arguments."""
-    nested = []
-    for op in ops:
-        nested.append(op)
-        nested.extend(walk_ops(op, lambda name: True))
+    first-use order, as (copies, args): those whose defining op `copied` accepts
+    (default: constants and static `tensor.empty`s), which a function holding `ops`
+    takes as copies of its own (what canonicalization and fusion see of them stays the
+    same), and the rest, its arguments. `nested`: `ops` and their nested ops, where the
+    caller has them already."""
+    if nested is None:
+        nested = []
+        for op in ops:
+            nested.append(op)
+            nested.extend(walk_ops(op, lambda name: True))
     inside = set()
     for o in nested:
         inside.update(o.results)
@@ -173,9 +180,7 @@ def outside_values(ops):
         if v in inside or v in seen:
             continue
         seen.add(v)
-        d = defining_op(v)
-        leaf = d is not None and d.name in ("arith.constant", "tensor.empty") and not len(d.operands)
-        (copies if leaf else args).append(v)
+        (copies if copied(defining_op(v)) else args).append(v)
     return copies, args
 
 
