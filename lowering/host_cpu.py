@@ -340,6 +340,12 @@ def _host(cap: str | None) -> HostCPU:
     return capped(detected(), cap)
 
 
+def forget() -> None:
+    """Detect the host again at the next `host()` (tests)."""
+    detected.cache_clear()
+    _host.cache_clear()
+
+
 @functools.lru_cache(maxsize=1)
 def detected() -> HostCPU:
     """The host CPU as detected (no cap), once per process, remembered on disk."""

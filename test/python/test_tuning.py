@@ -60,15 +60,15 @@ def test_cache_line_is_the_os_figure():
 
 
 def test_host_is_remembered_on_disk(store):
-    host_cpu.detected.cache_clear()
+    host_cpu.forget()
     try:
         first = host_cpu.host()
         files = list((store / "host").glob("*.json"))
         assert len(files) == 1
-        host_cpu.detected.cache_clear()
+        host_cpu.forget()
         assert host_cpu.host() == first  # read back, not detected again
     finally:
-        host_cpu.detected.cache_clear()
+        host_cpu.forget()
 
 
 @pytest.mark.parametrize("family", FAMILIES)
