@@ -11,6 +11,12 @@ from . import dtypes as dt
 from .core import F64, Aval, Dense, MiraxError, primitive
 
 
+def _nested_bools(a: np.ndarray) -> str:
+    if a.ndim == 1:
+        return "[" + ", ".join("true" if v else "false" for v in a.tolist()) + "]"
+    return "[" + ", ".join(_nested_bools(x) for x in a) + "]"
+
+
 def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
     """A DenseElementsAttr holding `value` (needs an active MLIR context); `lowered`
     gives the element type lowered code uses (signless, bool as i8)."""
@@ -35,9 +41,13 @@ def dense_attr(value: np.ndarray, dtype: dt.Dtype, lowered=False):
         return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<{body}> : tensor<{elt}>"))
     ttype = ir.RankedTensorType.get(list(value.shape), ir.Type.parse(elt))
     if dtype.kind == "b" and not lowered:
-        # the bindings cannot build i1 attributes from a buffer: go through i8 text
-        i8 = str(dense_attr(value.astype(np.int8), dt.int8))
-        body = i8[len("dense<"):i8.rindex(" : ")].rstrip(">").replace("1", "true").replace("0", "false")
+        # the bindings cannot build i1 attributes from a buffer: they travel as text
+        # (nested lists; MLIR prints larger i8 attributes as hex, which is no i1 text)
+        flat = value.reshape(-1)
+        if value.size and np.all(flat == flat[0]):
+            body = "true" if flat[0] else "false"
+        else:
+            body = _nested_bools(np.asarray(value, bool))
         return ir.Attribute.parse(f"dense<{body}> : {ttype}")
     raw = np.ascontiguousarray(value).view(dtype.storage)
     if dtype.kind in "ub" and lowered:

@@ -106,7 +106,8 @@ func.func @algebra(%i: tensor<4xi32>, %f: tensor<4xf32>) -> (tensor<4xi32>, tens
 
 // -----
 
-// Constants fold through mirax's own CPU kernels.
+// Constants fold: through the primitives' numpy references where those are exact
+// (arange, multiply, add, greater, logical_and here), else mirax's own CPU kernels.
 // CHECK-LABEL: func.func @fold
 // CHECK-NEXT: %[[C:.+]] = "mirax.constant"() {value = dense<[2.000000e+00, 5.000000e+00, 1.000000e+01]> : tensor<3xf32>} : () -> tensor<3xf32>
 // CHECK-NEXT: %[[B:.+]] = "mirax.constant"() {value = dense<[false, true, true]> : tensor<3xi1>} : () -> tensor<3xi1>

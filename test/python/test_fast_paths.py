@@ -399,9 +399,93 @@ def test_scalar_broadcasts_fold_without_kernels():
     assert "mirax.broadcast_to" not in text
     ref = x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) / 2 + np.where(x > 0, 1, -7)
     np.testing.assert_allclose(np.asarray(f(mr.array(x))), ref, rtol=1e-5, atol=1e-5)
-    # a broadcast of a constant that is not a splat still folds through its kernel
+    # a broadcast of a constant that is not a splat folds too (numpy's broadcast_to: exact)
     g = mr.compile(lambda x: x + mr.array(np.arange(17, dtype=np.float32)))
     np.testing.assert_array_equal(np.asarray(g(mr.array(x))), x + np.arange(17, dtype=np.float32))
+
+
+def _fold_cases():
+    """(primitive, params, inputs, out dtype) for each primitive mirax-simplify folds in
+    numpy, on the values where C and numpy are most likely to part: NaN, infinities,
+    signed zeros, subnormals, the integers' extremes."""
+    f = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 1e-45, -3.5, 2.5, 3e38, -7.0], np.float32)
+    g = np.array([1.0, np.nan, -np.inf, 0.0, -0.0, 3.0, 2.0, -2.5, 3e38, 1e-45], np.float32)
+    i32 = np.array([-2**31, 2**31 - 1, -1, 0, 1, 7, -7, 2**30, 5, -5], np.int32)
+    j32 = np.array([-1, 1, 2**31 - 1, -2**31, 3, -7, 7, 2**30, 0, 5], np.int32)
+    i64 = i32.astype(np.int64) * (2**33 + 1)
+    b = np.array([True, False] * 5)
+    c = np.array([False, False, True, True, False, True, True, False, True, False])
+    cases = []
+    for name in ("add", "subtract", "multiply", "divide"):
+        cases += [(name, {}, [f, g], dt.float32), (name, {}, [f.astype(np.float64), g.astype(np.float64)], dt.float64)]
+    for name in ("negative", "abs"):
+        cases += [(name, {}, [f], dt.float32), (name, {}, [i32], dt.int32), (name, {}, [i64], dt.int64)]
+    for name in ("add", "subtract", "multiply", "maximum", "minimum"):
+        cases += [(name, {}, [i32, j32], dt.int32), (name, {}, [i64, i64[::-1].copy()], dt.int64)]
+    for name in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal"):
+        cases += [(name, {}, [i32, j32], dt.bool_), (name, {}, [b, c], dt.bool_)]
+    for name in ("logical_and", "logical_or"):
+        cases.append((name, {}, [b, c], dt.bool_))
+    cases.append(("logical_not", {}, [b], dt.bool_))
+    cases += [("astype", {"dtype": "int64"}, [i32], dt.int64), ("astype", {"dtype": "int32"}, [i64], dt.int32),
+              ("astype", {"dtype": "int32"}, [b], dt.int32)]
+    cases += [("arange", {"start": -3.0, "step": 4.0}, [], dt.int32)]
+    cases += [("where", {}, [b, f, g], dt.float32), ("reshape", {"shape": (2, 5)}, [f], dt.float32),
+              ("broadcast_to", {"shape": (3, 10)}, [i32], dt.int32), ("transpose", {"permutation": (1, 0)}, [f.reshape(2, 5)], dt.float32),
+              ("slice", {"start": (1,), "stop": (9,), "strides": (3,)}, [f], dt.float32),
+              ("concatenate", {"axis": 0}, [i32, j32], dt.int32)]
+    return cases
+
+
+@pytest.mark.parametrize("case", _fold_cases(), ids=lambda c: f"{c[0]}-{c[3].name}")
+def test_folds_in_numpy_equal_the_kernels_bit_for_bit(case):
+    """What mirax-simplify folds with a primitive's numpy reference (EXACT_IN_NUMPY) is
+    what the primitive's kernel computes, bit for bit: a fold never changes a value."""
+    from mirax.dialect import PRIMITIVES
+    from mirax.lowering import mirax_simplify
+    name, params, inputs, out_dtype = case
+    prim = PRIMITIVES[name]
+    ins = [Aval(x.shape, dt.from_numpy(x.dtype)) for x in inputs]
+    shape = {"reshape": (2, 5), "broadcast_to": (3, 10), "transpose": (5, 2), "slice": (3,), "concatenate": (20,),
+             "arange": (10,)}.get(name, inputs[-1].shape if inputs else ())
+    out = Aval(shape, out_dtype)
+    folded = mirax_simplify._numpy_fold(prim, params, inputs, ins, out)
+    assert folded is not None, f"{name} is not folded in numpy"
+    kernel = np.asarray(cpu_device.run(prim, params, ins, out, inputs))
+    assert folded.dtype == kernel.dtype and folded.shape == kernel.shape
+    assert folded.tobytes() == kernel.tobytes(), (folded, kernel)
+
+
+def test_folds_outside_numpys_exact_set_use_the_kernel():
+    """exp's numpy and kernel results may differ in the last bit: it folds through its
+    kernel (and float maximum, integer division likewise)."""
+    from mirax.dialect import PRIMITIVES
+    from mirax.lowering import mirax_simplify
+    x = np.array([0.5, 1.5], np.float32)
+    a = Aval((2,), dt.float32)
+    assert mirax_simplify._numpy_fold(PRIMITIVES["exp"], {}, [x], [a], a) is None
+    assert mirax_simplify._numpy_fold(PRIMITIVES["maximum"], {}, [x, x], [a, a], a) is None
+    i = Aval((2,), dt.int32)
+    assert mirax_simplify._numpy_fold(PRIMITIVES["floor_divide"], {}, [x.astype(np.int32)] * 2, [i, i], i) is None
+    # (an integer's conversion to float rounds: numpy's and the kernel's may differ)
+    assert mirax_simplify._numpy_fold(PRIMITIVES["astype"], {"dtype": "float32"}, [x.astype(np.int32)], [i], a) is None
+
+
+def test_a_causal_mask_folds_without_compiling_a_kernel():
+    """The positions and causal mask of a transformer (arange, broadcasts, comparisons,
+    where) fold in numpy: compiling the function builds no eager kernel for them."""
+    def f(x):
+        i = mr.arange(31)
+        mask = mr.where(i[:, None] < i[None, :], -1e9, 0.0)
+        return x + mask
+    x = np.linspace(-1, 1, 31 * 31, dtype=np.float32).reshape(31, 31)  # (a shape no other test folds)
+    before = cpu_device.kernels.compiles
+    text = mr.compile(f).lower(mr.array(x)).as_text("simplified")
+    assert cpu_device.kernels.compiles == before
+    # (the mask, 961 booleans, is an i1 attribute MLIR would print as hex: written as text)
+    assert "mirax.arange" not in text and "mirax.less" not in text and "mirax.where" not in text
+    i = np.arange(31)
+    np.testing.assert_array_equal(np.asarray(mr.compile(f)(mr.array(x))), x + np.where(i[:, None] < i[None, :], -1e9, 0.0).astype(np.float32))
 
 
 def test_walk_ops_order_and_errors():
