@@ -36,10 +36,14 @@ func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
 // into panels) copies runs of it: one slice copy per run (a vector read and write once
 // bufferized), instead of a scalar loop LLVM unrolls and cannot vectorize (source and
 // destination may alias). A run longer than 4 vectors is cut into 4-vector pieces. A
-// transpose whose swapped dims the lanes do not divide is left alone.
+// transpose whose swapped dims the lanes do not divide is left alone. The runs are copied
+// in blocks of up to 8 along each dim that moves (a divisor of it; a dim of at most 8
+// is one block): whole lines of a few source rows read, runs written in a row.
 // CHECK-LABEL: func.func @keeps_inner
-// CHECK: tensor.extract_slice %arg0[{{.+}}] [1, 1, 1, 16] [1, 1, 1, 1] : tensor<2x48x4x16xf32> to tensor<1x1x1x16xf32>
-// CHECK: tensor.insert_slice {{.+}} [1, 1, 1, 16] [1, 1, 1, 1] : tensor<1x1x1x16xf32> into tensor<2x4x48x16xf32>
+// CHECK: scf.for %{{.+}} = %c0 to %c48 step %c8
+// CHECK: tensor.extract_slice %arg0[0, %{{.+}}, 0, 0] [2, 8, 4, 16] [1, 1, 1, 1] : tensor<2x48x4x16xf32> to tensor<2x8x4x16xf32>
+// CHECK: tensor.extract_slice %{{.+}}[{{.+}}] [1, 1, 1, 16] [1, 1, 1, 1] : tensor<2x8x4x16xf32> to tensor<1x1x1x16xf32>
+// CHECK: tensor.insert_slice {{.+}} [1, 1, 1, 16] [1, 1, 1, 1] : tensor<1x1x1x16xf32> into tensor<2x4x8x16xf32>
 // CHECK: tensor.extract_slice %arg1[{{.+}}] [1, 1, 64] [1, 1, 1] : tensor<8x4x256xf32> to tensor<1x1x64xf32>
 // CHECK: linalg.transpose {{.+}} permutation = [1, 0]
 // CHECK-NOT: linalg.transpose

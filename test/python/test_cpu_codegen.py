@@ -269,7 +269,10 @@ def test_keepdims_lowers_to_expand_shape():
     ((64, 48), (1, 0), np.int32),
     ((3, 64, 32), (0, 2, 1), np.float32),  # batched
     ((32, 16, 48), (2, 0, 1), np.float32),
-    ((2, 48, 4, 16), (0, 2, 1, 3), np.float32),  # innermost dim kept: left alone
+    ((2, 48, 4, 16), (0, 2, 1, 3), np.float32),  # innermost dim kept: runs copied in blocks
+    ((1024, 64, 16), (1, 0, 2), np.float32),     # (matmul's B panels: blocks of 8 x 8 runs)
+    ((36, 10, 32), (1, 0, 2), np.float32),       # (blocks of 6 x 5: divisors)
+    ((13, 20, 16), (1, 0, 2), np.float32),       # (13 is prime: partial blocks of 8)
     ((10, 512), (1, 0), np.float32),       # 10 is no multiple of the lanes: left alone
     ((64, 64), (1, 0), np.float64),        # 64-bit: left alone
 ])
