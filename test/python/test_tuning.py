@@ -130,24 +130,32 @@ np.testing.assert_allclose(np.array(f(mr.array(a), mr.array(b))), [[math.erf(v) 
 from mirax.runtime import disk_cache
 disk_cache.flush()
 libs = [str(p) for p in disk_cache.cache_dir().rglob("*.so")]
-zmm = None
-if shutil.which("objdump") and libs:  # the kernels' machine code: no 512-bit registers under an AVX2 cap
-    zmm = "zmm" in subprocess.run(["objdump", "-d", *libs], capture_output=True, text=True).stdout
+wide = None  # whether the kernels' machine code names the registers the cap excludes (argv[1])
+if shutil.which("objdump") and libs:
+    wide = sys.argv[1] in subprocess.run(["objdump", "-d", *libs], capture_output=True, text=True).stdout
 h = host_cpu.host()
-print(json.dumps(dict(isa=h.isa, lanes=h.f32_lanes, tile=tuning.register_tiles(h)[0], zmm=zmm, libs=len(libs))))
+print(json.dumps(dict(isa=h.isa, lanes=h.f32_lanes, tile=tuning.register_tiles(h)[0], wide=wide, libs=len(libs))))
 """
 
 
-@pytest.mark.skipif(host_cpu.detected().isa != "avx512", reason="needs an AVX-512 host to cap")
-def test_code_for_an_avx2_host_runs_on_an_avx512_one(store):
-    env = dict(os.environ, MIRAX_CPU_MAX_ISA="avx2")
+# the ISA a cap below this host's takes, and the registers its code must not name
+LOWER = {"avx512": ("avx2", "zmm", 8), "avx2": ("sse", "ymm", 4)}
+
+
+@pytest.mark.skipif(host_cpu.detected().isa not in LOWER, reason="needs an AVX-512 or AVX2 host to cap")
+def test_code_for_a_lesser_isa_runs_on_this_host(store):
+    """AVX2 code on an AVX-512 host (SSE code on an AVX2 one): right values, the lesser
+    family's tile, and none of the wider registers in the kernels' machine code."""
+    cap, wide, lanes = LOWER[host_cpu.detected().isa]
+    env = dict(os.environ, MIRAX_CPU_MAX_ISA=cap)
     env.pop("MIRAX_DISABLE_DISK_CACHE", None)
-    r = subprocess.run([sys.executable, "-c", CAPPED_CHILD], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", CAPPED_CHILD, wide], env=env,
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got["isa"] == "avx2" and got["lanes"] == 8
-    assert tuple(got["tile"]) == tuning.register_tiles(host_cpu.PRESETS["avx2"])[0]
-    assert got["libs"] and got["zmm"] in (False, None)
+    assert got["isa"] == cap and got["lanes"] == lanes
+    assert tuple(got["tile"]) == tuning.register_tiles(host_cpu.capped(host_cpu.detected(), cap))[0]
+    assert got["libs"] and got["wide"] in (False, None)
 
 
 def test_families_get_different_tiles():
