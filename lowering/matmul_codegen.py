@@ -51,8 +51,8 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import (apply_transform, clone_mapped, defining_op, inline_body, outside_values, transform_script,
-                        walk_ops, within)
+from .pass_base import (apply_transform, clone_mapped, constant_int, defining_op, inline_body, outside_values,
+                        transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -1020,12 +1020,11 @@ def _large(value) -> bool:
 
 def _k_slice_loop(op, kc: int, k: int) -> bool:
     """Whether scf.for `op` is the loop over K's kc-deep slices: from 0 to K step kc."""
-    from .pass_base import constant_int
     lb, ub, step = op.operands[:3]
     return constant_int(lb) == 0 and constant_int(ub) == k and constant_int(step) == kc
 
 
-def skip_zero_fill(kernel, kc: int | None = None, k: int | None = None) -> int:
+def skip_zero_fill(kernel, kc: int, k: int) -> int:
     """A tiled kernel's register tiles start from zeros instead of reading C's zero fill,
     and the fill goes: C is then never read before it is written (4096x4096x1024: a 64
     MiB fill and its read-back saved; a transformer step's 1536x64 products: their fills
@@ -1038,7 +1037,7 @@ def skip_zero_fill(kernel, kc: int | None = None, k: int | None = None) -> int:
     many reads became zeros (or zeros in the first slice)."""
     from mlir.dialects import arith, scf
     from .pass_base import user_op
-    sliced = kc is not None and k is not None and kc < k
+    sliced = kc < k
     done = 0
     for fill in walk_ops(kernel, lambda n: n == "linalg.fill"):
         if not _zero_constant(fill.operands[0]):

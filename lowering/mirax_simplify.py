@@ -11,7 +11,8 @@ primitive's numpy reference where that computes bit for bit what its kernel comp
 (`EXACT_IN_NUMPY`: data movement, selection, IEEE's basic float arithmetic, integer
 arithmetic and comparisons), else by mirax's own CPU kernel — never an approximation
 of it (a kernel is a JIT compile, 20-30 ms the first time: a transformer step folds 14
-ops of its causal mask and positions, 0.45 s of its first compile when they all were). `stop_gradient` is kept: it means something to grad.
+ops of its causal mask and positions, 0.45 s of its first compile when they all were).
+`stop_gradient` is kept: it means something to grad.
 `optimization_barrier` is never folded, merged or seen through (dialect/barrier.py).
 A division by a float splat constant becomes a multiplication by its reciprocal, as
 XLA's algebraic simplifier does (exact for powers of two, else within an ulp).
@@ -199,14 +200,9 @@ def _numpy_fold(prim, params, inputs, ins, out):
     import numpy as np
     name, storage = prim.name, out.dtype.storage
     dtypes = [a.dtype for a in ins] + [out.dtype]
-    if name in _ANY:
-        exact = True
-    elif name in _IEEE and all(d in (dt.float32, dt.float64) for d in dtypes):
-        exact = True
-    elif name in _INTEGER and all(d.storage.kind in "iub" and d is not dt.bfloat16 for d in dtypes):
-        exact = True
-    else:
-        exact = False
+    exact = (name in _ANY
+             or (name in _IEEE and all(d in (dt.float32, dt.float64) for d in dtypes))
+             or (name in _INTEGER and all(d.storage.kind in "iub" and d is not dt.bfloat16 for d in dtypes)))
     if not exact:
         return None
     kw = dict(params)

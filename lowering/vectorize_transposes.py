@@ -137,17 +137,14 @@ def line_tiles(op, tiles, line: int):
     perm = permutation(op)
     rank = len(perm)
     j = perm.index(rank - 1)
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
     if j == rank - 1:
-        if not RUN_BLOCK:
-            return None
-        shape = list(ir.RankedTensorType(op.results[0].type).shape)
         outer = [0] * rank
         for i in (i for i in range(rank - 1) if perm[i] != i):
             outer[i] = _run_block(shape[i])
         return outer if any(outer) else None
-    shape = list(ir.RankedTensorType(op.results[0].type).shape)
     per_line = line // 4
-    if j == rank - 1 or tiles[j] >= per_line or shape[j] % per_line:
+    if tiles[j] >= per_line or shape[j] % per_line:
         return None
     outer = list(tiles)
     outer[j] = per_line

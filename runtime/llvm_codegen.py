@@ -321,8 +321,10 @@ def _internalize_entry(L, mod, entry: bytes) -> None:
     optimizing and generating code for the same loops twice (a quarter of a one-kernel
     module's LLVM time). Nothing outside calls `f`: the runtime enters through the packed
     wrapper of `_mlir_ciface_f`."""
+    if not entry.startswith(_CIFACE):
+        return
     f = L.LLVMGetNamedFunction(mod, entry[len(_CIFACE):])
-    if not f or L.LLVMIsDeclaration(f) or not entry.startswith(_CIFACE):
+    if not f or L.LLVMIsDeclaration(f):
         return
     use = L.LLVMGetFirstUse(f)
     if use and not L.LLVMGetNextUse(use):
