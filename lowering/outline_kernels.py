@@ -45,7 +45,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from .pass_base import MiraxPass, defining_op, outside_values, user_op, walk_ops, within
+from .pass_base import MiraxPass, clone_mapped, defining_op, outside_values, user_op, walk_ops, within
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 1000
@@ -173,12 +173,8 @@ def _outline(fn, op, name, after, parts, pointers):
             mapping[v] = a if layout is None else _memref_from_pointer(a, ir.MemRefType(v.type), layout)
         for v in consts:
             mapping[v] = defining_op(v).clone().results[0]
-        body = op.clone()
+        body = clone_mapped(op, mapping)
         func.ReturnOp(list(body.results))
-    for o in _nested([body]):
-        for i, v in enumerate(o.operands):
-            if v in mapping:
-                o.operands[i] = mapping[v]
     # an identical part already emitted: call it and drop this one. Parts are compared by
     # text only when their signatures (types, op names) match: most have none to match,
     # and printing every part was a third of this pass
