@@ -37,14 +37,13 @@ off), so the tuner and the tests check and time the code a compile makes:
      `openmp_dynamic_schedule` (helps when other processes hold a core),
      `convert-vector-to-scf{full-unroll}`, `convert-vector-to-llvm` (before
      `finalize-memref-to-llvm`) and `convert-openmp-to-llvm` (after it);
-  4. an LLVM OpenMP runtime (`__kmpc_*`: Debian `libomp5` or PyPI `intel-openmp`;
-     `openmp_library()` finds one) among the engine's shared libraries.
+  4. the runtime's code generation (runtime/cpu.py `compile_module`) links an LLVM
+     OpenMP runtime (`__kmpc_*`: Debian `libomp5` or PyPI `intel-openmp`;
+     `openmp_library()` finds one).
 """
 from __future__ import annotations
 
-import ctypes
 import math
-import os
 import warnings
 
 from mlir import ir
@@ -1232,55 +1231,34 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
 
 # --- standalone driver (tests and bench/matmul.py) until the CPU pipeline calls the hook ---
 
-def _descriptor(a):
-    rank = a.ndim
-    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64)]
-    if rank:
-        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
-    d = type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})()
-    d.allocated = d.aligned = a.ctypes.data
-    if rank:
-        d.sizes[:] = a.shape
-        d.strides[:] = [s // a.itemsize for s in a.strides]
-    return d
-
-
-def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int = 3, config=None):
-    """JIT `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
-    optimize_matmuls + lower_to_llvm. Returns `call(inputs, outputs)` writing outputs in place.
+def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int | None = None, config=None):
+    """Compile `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
+    optimize_matmuls + lower_to_llvm and the runtime's code generation (runtime/cpu.py:
+    the host's LLVM target under MIRAX_CPU_MAX_ISA, the JIT opt level, the disk cache),
+    so the tuner times the code a later compile makes. Returns `call(inputs, outputs)`
+    writing outputs in place.
 
         mm = compile_standalone(text, "mm")
         mm([a, b], [c])
     """
-    from mlir.execution_engine import ExecutionEngine
+    from ..runtime import cpu
+    from .cpu_pipeline import MiraxCpuPipeline
 
-    ctx = ir.Context()
-    with ctx, ir.Location.unknown():
-        module = ir.Module.parse(text)
-        if optimize:
-            optimize_matmuls(module, config=config)
-        lower_to_llvm(module)
-        libs = [os.path.join(os.path.dirname(ir.__file__), "lib", "libmlir_c_runner_utils.so")]
-        omp = openmp_library()
-        if omp:
-            libs.append(omp)
-        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
-    addr = engine.raw_lookup("_mlir_ciface_" + name)  # its packed wrapper: void** of arg pointers
-    if not addr:
-        raise RuntimeError(f"function '{name}' not found after lowering (missing OpenMP runtime?)")
-    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+    # (MLIR's ExecutionEngine, used here before, targets the whole host: under
+    # MIRAX_CPU_MAX_ISA=avx2 the tuner raced AVX-512 code for the AVX2 table)
+    prepare = (f"matmul_codegen.optimize_matmuls config={config!r}",
+               lambda module: optimize_matmuls(module, config=config)) if optimize else None
+    lower = ("matmul_codegen.lower_to_llvm", lambda pm: MiraxCpuPipeline(matmuls=False).add_to(pm))
+    kernel = cpu.compile_module(text, name, opt_level=opt_level, prepare=prepare, lower=lower)
 
     def call(inputs, outputs):
         arrays = list(inputs) + list(outputs)
         for a in arrays:
             if not a.flags.c_contiguous:
                 raise ValueError("compile_standalone: arrays must be C-contiguous")
-        descs = [_descriptor(a) for a in arrays]
-        ptrs = [ctypes.c_void_p(ctypes.addressof(d)) for d in descs]
-        packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
-        fn(packed)
+        kernel(inputs, outputs)
 
-    call.engine, call.context = engine, ctx  # keep them alive
+    call.kernel = kernel  # keep it alive
     return call
 
 

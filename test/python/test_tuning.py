@@ -127,6 +127,16 @@ a, b = rng.standard_normal((96, 200), np.float32), rng.standard_normal((200, 130
 f = mr.compile(lambda a, b: mr.erf(a @ b))
 np.testing.assert_allclose(np.array(f(mr.array(a), mr.array(b))), [[math.erf(v) for v in r] for r in a @ b],
                            rtol=2e-4, atol=2e-4)
+# the tuner's candidates come from the same code generation (it raced AVX-512 code for the
+# AVX2 table while it compiled through MLIR's ExecutionEngine, which ignores the cap)
+from mirax import tune
+from mirax.lowering import matmul_codegen as mc
+before = cpu.stats.compiles + cpu.stats.disk_hits
+mm = mc.compile_standalone(tune.matmul_text(None, 96, 130, 200), "mm")
+assert cpu.stats.compiles + cpu.stats.disk_hits == before + 1, "compile_standalone bypassed compile_module"
+c = np.full((96, 130), np.nan, np.float32)
+mm([a, b], [c])
+np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
 from mirax.runtime import disk_cache
 disk_cache.flush()
 libs = [str(p) for p in disk_cache.cache_dir().rglob("*.so")]
