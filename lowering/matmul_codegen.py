@@ -126,7 +126,10 @@ def tag_task_work(f, p) -> None:
     one of its parallel tasks (for `openmp_dynamic_schedule`)."""
     b = p.get("batch") or 1
     (mp, np_), k = p["pad"], p["dims"][2]
-    tasks = b * (np_ // p["forall_n"] if p.get("forall_n") else max(1, mp // p["forall_m"]))
+    if p.get("forall_b"):  # (B's panels split: nr columns each)
+        tasks = np_ // (p["forall_b"] * p["nr"])
+    else:
+        tasks = b * (np_ // p["forall_n"] if p.get("forall_n") else max(1, mp // p["forall_m"]))
     attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), b * mp * np_ * k // max(1, tasks))
     for op in _walk(f, "vector.fma"):
         op.attributes[TASK_MACS] = attr
@@ -243,12 +246,13 @@ TRANSPOSED_A = ("[affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) 
                 "affine_map<(d0, d1, d2) -> (d0, d1)>]")
 
 
-def plan(op, config=None, inherit=None):
+def plan(op, config=None, inherit=None, prefer_nr=None):
     """Tile sizes for one linalg.matmul/batch_matmul op, or None to leave it alone.
 
     `config` (the tuner's candidates, tests) replaces the tuning table's entries;
     `inherit` (the divisible piece of a split product: its parent's tiles) stands in for
-    the measured entry. Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc,
+    the measured entry; `prefer_nr` (a row remainder whose divisible piece repacked B into
+    panels that wide) breaks ties between a remainder's tiles. Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc,
     kc, mr, nr, pack, pack_a, rows_outer, split, tiles)."""
     name = op.name
     if len(op.operands) != 3 or len(op.results) != 1:
@@ -283,13 +287,14 @@ def plan(op, config=None, inherit=None):
         return None
     mr, nr = cfg["mr"], cfg["nr"]
     Mp, Np = _up(M, mr), _up(N, nr)
-    if REMAINDER in op.attributes and (Mp, Np) != (M, N) and config is None:
+    if REMAINDER in op.attributes and ((Mp, Np) != (M, N) or prefer_nr not in (None, nr)) and config is None:
         # a split product's remainder (the last M % mr rows, say): the host's register tile
         # that pads it least, the most accumulators among those (4 rows: 4x16, not 6x16
-        # padded with two rows of zeros, a third of its FMAs wasted)
+        # padded with two rows of zeros, a third of its FMAs wasted); among equals, one
+        # as wide as the B panels it may share (`prefer_nr`)
         from .host_cpu import host
         tiles = tuning.register_tiles(host(), every=True)
-        mr, nr = min(tiles, key=lambda t: (_up(M, t[0]) * _up(N, t[1]), -t[0] * t[1]))
+        mr, nr = min(tiles, key=lambda t: (_up(M, t[0]) * _up(N, t[1]), t[1] != prefer_nr, -t[0] * t[1]))
         Mp, Np = _up(M, mr), _up(N, nr)
         cfg.update(tuning.matmul_tiles(host(), mr, nr))
     if Mp * Np > cfg["max_pad"] * M * N and config is None:
@@ -406,10 +411,13 @@ def split_remainders(op, p):
 
     pieces = []
     with ir.InsertionPoint(op), op.location:
+        # one slice of B per column range (and of A per row range): a row remainder finds
+        # the B its divisible piece repacked by value (optimize_matmuls: `shared_b`)
+        bvs = {(c0, c1): piece_of(b, [0, c0], [K, c1 - c0]) for c0, c1 in cols}
         for r0, r1 in rows:
+            av = (piece_of(a, [0, r0], [K, r1 - r0]) if p["transpose_a"] else piece_of(a, [r0, 0], [r1 - r0, K]))
             for c0, c1 in cols:
-                av = (piece_of(a, [0, r0], [K, r1 - r0]) if p["transpose_a"] else piece_of(a, [r0, 0], [r1 - r0, K]))
-                bv = piece_of(b, [0, c0], [K, c1 - c0])
+                bv = bvs[(c0, c1)]
                 cv = piece_of(c, [r0, c0], [r1 - r0, c1 - c0])
                 if filled:
                     cv = linalg.fill(fill.operands[0], outs=[cv])
@@ -569,7 +577,9 @@ def _packed_text(p) -> str:
     ap_t = t(K, Mp) if p["transpose_a"] else t(Mp, K)
     idx = ", ".join(f"%i{d}: index" for d in range(o + 2))
     pad = (f"^bb0({idx}):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }}")
-    lines = [f"func.func @packed(%a: {a_t}, %b: {t(K, N)}, %cd: {t(M, N)}) -> {t(M, N)} {{",
+    given = p.get("given_b") is not None  # B's panels from the divisible piece (a row remainder)
+    bp_arg = f", %bp: {t(N1, K, nr)}" if given else ""
+    lines = [f"func.func @packed(%a: {a_t}, %b: {t(K, N)}, %cd: {t(M, N)}{bp_arg}) -> {t(M, N)} {{",
              "  %z = arith.constant 0.0 : f32"]
     a = "%a"
     if Mp != M:
@@ -577,10 +587,10 @@ def _packed_text(p) -> str:
         lines.append(f"  %ap = tensor.pad %a low{zeros(2)} high{hi} {{\n  {pad} : {a_t} to {ap_t}")
         a = "%ap"
     b = "%b"
-    if Np != N:
+    if Np != N and not given:
         lines.append(f"  %bq = tensor.pad %b low{zeros(2)} high{high(0, Np - N)} {{\n  {pad} : {t(K, N)} to {t(K, Np)}")
         b = "%bq"
-    lines += [f"  %b3 = tensor.expand_shape {b} {groups([0], [1, 2])} output_shape {L + [K, N1, nr]} : "
+    lines += [] if given else [f"  %b3 = tensor.expand_shape {b} {groups([0], [1, 2])} output_shape {L + [K, N1, nr]} : "
               f"{t(K, Np)} into {t(K, N1, nr)}",
               f"  %eb = tensor.empty() : {t(N1, K, nr)}",
               f"  %bp = linalg.transpose ins(%b3 : {t(K, N1, nr)}) outs(%eb : {t(N1, K, nr)}) "
@@ -630,6 +640,27 @@ def _packed_text(p) -> str:
     return "\n".join(lines)
 
 
+def share_b(op, p, panels, main) -> bool:
+    """Make plan `p` of a split product's row remainder `op` read the B panels `panels`
+    that its divisible piece (plan `main`) repacked, when they fit: the same panel width
+    and columns, C zero-filled. Its few rows cannot share the work by rows, so the
+    threads split the panels (`forall_b`), and K is not sliced (its C tile stays in
+    registers throughout). Left alone, a 4-row remainder of 1024^3 read B with its 4 KiB
+    row stride (each k step in the same L1 set, B streamed from L3): 3.4% of the
+    product's samples for 0.4% of its multiply-adds (AVX2, Zen 4)."""
+    M, N, K = p["dims"]
+    if (p["batch"] is not None or p["nr"] != main["nr"] or p["pad"][1] != main["pad"][1]
+            or (N, K) != main["dims"][1:] or not _zero_filled(op.operands[2])):
+        return False
+    panels_n = p["pad"][1] // p["nr"]
+    threads = p.get("threads", 1)
+    blocks = [d for d in range(1, panels_n // threads + 1) if panels_n % d == 0] if threads > 1 else []
+    forall_b = min(blocks, key=lambda d: (_slowest_share(panels_n, d, threads), -d)) if blocks else 0
+    p.update(pack=True, pack_a=False, rows_outer=False, given_b=panels, forall_b=forall_b,
+             forall_m=p["pad"][0], forall_n=0, kc=K)
+    return True
+
+
 def pack_b(op, p):
     """Replace matmul `op` by its packed form (`_packed_text`), built in place; returns
     the linalg.contract to tile."""
@@ -637,6 +668,8 @@ def pack_b(op, p):
     block = tmp.body.operations[0].operation.regions[0].blocks[0]
     mapping = {block.arguments[0]: op.operands[0], block.arguments[1]: op.operands[1],
                block.arguments[2]: defining_op(op.operands[2]).operands[1]}  # (C zero-filled: plan)
+    if p.get("given_b") is not None:
+        mapping[block.arguments[3]] = p["given_b"]
     contract = result = None
     for src in list(block.operations):
         src = src.operation
@@ -649,7 +682,7 @@ def pack_b(op, p):
         # the repackings and the zero fill of C (unless each task fills its own rows), left
         # serial, were ~10% of a 1024^3 product on 2 threads (Amdahl): mirax-parallelize
         # splits them whatever their size
-        shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not p.get("rows_outer"))
+        shared = new.name == "linalg.transpose" or (new.name == "linalg.fill" and not _fuses_fill(p))
         if shared and p.get("threads", 1) > 1 and not _fuses_b_pack(p):
             new.attributes[PARALLEL] = ir.UnitAttr.get()
     a_pack = defining_op(contract.operands[0])
@@ -672,6 +705,12 @@ def _cache_loops(i, handle, out, tile_sizes, n_tile, k_tile) -> str:
         return f"{out} = transform.cast {handle} : !transform.any_op to !transform.any_op"
     return (f"{out}, {', '.join(loops)} = transform.structured.tile_using_for {handle} tile_sizes "
             f"{_sizes(tile_sizes)} : {_handles(1 + len(loops))}")
+
+
+def _fuses_fill(p) -> bool:
+    """Whether packed_script fuses C's zero fill into the threads' loop (each task fills
+    its own part of C, in cache)."""
+    return bool(p.get("rows_outer") or p.get("forall_b"))
 
 
 def _fuses_a_pack(p) -> bool:
@@ -715,6 +754,15 @@ def packed_script(i, p):
              f"transform.apply_patterns to %forall{i}c {{\n  transform.apply_patterns.tensor.fold_tensor_empty\n"
              f"}} : !transform.any_op",
              _cache_loops(i, f"%t{i}a", f"%t{i}b", cache, nb, kc)]
+    elif p.get("forall_b"):
+        # a row remainder on its divisible piece's B panels: too few rows to share, so
+        # the threads split the panels, each zero-filling its columns of C
+        forall = [p["forall_b"], 0, 0, 0]
+        s = [f"%fill{i} = transform.get_producer_of_operand %m{i}[2] : (!transform.any_op) -> !transform.any_op",
+             f"%t{i}a, %forall{i} = transform.structured.tile_using_forall %m{i} tile_sizes "
+             f"{_sizes(forall)} : {_handles(2)}",
+             f"%ff{i}, %forall{i}b = transform.structured.fuse_into_containing_op %fill{i} into %forall{i} {fuse}",
+             _cache_loops(i, f"%t{i}a", f"%t{i}b", [0, 0, 0, kc], 0, kc)]
     elif p.get("rows_outer"):
         # the threads split C's rows first, each zero-filling its own rows (in cache) and
         # running the n-blocks and k-slices over them; each repacks its own rows of A
@@ -1183,18 +1231,25 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
         fold_transposed_products(root, config)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
         todo = [(op, config, None) for op in matmul_ops(root)]
+        packed_b = {}  # a repacked B (its value before) -> (its panels, the plan that made them)
         while todo:
             op, cfg, inherit = todo.pop(0)
-            p = plan(op, cfg, inherit)
+            given = packed_b.get(op.operands[1]) if REMAINDER in op.attributes else None
+            p = plan(op, cfg, inherit, prefer_nr=given[1]["nr"] if given else None)
             if p is None:
                 continue
+            if given is not None:
+                share_b(op, p, *given)
             if p["split"]:  # the pieces are planned in turn: the divisible one with this
                 # plan's tiles, the remainders (padded) with the table's
                 main, *rest = split_remainders(op, p)
                 todo[:0] = [(main, cfg, p["tiles"])] + [(r, None, None) for r in rest]
                 continue
             if p["pack"]:
+                b = op.operands[1]
                 op = pack_b(op, p)
+                if p["batch"] is None and p.get("given_b") is None:
+                    packed_b[b] = (op.operands[1], p)
             op.attributes[MARK] = ir.UnitAttr.get()
             items.append((len(items), op.name, p))
             ops.append(op)

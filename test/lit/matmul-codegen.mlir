@@ -8,6 +8,10 @@
 // expanded form) and C is read as [M][N/nr][nr]; GotoBLAS's loop order: for each block of
 // panels and slice of K, the threads split C's rows.
 // RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,threads=2 | FileCheck %s --check-prefix=PACKED
+// Repacked and split (SHARED, on @ragged_packed): the rows the tile does not divide read the
+// B panels the divisible part repacked (one transpose of B), the threads splitting the
+// panels, each zero-filling its columns of C.
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,split=1,threads=2 | FileCheck %s --check-prefix=SHARED
 // PACKED-LABEL: func.func @square
 // PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<1024x32x32xf32>
 // PACKED: linalg.transpose ins(%{{.+}} : tensor<1024x32x32xf32>) outs(%{{.+}} : tensor<32x1024x32xf32>) permutation = [1, 0, 2]
@@ -105,14 +109,14 @@ func.func @square(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> tenso
 // slice, tiled without padding, written back in place; then the last 6 columns padded.
 // SPLIT-LABEL: func.func @ragged
 // SPLIT: %[[B:.+]] = tensor.extract_slice %arg1[0, 0] [999, 1024] [1, 1]
+// SPLIT: %[[B2:.+]] = tensor.extract_slice %arg1[0, 1024] [999, 6] [1, 1]
 // SPLIT: %[[C:.+]] = tensor.extract_slice %{{.+}}[0, 0] [1000, 1024] [1, 1]
 // SPLIT-NOT: tensor.pad
 // SPLIT: scf.forall ({{.+}}) in (25) shared_outs(%{{.+}} = %[[C]]) -> (tensor<1000x1024xf32>)
 // SPLIT: vector.fma {{.+}} : vector<32xf32>
 // SPLIT: %[[MAIN:.+]] = tensor.insert_slice %{{.+}} into %{{.+}}[0, 0] [1000, 1024] [1, 1]
-// SPLIT: tensor.extract_slice %arg1[0, 1024] [999, 6] [1, 1]
 // SPLIT: tensor.extract_slice %[[MAIN]][0, 1024] [1000, 6] [1, 1]
-// SPLIT: tensor.pad
+// SPLIT: tensor.pad %[[B2]]
 // SPLIT: scf.forall
 // SPLIT: tensor.insert_slice %{{.+}} into %{{.+}}[0, 1024] [1000, 6] [1, 1]
 // SPLIT-NOT: linalg.matmul
@@ -213,4 +217,26 @@ func.func @transposed_a(%x: tensor<256x784xf32>, %g: tensor<256x512xf32>) -> ten
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<784x512xf32>) -> tensor<784x512xf32>
   %r = linalg.matmul ins(%xt, %g : tensor<784x256xf32>, tensor<256x512xf32>) outs(%f : tensor<784x512xf32>) -> tensor<784x512xf32>
   return %r : tensor<784x512xf32>
+}
+
+// -----
+
+// SHARED-LABEL: func.func @ragged_packed
+// SHARED: %[[BP:.+]] = linalg.transpose ins(%{{.+}} : tensor<256x32x32xf32>) outs(%{{.+}} : tensor<32x256x32xf32>) permutation = [1, 0, 2]
+// SHARED: scf.forall (%{{.+}}) in (25)
+// SHARED: vector.transfer_read %[[BP]]
+// SHARED: tensor.extract_slice %arg0[1000, 0] [4, 256] [1, 1]
+// SHARED: scf.forall (%{{.+}}) in (2) shared_outs(%{{.+}}) -> (tensor<4x32x32xf32>)
+// SHARED-NOT: linalg.fill
+// SHARED: vector.transfer_read %[[BP]]
+// SHARED-COUNT-4: vector.fma {{.+}} : vector<32xf32>
+// SHARED-NOT: linalg.transpose
+// SHARED-NOT: linalg.matmul
+// SHARED-LABEL: return
+func.func @ragged_packed(%a: tensor<1004x256xf32>, %b: tensor<256x1024xf32>) -> tensor<1004x1024xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1004x1024xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1004x1024xf32>) -> tensor<1004x1024xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<1004x256xf32>, tensor<256x1024xf32>) outs(%f : tensor<1004x1024xf32>) -> tensor<1004x1024xf32>
+  return %r : tensor<1004x1024xf32>
 }

@@ -491,6 +491,45 @@ func.func @mm(%a: {at}, %b: {bt}, %c: {ct}) -> {ct} attributes {{llvm.emit_c_int
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("m,n,k,transpose_a,pack_a", [
+    (1004, 256, 300, False, 0),  # rows 1000 + 4 (a remainder large enough to be tiled)
+    (1003, 128, 700, False, 0),  # rows 1000 + 3 (the remainder padded to its tile)
+    (1004, 256, 300, True, 0),   # A read transposed in place
+    (1004, 256, 300, False, 1),  # A repacked too, the threads' rows outermost
+])
+def test_row_remainder_reads_the_repacked_b(rng, m, n, k, transpose_a, pack_a):
+    """A split product's row remainder reads the B panels its divisible part repacked
+    (one repacking of B), the threads splitting the panels, each filling its columns."""
+    a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
+            "affine_map<(m, n, k) -> (m, n)>] ") if transpose_a else ""
+    at = f"tensor<{k}x{m}xf32>" if transpose_a else f"tensor<{m}x{k}xf32>"
+    text = f"""
+func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attributes {{llvm.emit_c_interface}} {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.matmul {maps}ins(%a, %b : {at}, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}"""
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, pack_b=1, pack_a=pack_a,
+               rows_outer=pack_a, split=1, threads=2)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        script = mc.optimize_matmuls(module, config=cfg, return_script=True)
+        b_packs = [op for op in mc._walk(module.operation, "linalg.transpose") if "permutation = [1, 0, 2]" in str(op)]
+        assert len(b_packs) == 1  # (the remainder's own would be a second)
+        assert not mc.matmul_ops(module)
+    if tuning.threads() > 1:  # the remainder: the threads split B's panels
+        assert re.search(r"tile_using_forall \S+ tile_sizes \[\d+, 0, 0, 0\]", script)
+    fn = mc.compile_standalone(text, "mm", config=cfg)
+    out = np.full((m, n), np.nan, np.float32)
+    fn([a, b], [out])
+    ref = (a.T if transpose_a else a).astype(np.float64) @ b
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
 def test_split_only_where_the_tile_fits():
     cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=8, pack_b=0, split=1)
     for (m, n), split in (((1536, 24), False), ((4, 1000), False), ((1024, 1024), False), ((1000, 1000), True)):
