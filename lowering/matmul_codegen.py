@@ -252,8 +252,9 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
     `config` (the tuner's candidates, tests) replaces the tuning table's entries;
     `inherit` (the divisible piece of a split product: its parent's tiles) stands in for
     the measured entry; `prefer_nr` (a row remainder whose divisible piece repacked B into
-    panels that wide) breaks ties between a remainder's tiles. Returns dict(batch, dims=(M, N, K), pad=(Mp, Np), forall_m, nc,
-    kc, mr, nr, pack, pack_a, rows_outer, split, tiles)."""
+    panels that wide) breaks ties between a remainder's tiles. Returns dict(batch,
+    dims=(M, N, K), pad=(Mp, Np), forall_m, nc, kc, mr, nr, pack, pack_a, rows_outer,
+    split, tiles)."""
     name = op.name
     if len(op.operands) != 3 or len(op.results) != 1:
         return None
@@ -412,7 +413,7 @@ def split_remainders(op, p):
     pieces = []
     with ir.InsertionPoint(op), op.location:
         # one slice of B per column range (and of A per row range): a row remainder finds
-        # the B its divisible piece repacked by value (optimize_matmuls: `shared_b`)
+        # the B its divisible piece repacked by value (optimize_matmuls, `share_b`)
         bvs = {(c0, c1): piece_of(b, [0, c0], [K, c1 - c0]) for c0, c1 in cols}
         for r0, r1 in rows:
             av = (piece_of(a, [0, r0], [K, r1 - r0]) if p["transpose_a"] else piece_of(a, [r0, 0], [r1 - r0, K]))
