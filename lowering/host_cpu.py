@@ -36,7 +36,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, replace
 
-FORMAT = 2  # 2: the cache line size
+FORMAT = 3  # 2: the cache line size; 3: the L1d ways
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class HostCPU:
     l3: int = 0                    # bytes, shared
     model: str = ""                # the OS's model string, for people
     line: int = 64                 # bytes of an L1d cache line (Apple's cores: 128)
+    l1d_ways: int = 8              # the L1d's associativity: lines of one set it holds at once
 
     @property
     def isa(self) -> str:
@@ -226,21 +227,22 @@ def _sysctl(name: str) -> int:
         return 0
 
 
-def _caches() -> tuple[int, int, int, int]:
-    """(L1d, L2, L3, L1d line) bytes as the OS reports them; 0 where unknown."""
+def _caches() -> tuple[int, int, int, int, int]:
+    """(L1d, L2, L3, L1d line) bytes and the L1d's ways as the OS reports them; 0 where
+    unknown."""
     if sys.platform == "darwin":
         # Apple Silicon: the performance cores' caches (perflevel0), else the global ones
         # (an L2 shared by a cluster of cores counts its share per core)
         l1 = _sysctl("hw.perflevel0.l1dcachesize") or _sysctl("hw.l1dcachesize")
         l2 = _sysctl("hw.perflevel0.l2cachesize") or _sysctl("hw.l2cachesize")
         return (l1, l2 // max(1, _sysctl("hw.perflevel0.cpusperl2")), _sysctl("hw.l3cachesize"),
-                _sysctl("hw.cachelinesize"))
-    sizes, line = {}, 0
+                _sysctl("hw.cachelinesize"), 0)  # (macOS does not report the ways)
+    sizes, line, ways = {}, 0, 0
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(base))
     except OSError:
-        return 0, 0, 0, 0
+        return 0, 0, 0, 0, 0
     for e in entries:
         if not e.startswith("index"):
             continue
@@ -262,9 +264,10 @@ def _caches() -> tuple[int, int, int, int]:
         if level == 1:
             try:
                 line = int(rd("coherency_line_size"))
+                ways = int(rd("ways_of_associativity"))
             except (OSError, ValueError):
                 pass
-    return sizes.get(1, 0), sizes.get(2, 0), sizes.get(3, 0), line
+    return sizes.get(1, 0), sizes.get(2, 0), sizes.get(3, 0), line, ways
 
 
 def _cpu_list(text: str) -> list[int]:
@@ -306,13 +309,13 @@ def detect() -> HostCPU:
                                    text=True, timeout=5).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
-    l1, l2, l3, line = _caches()
+    l1, l2, l3, line, ways = _caches()
     arch = platform.machine()
     # where the OS is silent, the family's usual sizes (documented in PRESETS)
     fallback = PRESETS["neon" if sys.platform == "darwin" and arch == "arm64"
                        else "sve" if arch in ("aarch64", "arm64") else "avx2"]
     return HostCPU(arch, name, features, _cores(), l1 or fallback.l1d, l2 or fallback.l2, l3, model,
-                   line or fallback.line)
+                   line or fallback.line, ways or fallback.l1d_ways)
 
 
 def _identity() -> str:

@@ -1057,13 +1057,12 @@ def _pad_as_copies(pad):
     pad.erase()
 
 
-PARALLEL_COPY_MIN = 1 << 16  # elements: smaller copies and fills stay serial (a thread start costs more)
-
-
 def _large(value) -> bool:
-    """A tensor of static shape with at least PARALLEL_COPY_MIN elements."""
+    """A tensor of static shape large enough for its copy to run on the threads: at least
+    the tuning table's `parallel_min_elements` for copies and fills (derived from the
+    host's L2, or measured); smaller ones stay serial (a thread start costs more)."""
     t = ir.RankedTensorType(value.type)
-    return t.has_static_shape and math.prod(t.shape) >= PARALLEL_COPY_MIN
+    return t.has_static_shape and math.prod(t.shape) >= tuning.table()["other"]["parallel_min_elements"]
 
 
 def _k_slice_loop(op, kc: int, k: int) -> bool:
@@ -1320,9 +1319,11 @@ def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level
 
 def main(argv=None):
     """`python -m mirax.lowering.matmul_codegen FILE.mlir [-split-input-file] [--script]
-    [--tiles mr=8,nr=32,...] [--host avx2|avx512|neon|sve]`: print FILE after
-    optimize_matmuls (or the transform script it applies), with this host's tiles, fixed
-    ones, or those derived for a preset host of another ISA family."""
+    [--tiles mr=8,nr=32,...] [--host avx2|avx512|neon|sve] [--parallel-min N]`: print FILE
+    after optimize_matmuls (or the transform script it applies), with this host's tiles,
+    fixed ones, or those derived for a preset host of another ISA family; `--parallel-min`
+    fixes the elements from which padding copies run on the threads (the tuning table's
+    `other.parallel_min_elements`)."""
     import argparse
     from . import host_cpu
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -1331,6 +1332,8 @@ def main(argv=None):
     ap.add_argument("--script", action="store_true", help="print the transform script instead")
     ap.add_argument("--tiles", default="", help="fixed tiles: mr=8,nr=32,kc=256,nc=512,forall_m=64")
     ap.add_argument("--host", choices=sorted(host_cpu.PRESETS), help="the tiles derived for a preset host")
+    ap.add_argument("--parallel-min", type=int, default=0,
+                    help="elements from which copies run on the threads (default: the tuning table's)")
     args = ap.parse_args(argv)
     config = None
     if args.host:
@@ -1340,11 +1343,13 @@ def main(argv=None):
     text = open(args.file).read()
     chunks = text.split("// -----") if args.split else [text]
     outs = []
-    for chunk in chunks:
-        with ir.Context(), ir.Location.unknown():
-            module = ir.Module.parse(chunk)
-            script = optimize_matmuls(module, return_script=True, config=config)
-            outs.append(str(script) if args.script else str(module))
+    fixed = {"parallel": {"other": {"parallel_min_elements": args.parallel_min}}} if args.parallel_min else {}
+    with tuning.override(**fixed):
+        for chunk in chunks:
+            with ir.Context(), ir.Location.unknown():
+                module = ir.Module.parse(chunk)
+                script = optimize_matmuls(module, return_script=True, config=config)
+                outs.append(str(script) if args.script else str(module))
     print("\n// -----\n".join(outs))
 
 

@@ -139,8 +139,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
                             vector_min_constants=h.vector_registers // 2 if h.isa in ("avx2", "sse") else 0),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
-        # fills, copies, transposes, broadcasts that survived fusion: memory-bound
-        "other": dict(parallel_min_elements=2 * parallel),
+        # fills, copies, transposes, broadcasts that survived fusion: memory-bound; a
+        # transpose that keeps the innermost dim copies its runs in blocks of as many source
+        # rows as the L1d's ways (rows 4 KiB apart share one set: mirax-vectorize-transposes)
+        "other": dict(parallel_min_elements=2 * parallel, transpose_run_block=max(2, h.l1d_ways)),
         # mirax-fuse-reductions: reductions + their elementwise producers/consumers over the
         # same rows in one row loop. min_elements is a compile-time bound, not a hardware
         # one (smaller groups cost no transform-interpreter time); blocks are single rows

@@ -103,21 +103,18 @@ def plan(op, lanes: int):
     return tiles
 
 
-RUN_BLOCK = 8  # runs a block of a kept-innermost transpose copies along each moved dim
-
-
-def _run_block(size: int) -> int:
-    """Runs a block copies along a moved dim of `size`: 0 (the whole dim) when it is no
-    longer than RUN_BLOCK, else the largest divisor of it up to RUN_BLOCK (no partial
-    blocks), RUN_BLOCK where it has none above 1 or is dynamic (a task's share)."""
+def _run_block(size: int, block: int) -> int:
+    """Runs a block copies along a moved dim of `size`, at most `block`: 0 (the whole dim)
+    when it is no longer than `block`, else its largest divisor up to `block` (no partial
+    blocks), `block` where it has none above 1 or is dynamic (a task's share)."""
     if ir.ShapedType.is_dynamic_size(size):
-        return RUN_BLOCK
-    if size <= RUN_BLOCK:
+        return block
+    if size <= block:
         return 0
-    return max((d for d in range(2, RUN_BLOCK + 1) if size % d == 0), default=RUN_BLOCK)
+    return max((d for d in range(2, block + 1) if size % d == 0), default=block)
 
 
-def line_tiles(op, tiles, line: int):
+def line_tiles(op, tiles, line: int, run_block: int):
     """Outer tile sizes that group register blocks so each source row read is a whole
     cache line of `line` bytes (two 8x8 blocks side by side with AVX2's 8 lanes and
     64-byte lines), or None where one block already is (AVX-512) or the shape does not
@@ -125,11 +122,12 @@ def line_tiles(op, tiles, line: int):
     blocks later, from L2 again.
 
     A transpose that keeps the innermost dim (a copy of runs: matmul's B repacked into
-    panels, attention's heads split) is copied in blocks of RUN_BLOCK runs along each
-    dim that moves (`_run_block`): in the output's order alone it read one run of each
+    panels, attention's heads split) is copied in blocks of `run_block` runs along each
+    dim that moves (`_run_block`; the host's L1d ways, `tuning.table()["other"]`: rows a
+    multiple of 4 KiB apart share one L1 set): in the output's order alone it read one run of each
     source row and went on to the next row (B's rows of 1024 floats all fall in one L1
     set, so the next panel read them again from L3); a block reads whole lines of
-    RUN_BLOCK rows and writes RUN_BLOCK runs in a row. Zen 4, medians of 15-25
+    `run_block` rows and writes `run_block` runs in a row. Zen 4 (8 ways), medians of 15-25
     alternating rounds, four runs: 1024x1024 into 16-wide panels 220-288 -> 137-243 us,
     1000x1000 into 8-wide 98-151 -> 84-127 us; 1024x4096 into 32-wide better in 3 of 4
     (1520 -> 898 us at best, 1128 -> 1226 at worst). Neutral on whole matmuls and
@@ -141,7 +139,7 @@ def line_tiles(op, tiles, line: int):
     if j == rank - 1:
         outer = [0] * rank
         for i in (i for i in range(rank - 1) if perm[i] != i):
-            outer[i] = _run_block(shape[i])
+            outer[i] = _run_block(shape[i], run_block)
         return outer if any(outer) else None
     per_line = line // 4
     if tiles[j] >= per_line or shape[j] % per_line:
@@ -155,12 +153,16 @@ class MiraxVectorizeTransposes(MiraxPass):
     name = NAME
     summary = "Tile transposes into register blocks of the host's vector width, transposed by shuffles"
     options = {"lanes": (0, "block size (0: the host's f32 lanes)"),
-               "line": (0, "cache line bytes (0: the host's)")}
+               "line": (0, "cache line bytes (0: the host's)"),
+               "run-block": (0, "runs a kept-innermost transpose copies at most per moved dim "
+                                "(0: the tuning table's, the host's L1d ways)")}
 
     def run(self, module: ir.Operation):
+        from . import tuning
         from .host_cpu import host
         lanes = int(self.opts["lanes"]) or host().f32_lanes
         line = int(self.opts["line"]) or host().line
+        run_block = int(self.opts["run-block"]) or tuning.table()["other"]["transpose_run_block"]
         if lanes < 4:
             return
         todo = []
@@ -170,7 +172,7 @@ class MiraxVectorizeTransposes(MiraxPass):
                 if tiles is None:
                     continue
                 op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(todo))
-                todo.append((line_tiles(op, tiles, line), tiles))
+                todo.append((line_tiles(op, tiles, line, run_block), tiles))
             if not todo:
                 return
             strategy = "shuffle_16x16" if lanes == 16 else "shuffle_1d"

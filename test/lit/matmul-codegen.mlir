@@ -1,17 +1,17 @@
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 | FileCheck %s
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=1 | FileCheck %s --check-prefix=SERIAL
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 --script | FileCheck %s --check-prefix=SCRIPT
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 | FileCheck %s
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=1 | FileCheck %s --check-prefix=SERIAL
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=0,threads=2 --script | FileCheck %s --check-prefix=SCRIPT
 // split=1: a shape the tile does not divide is cut into the part it divides, a product of
 // slices computed in place, and remainders padded to their own tiles (SPLIT, on @ragged).
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=1,threads=2 | FileCheck %s --check-prefix=SPLIT
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=0,split=1,threads=2 | FileCheck %s --check-prefix=SPLIT
 // With B repacked (pack_b): B becomes nr-wide panels [N/nr][K][nr] (a transpose of its
 // expanded form) and C is read as [M][N/nr][nr]; GotoBLAS's loop order: for each block of
 // panels and slice of K, the threads split C's rows.
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,threads=2 | FileCheck %s --check-prefix=PACKED
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,threads=2 | FileCheck %s --check-prefix=PACKED
 // Repacked and split (SHARED, on @ragged_packed): the rows the tile does not divide read the
 // B panels the divisible part repacked (one transpose of B), the threads splitting the
 // panels, each zero-filling its columns of C.
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,split=1,threads=2 | FileCheck %s --check-prefix=SHARED
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,split=1,threads=2 | FileCheck %s --check-prefix=SHARED
 // PACKED-LABEL: func.func @square
 // PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<1024x32x32xf32>
 // PACKED: linalg.transpose ins(%{{.+}} : tensor<1024x32x32xf32>) outs(%{{.+}} : tensor<32x1024x32xf32>) permutation = [1, 0, 2]
@@ -25,10 +25,10 @@
 // The tiles each ISA family's host derives (lowering/tuning.py) from its vector registers
 // and caches: AVX2 (16 ymm) 6x16, AVX-512 (32 zmm) 14x32, NEON (32 q registers) 14x8,
 // with kc from L1d and nc from L2 (a cache tile covering its whole dim is not tiled).
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX2
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx512 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX512
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=neon --tiles=split=0 --script | FileCheck %s --check-prefix=NEON
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --host=avx2 --tiles=split=0 | FileCheck %s --check-prefix=AVX2-IR
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --host=avx2 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX2
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --host=avx512 --tiles=split=0 --script | FileCheck %s --check-prefix=AVX512
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --host=neon --tiles=split=0 --script | FileCheck %s --check-prefix=NEON
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --host=avx2 --tiles=split=0 | FileCheck %s --check-prefix=AVX2-IR
 // AVX2: transform.structured.pad {{.+}} pad_to_multiple_of [6, 16, 1]
 // AVX2: tile_using_for {{.+}} tile_sizes [0, 256, 256]
 // AVX2: tile_using_for {{.+}} tile_sizes [6, 16, 1]

@@ -1,6 +1,6 @@
-// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=16 line=64" | FileCheck %s
-// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=8 line=64" | FileCheck %s --check-prefix=AVX2
-// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=4 line=128" | FileCheck %s --check-prefix=LINE128
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=16 line=64 run-block=8" | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=8 line=64 run-block=8" | FileCheck %s --check-prefix=AVX2
+// RUN: %mirax-opt %s -split-input-file --mirax-vectorize-transposes="lanes=4 line=128 run-block=8" | FileCheck %s --check-prefix=LINE128
 
 // A 2-d transpose becomes 16x16 (8x8 with AVX2's lanes) register blocks: contiguous
 // vector reads of the source, a transpose lowered to shuffles, contiguous writes.

@@ -538,9 +538,11 @@ def test_split_only_where_the_tile_fits():
             assert mc.plan(mc.matmul_ops(module)[0], cfg)["split"] == split
 
 
-def test_padding_copies_split_over_threads_only_when_large():
+@pytest.mark.parametrize("threads,threshold,parallel", [(2, 1 << 16, True), (1, 1 << 16, False), (2, 1 << 21, False)])
+def test_padding_copies_split_over_threads_only_when_large(threads, threshold, parallel):
     """With threads, a padded product's operand padding becomes a linalg.copy marked for
-    mirax-parallelize; a small tensor.pad elsewhere in the module stays as it is."""
+    mirax-parallelize when it has the tuning table's `other.parallel_min_elements` (999 x
+    1056 here); a small tensor.pad elsewhere in the module stays as it is."""
     small = """
 func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
   %z = arith.constant 0.0 : f32
@@ -550,14 +552,14 @@ func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
   } : tensor<4x4xf32> to tensor<4x8xf32>
   return %p : tensor<4x8xf32>
 }"""
-    for threads, parallel in ((2, True), (1, False)):
-        with ir.Context(), ir.Location.unknown():
-            module = ir.Module.parse(matmul_text(1000, 1030, 999) + small)
-            mc.optimize_matmuls(module, config=dict(threads=threads, split=0))
-            text = str(module)
-        mm, rest = text.split("func.func @small")
-        assert ("mirax.parallel" in mm) == parallel and ("tensor.pad" in mm) != parallel
-        assert "tensor.pad" in rest and "mirax.parallel" not in rest
+    with tuning.override(parallel={"other": {"parallel_min_elements": threshold}}), \
+            ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(matmul_text(1000, 1030, 999) + small)
+        mc.optimize_matmuls(module, config=dict(threads=threads, split=0, pack_b=0))  # (a repacking: always split)
+        text = str(module)
+    mm, rest = text.split("func.func @small")
+    assert ("mirax.parallel" in mm) == parallel and ("tensor.pad" in mm) != parallel
+    assert "tensor.pad" in rest and "mirax.parallel" not in rest
 
 
 @pytest.mark.parametrize("packing", ["rows_outer", "packed", "unpacked"])

@@ -1,6 +1,7 @@
 """Host-aware tuning (lowering/host_cpu.py, lowering/tuning.py) and the tuner (mirax.tune):
 the table derived for each ISA family, every candidate the tuner may pick computing the
 right product, measurements stored per host and used by later compiles."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -57,6 +58,21 @@ def test_cache_line_is_the_os_figure():
     assert host_cpu.detect().line == int(open(LINE_FILE).read())
     assert tuning.derive(host_cpu.detect())["elementwise"]["line_bytes"] == host_cpu.detect().line
     assert tuning.derive(host_cpu.PRESETS["neon"])["elementwise"]["line_bytes"] == 128
+
+
+WAYS_FILE = "/sys/devices/system/cpu/cpu0/cache/index0/ways_of_associativity"
+
+
+@pytest.mark.skipif(not os.path.exists(WAYS_FILE), reason="Linux sysfs caches only")
+def test_l1d_ways_are_the_os_figure():
+    # a transpose that keeps the innermost dim copies as many source rows' runs at once as
+    # the L1d's ways hold (rows 4 KiB apart share one set): read from the host
+    if open(os.path.dirname(WAYS_FILE) + "/type").read().strip() != "Data":
+        pytest.skip("index0 is not the L1d here")
+    ways = int(open(WAYS_FILE).read())
+    assert host_cpu.detect().l1d_ways == ways
+    assert tuning.derive(host_cpu.detect())["other"]["transpose_run_block"] == max(2, ways)
+    assert tuning.derive(dataclasses.replace(host_cpu.PRESETS["avx2"], l1d_ways=12))["other"]["transpose_run_block"] == 12
 
 
 def test_host_is_remembered_on_disk(store):
