@@ -415,7 +415,10 @@ def scale_with_ldexp(root):
     The op is built generically: `mlir.dialects.llvm` costs 25-45 ms to import, a third
     of the first compile of a small function in a fresh process."""
     for mul2 in walk_ops(root, lambda n: n == "arith.mulf"):
-        if not str(mul2.results[0].type).startswith("vector<"):
+        t = mul2.results[0].type
+        if not str(t).startswith("vector<") or ir.VectorType(t).rank != 1:
+            # (an LLVM intrinsic takes 1-d vectors only: a transpose's 16x16 register block,
+            # fused with an exp, keeps its two multiplies)
             continue
         m2 = _pow2_of(mul2.operands[1])
         mul1 = defining_op(mul2.operands[0])

@@ -193,6 +193,49 @@ func.func @exp_scaling(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
 
 // -----
 
+// The same scaling on a 2-d register block (a transpose fused with its exp, vectorized in
+// 16x16 blocks) keeps its two multiplies: LLVM's intrinsics take 1-d vectors only (the
+// call on vector<16x16xf32> failed the verifier).
+// LDEXP-LABEL: func.func @exp_scaling_2d
+// LDEXP-NOT: llvm.ldexp
+// LDEXP: arith.mulf {{.+}} : vector<16x16xf32>
+// LDEXP: arith.mulf {{.+}} : vector<16x16xf32>
+// LDEXP-NOT: llvm.ldexp
+// LDEXP: return
+func.func @exp_scaling_2d(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %k = arith.constant dense<1262485504> : vector<16x16xi32>
+  %one = arith.constant dense<1> : vector<16x16xi32>
+  %bias = arith.constant dense<127> : vector<16x16xi32>
+  %sh = arith.constant dense<23> : vector<16x16xi32>
+  scf.forall (%i) in (4) {
+    %r = arith.muli %i, %c16 : index
+    scf.for %j = %c0 to %c1024 step %c16 {
+      %t = vector.transfer_read %arg0[%r, %j], %pad {in_bounds = [true, true]} : memref<64x1024xf32>, vector<16x16xf32>
+      %y = arith.mulf %t, %t : vector<16x16xf32>
+      %tb = arith.bitcast %t : vector<16x16xf32> to vector<16x16xi32>
+      %m = arith.subi %tb, %k : vector<16x16xi32>
+      %m1 = arith.shrsi %m, %one : vector<16x16xi32>
+      %m2 = arith.subi %m, %m1 : vector<16x16xi32>
+      %a1 = arith.addi %m1, %bias : vector<16x16xi32>
+      %s1 = arith.shli %a1, %sh : vector<16x16xi32>
+      %p1 = arith.bitcast %s1 : vector<16x16xi32> to vector<16x16xf32>
+      %y1 = arith.mulf %y, %p1 : vector<16x16xf32>
+      %a2 = arith.addi %m2, %bias : vector<16x16xi32>
+      %s2 = arith.shli %a2, %sh : vector<16x16xi32>
+      %p2 = arith.bitcast %s2 : vector<16x16xi32> to vector<16x16xf32>
+      %y2 = arith.mulf %y1, %p2 : vector<16x16xf32>
+      vector.transfer_write %y2, %arg1[%r, %j] {in_bounds = [true, true]} : vector<16x16xf32>, memref<64x1024xf32>
+    }
+  }
+  return
+}
+
+// -----
+
 // A vectorized exp as mirax-math-approx writes it (clamp, round with 1.5 * 2^23, Cody-Waite,
 // polynomial, two-factor 2^m scaling; abridged polynomial) in a row loop's sum. Without
 // ldexp (exp-range=auto: hosts without AVX-512) it runs on a branch taken when every lane
