@@ -122,7 +122,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     # tasks of fewer multiply-adds (~20 us of one core at 2 vector FMAs a cycle, 3 GHz)
     # are scheduled statically: a dynamic dispatch call a task costs more than it balances
     mm.update(dynamic_min_task_macs=lanes << 17)
-    parallel = max(1 << 14, h.l2)  # elements (f32: 4 bytes each) beyond one core's L2
+    # elements from which a kernel runs on the threads: its f32 input and output (8 bytes
+    # an element) outgrow one core's L2 (131072 with 1 MiB; the tuner measured 49152-98304
+    # on Zen 4, where the L2 itself had been used as an element count: 1M, 16x too many)
+    parallel = max(1 << 14, h.l2 // 8)
     return {
         "host": h.key(),
         # all-parallel linalg.generic (after fusion): split the outermost splittable dim
