@@ -16,17 +16,21 @@ def _t(shape, dt):
     return "tensor<" + "x".join(map(str, shape)) + "x" + dt + ">"
 
 
-def matmul_text(m, n, k, batch=None, dt="f32"):
+def matmul_text(m, n, k, batch=None, dt="f32", transpose_a=False):
+    """`@mm(A, B) = A @ B` from zeros; `transpose_a`: A stored K x M, read transposed."""
     lead = (batch,) if batch else ()
-    a, b, c = _t(lead + (m, k), dt), _t(lead + (k, n), dt), _t(lead + (m, n), dt)
+    a = _t(lead + ((k, m) if transpose_a else (m, k)), dt)
+    b, c = _t(lead + (k, n), dt), _t(lead + (m, n), dt)
     zero = "0.0" if dt.startswith(("f", "bf")) else "0"
     op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
+            "affine_map<(m, n, k) -> (m, n)>] ") if transpose_a else ""
     return f"""
 func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
   %z = arith.constant {zero} : {dt}
   %e = tensor.empty() : {c}
   %f = linalg.fill ins(%z : {dt}) outs(%e : {c}) -> {c}
-  %r = {op} ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
+  %r = {op} {maps}ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
   return %r : {c}
 }}"""
 
@@ -353,17 +357,7 @@ def test_repacked_b_matches_numpy(rng, pack_a, rows_outer, transpose_a, m, n, k,
     the threads' rows outermost, each task zero-filling its own rows."""
     a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
-    maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
-            "affine_map<(m, n, k) -> (m, n)>] ") if transpose_a else ""
-    at = f"tensor<{k}x{m}xf32>" if transpose_a else f"tensor<{m}x{k}xf32>"
-    text = f"""
-func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attributes {{llvm.emit_c_interface}} {{
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul {maps}ins(%a, %b : {at}, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
-}}"""
+    text = matmul_text(m, n, k, transpose_a=transpose_a)
     cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1, pack_a=pack_a,
                rows_outer=rows_outer, split=split)
     with ir.Context(), ir.Location.unknown():
@@ -502,17 +496,7 @@ def test_row_remainder_reads_the_repacked_b(rng, m, n, k, transpose_a, pack_a):
     (one repacking of B), the threads splitting the panels, each filling its columns."""
     a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
-    maps = ("indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, "
-            "affine_map<(m, n, k) -> (m, n)>] ") if transpose_a else ""
-    at = f"tensor<{k}x{m}xf32>" if transpose_a else f"tensor<{m}x{k}xf32>"
-    text = f"""
-func.func @mm(%a: {at}, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> attributes {{llvm.emit_c_interface}} {{
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul {maps}ins(%a, %b : {at}, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
-}}"""
+    text = matmul_text(m, n, k, transpose_a=transpose_a)
     cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, pack_b=1, pack_a=pack_a,
                rows_outer=pack_a, split=1, threads=2)
     with ir.Context(), ir.Location.unknown():
