@@ -18,8 +18,9 @@ cache directory under a hash of /proc/cpuinfo's identity lines.
 `--xla_cpu_max_isa`: `avx2` on an AVX-512 host (or `sse`), `neon` on an SVE host. The
 features above the cap are switched off both here (the tuning table, the tiles) and in
 the target LLVM generates code for; the code still runs on the host, so the other
-family's code paths can be measured on one machine. (The ExecutionEngine fallback of
-runtime/cpu.py targets the whole host.)
+family's code paths can be measured on one machine. (MLIR's ExecutionEngine, the
+fallback of runtime/cpu.py, compiles for the whole host: there each function carries the
+cap as LLVM target features, `cpu.cap_functions`.)
 
 `PRESETS` describes one CPU of each ISA family (AVX2, AVX-512, NEON, SVE) for the tests
 of the derivation on families the machine at hand is not.

@@ -297,6 +297,32 @@ def clear_memory_cache():
     _loaded.clear()
 
 
+def cap_functions(module: ir.Module) -> int:
+    """Under `MIRAX_CPU_MAX_ISA`, give every `llvm.func` of a lowered module the features
+    above the cap switched off (`target_features`, LLVM's per-function "target-features"):
+    MLIR's ExecutionEngine compiles for the whole host, so without them its code used the
+    features the cap excludes (zmm registers under `avx2`). Returns the functions marked."""
+    from ..lowering import host_cpu
+    h = host_cpu.detected()
+    off = sorted(host_cpu.switched_off(h.features, h.arch, host_cpu.max_isa()))
+    if not off:
+        return 0
+    attr = ir.Attribute.parse("#llvm.target_features<[" + ", ".join(f'"-{f}"' for f in off) + "]>",
+                              module.context)
+    n = 0
+    for op in module.body.operations:
+        if op.operation.name == "llvm.func":
+            op.operation.attributes["target_features"] = attr
+            n += 1
+    return n
+
+
+def _engine(module, opt_level, jit_libs):
+    """MLIR's ExecutionEngine for a lowered module, under the ISA cap (`cap_functions`)."""
+    cap_functions(module)
+    return ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+
+
 def _objects(module, name, opt_level):
     """Object files of the lowered module from runtime/llvm_codegen.py (its functions on
     several threads), or None where that path is not available or not right for the module:
@@ -357,7 +383,7 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
         jit_libs = _jit_libs(module, text, libs)
         objects = _objects(module, name, opt_level)
         if objects is None:
-            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+            engine = _engine(module, opt_level, jit_libs)
             _jit_loaded.update(jit_libs)
     stats.compiles += 1
     # run the kernel from a linked .so (and drop the engine: an engine keeps ~2.4 MB of
@@ -365,7 +391,7 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
     linked = disk_cache.link_and_load(objects if objects is not None else engine, name, jit_libs)
     if linked is None and objects is not None:  # nothing links here: the engine's code
         with ctx:
-            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
+            engine = _engine(module, opt_level, jit_libs)
         _jit_loaded.update(jit_libs)
     if linked is None:  # nothing links here: keep the JIT's code
         k = CpuKernel.from_engine(engine, name)

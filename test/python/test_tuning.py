@@ -169,11 +169,16 @@ LOWER = {"avx512": ("avx2", "zmm", 8), "avx2": ("sse", "ymm", 4)}
 
 
 @pytest.mark.skipif(host_cpu.detected().isa not in LOWER, reason="needs an AVX-512 or AVX2 host to cap")
-def test_code_for_a_lesser_isa_runs_on_this_host(store):
+@pytest.mark.parametrize("codegen", ["llvm", "engine"])
+def test_code_for_a_lesser_isa_runs_on_this_host(store, codegen):
     """AVX2 code on an AVX-512 host (SSE code on an AVX2 one): right values, the lesser
-    family's tile, and none of the wider registers in the kernels' machine code."""
+    family's tile, and none of the wider registers in the kernels' machine code, from
+    runtime/llvm_codegen.py and from MLIR's ExecutionEngine (its fallback, whose
+    functions carry the cap as target features)."""
     cap, wide, lanes = LOWER[host_cpu.detected().isa]
     env = dict(os.environ, MIRAX_CPU_MAX_ISA=cap)
+    if codegen == "engine":
+        env["MIRAX_LLVM_CODEGEN"] = "engine"
     env.pop("MIRAX_DISABLE_DISK_CACHE", None)
     r = subprocess.run([sys.executable, "-c", CAPPED_CHILD, wide], env=env,
                        capture_output=True, text=True, timeout=300)
