@@ -79,10 +79,16 @@ def lower_to_llvm(module) -> None:
     its best for 256x512x512 measured 86 GFLOP/s, and 148 in a later tuner run lowered as
     compiled)."""
     from mlir.passmanager import PassManager
-    from .cpu_pipeline import MiraxCpuPipeline
     pm = PassManager("builtin.module", context=module.context)
-    MiraxCpuPipeline(matmuls=False).add_to(pm)
+    add_lowering(pm)
     pm.run(module.operation)
+
+
+def add_lowering(pm) -> None:
+    """Add `lower_to_llvm`'s passes to PassManager `pm`: mirax-cpu-pipeline, its matmul
+    hook off."""
+    from .cpu_pipeline import MiraxCpuPipeline
+    MiraxCpuPipeline(matmuls=False).add_to(pm)
 
 
 def _walk(root, name):
@@ -354,9 +360,8 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
     # of an MLP step ran on one thread while the other waited)
     forall_n = 0
     if threads > 1 and tasks == 1 and forall_m == Mp and not pack and "forall_m" not in (config or {}):
-        blocks = [d for d in range(nr, Np // threads + 1, nr) if Np % d == 0]
-        if blocks:
-            forall_n = min(blocks, key=lambda d: (_slowest_share(Np, d, threads), -d))
+        forall_n = _even_split(Np, nr, threads)
+        if forall_n:
             nc = max(d for d in range(nr, min(nc, forall_n) + 1, nr) if forall_n % d == 0)
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, forall_n=forall_n, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
@@ -377,6 +382,13 @@ def _slowest_share(total: int, d: int, threads: int) -> int:
     """What the busiest of `threads` runs of `total` rows (or columns) cut into tasks of
     `d`: its whole tasks times `d`."""
     return _up(total // d, threads) // threads * d
+
+
+def _even_split(total: int, step: int, threads: int) -> int:
+    """Tasks of which multiple of `step` dividing `total` (at most total / threads) leave
+    the busiest of `threads` the least to run, the largest of those; 0 where none does."""
+    blocks = [d for d in range(step, total // threads + 1, step) if total % d == 0]
+    return min(blocks, key=lambda d: (_slowest_share(total, d, threads), -d)) if blocks else 0
 
 
 def split_remainders(op, p):
@@ -649,14 +661,12 @@ def share_b(op, p, panels, main) -> bool:
     registers throughout). Left alone, a 4-row remainder of 1024^3 read B with its 4 KiB
     row stride (each k step in the same L1 set, B streamed from L3): 3.4% of the
     product's samples for 0.4% of its multiply-adds (AVX2, Zen 4)."""
-    M, N, K = p["dims"]
-    if (p["batch"] is not None or p["nr"] != main["nr"] or p["pad"][1] != main["pad"][1]
-            or (N, K) != main["dims"][1:] or not _zero_filled(op.operands[2])):
+    _, N, K = p["dims"]
+    if (p["batch"] is not None or p["nr"] != main["nr"] or (N, K) != main["dims"][1:]
+            or not _zero_filled(op.operands[2])):
         return False
-    panels_n = p["pad"][1] // p["nr"]
     threads = p.get("threads", 1)
-    blocks = [d for d in range(1, panels_n // threads + 1) if panels_n % d == 0] if threads > 1 else []
-    forall_b = min(blocks, key=lambda d: (_slowest_share(panels_n, d, threads), -d)) if blocks else 0
+    forall_b = _even_split(p["pad"][1] // p["nr"], 1, threads) if threads > 1 else 0
     p.update(pack=True, pack_a=False, rows_outer=False, given_b=panels, forall_b=forall_b,
              forall_m=p["pad"][0], forall_n=0, kc=K)
     return True
@@ -1284,7 +1294,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
     return script if return_script else None
 
 
-# --- standalone driver (tests and bench/matmul.py) until the CPU pipeline calls the hook ---
+# --- standalone driver (the tuner and the tests) ---
 
 def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int | None = None, config=None):
     """Compile `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
@@ -1297,14 +1307,13 @@ def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level
         mm([a, b], [c])
     """
     from ..runtime import cpu
-    from .cpu_pipeline import MiraxCpuPipeline
 
     # (MLIR's ExecutionEngine, used here before, targets the whole host: under
     # MIRAX_CPU_MAX_ISA=avx2 the tuner raced AVX-512 code for the AVX2 table)
     prepare = (f"matmul_codegen.optimize_matmuls config={config!r}",
                lambda module: optimize_matmuls(module, config=config)) if optimize else None
-    lower = ("matmul_codegen.lower_to_llvm", lambda pm: MiraxCpuPipeline(matmuls=False).add_to(pm))
-    kernel = cpu.compile_module(text, name, opt_level=opt_level, prepare=prepare, lower=lower)
+    kernel = cpu.compile_module(text, name, opt_level=opt_level, prepare=prepare,
+                                lower=("matmul_codegen.lower_to_llvm", add_lowering))
 
     def call(inputs, outputs):
         arrays = list(inputs) + list(outputs)

@@ -303,8 +303,7 @@ def cap_functions(module: ir.Module) -> int:
     MLIR's ExecutionEngine compiles for the whole host, so without them its code used the
     features the cap excludes (zmm registers under `avx2`). Returns the functions marked."""
     from ..lowering import host_cpu
-    h = host_cpu.detected()
-    off = sorted(host_cpu.switched_off(h.features, h.arch, host_cpu.max_isa()))
+    off = sorted(host_cpu.detected().features - host_cpu.host().features)  # (host(): capped)
     if not off:
         return 0
     attr = ir.Attribute.parse("#llvm.target_features<[" + ", ".join(f'"-{f}"' for f in off) + "]>",
