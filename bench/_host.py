@@ -3,7 +3,9 @@
     from _host import describe; print(describe())
 
 host: LLVM's CPU name and the OS's model, vector ISA, cores, caches
-(mirax.lowering.host_cpu); tuning: the matmul and row-reduction tiles and the threads
+(mirax.lowering.host_cpu); speed now: two probes of the machine's state at the start of
+the run (shared machines run the same code up to 2x slower or faster within minutes:
+compare runs by their ratios, and read their absolute figures beside these); tuning: the matmul and row-reduction tiles and the threads
 threshold in force (mirax.lowering.tuning), each marked measured (by `python -m
 mirax.tune`) or derived (from the host's features).
 """
@@ -69,10 +71,35 @@ def peers() -> str:
     return f"peers: numpy's OpenBLAS {core} kernels; XLA {xla[0] if xla else 'for the host'}"
 
 
+def speed_now() -> str:
+    """The machine's state now, in ~0.1 s: one core's speed (a pure Python loop, ns an
+    iteration: what eager dispatch and compile times move with) and one thread's memory
+    bandwidth (numpy copying 64 MiB, GB/s read + written: what streaming kernels move
+    with). The best of 3 of each."""
+    import time
+    import numpy as np
+    loop = []
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(200_000):
+            pass
+        loop.append((time.perf_counter() - t) / 200_000)
+    src = np.ones(16 << 20, np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # (page faults out of the timing)
+    copy = []
+    for _ in range(3):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        copy.append(time.perf_counter() - t)
+    return (f"speed now: python loop {min(loop) * 1e9:.1f} ns/iteration, one-thread copy "
+            f"{2 * src.nbytes / min(copy) / 1e9:.1f} GB/s")
+
+
 def describe() -> str:
     from mirax.lowering import host_cpu
     h, detected = host_cpu.host(), host_cpu.detected()
     isa = lambda c: c.isa.upper().replace("AVX512", "AVX-512")  # noqa: E731
     cap = (f"\ncode capped at {isa(h)} by MIRAX_CPU_MAX_ISA on this {isa(detected)} host"
            if h.isa != detected.isa else "")
-    return f"host: {h.describe()}{cap}\n{peers()}\ntuning:\n{choices()}"
+    return f"host: {h.describe()}{cap}\n{speed_now()}\n{peers()}\ntuning:\n{choices()}"
