@@ -56,8 +56,9 @@ keep one accumulator).
 The forall becomes OpenMP threads in the CPU pipeline (one row block an iteration,
 statically scheduled). After bufferization `mirax-row-memory` (below) prefetches each
 row's next rows during its busiest column loop, puts the row loop's small buffers on the
-stack and, on AVX-512, scales the vectorized exps by 2^m with one `llvm.ldexp`
-(`vscalefps`, approx.scale_with_ldexp) instead of two exponent-field multiplies;
+stack and, on AVX-512, scales the vectorized exps by 2^m with one `vscalefps` on the
+float m (approx.scale_with_ldexp; `llvm.ldexp` where the vectors are not whole 512-bit
+registers) instead of two exponent-field multiplies;
 elsewhere (AVX2, NEON) each vectorized exp runs on a branch without its clamp and with
 an integer 2^m scaling when all of its lanes have |x| < 86 (approx.split_exp_range).
 
@@ -1087,7 +1088,8 @@ class MiraxRowMemory(MiraxPass):
                "column loop, row buffers on the stack, exp's 2^m scaling as one ldexp on AVX-512, "
                "else a fast branch for exps of |x| < 86")
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
-               "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512), on, off"),
+               "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512: AVX-512's "
+                                 "scalef on the float m where vectors are whole registers), on (llvm.ldexp), scalef, off"),
                "exp-range": ("auto", "exps whose lanes all have |x| < 86 on a branch without the clamp and with "
                                      "2^m added to the exponent field: auto (hosts without ldexp's vscalefps), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's cache line, at least a vector)"),
@@ -1118,10 +1120,11 @@ class MiraxRowMemory(MiraxPass):
                                locality)
             stack_row_buffers(module, l1d // 4, parallel)
             ldexp = str(self.opts["ldexp"])
-            use_ldexp = ldexp == "on" or (ldexp == "auto" and "avx512f" in h.features)
+            use_ldexp = ldexp in ("on", "scalef") or (ldexp == "auto" and "avx512f" in h.features)
+            scalef = ldexp == "scalef" or (ldexp == "auto" and "avx512f" in h.features)
             exp_range = str(self.opts["exp-range"])
             for forall in walk_ops(module, lambda n: n == "scf.forall"):
                 if use_ldexp:
-                    scale_with_ldexp(forall)
+                    scale_with_ldexp(forall, scalef=scalef)
                 if exp_range == "on" or (exp_range == "auto" and not use_ldexp):
                     split_exp_range(forall, h.vector_bits // 32)

@@ -3,6 +3,7 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on" | FileCheck %s --check-prefix=LDEXP
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=scalef" | FileCheck %s --check-prefix=SCALEF
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAM
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAMSEQ
 
@@ -172,6 +173,62 @@ func.func @exp_scaling(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>) {
   scf.forall (%i) in (64) {
     scf.for %j = %c0 to %c1024 step %c32 {
       %t = vector.transfer_read %arg0[%i, %j], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %y = arith.mulf %t, %t : vector<32xf32>
+      %tb = arith.bitcast %t : vector<32xf32> to vector<32xi32>
+      %m = arith.subi %tb, %k : vector<32xi32>
+      %m1 = arith.shrsi %m, %one : vector<32xi32>
+      %m2 = arith.subi %m, %m1 : vector<32xi32>
+      %a1 = arith.addi %m1, %bias : vector<32xi32>
+      %s1 = arith.shli %a1, %sh : vector<32xi32>
+      %p1 = arith.bitcast %s1 : vector<32xi32> to vector<32xf32>
+      %y1 = arith.mulf %y, %p1 : vector<32xf32>
+      %a2 = arith.addi %m2, %bias : vector<32xi32>
+      %s2 = arith.shli %a2, %sh : vector<32xi32>
+      %p2 = arith.bitcast %s2 : vector<32xi32> to vector<32xf32>
+      %y2 = arith.mulf %y1, %p2 : vector<32xf32>
+      vector.transfer_write %y2, %arg1[%i, %j] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
+    }
+  }
+  return
+}
+
+// -----
+
+// With the float m beside the integer one (exp rounds x log2(e) by adding 1.5 * 2^23 = t:
+// m = t - 1.5 * 2^23 as a float, bitcast(t) - 0x4B400000 as an integer), ldexp=scalef (the
+// default on AVX-512 hosts) scales by AVX-512's scalef on the float m, one call a 512-bit
+// register: no int-to-float conversion. Without the float m (@exp_scaling), llvm.ldexp.
+// SCALEF-LABEL: func.func @exp_scaling_scalef
+// SCALEF: %[[T:.+]] = vector.transfer_read
+// SCALEF: %[[MF:.+]] = arith.subf %[[T]], %{{.+}} : vector<32xf32>
+// SCALEF: %[[Y:.+]] = arith.mulf
+// SCALEF-NOT: llvm.ldexp
+// SCALEF-DAG: %[[Y0:.+]] = vector.extract_strided_slice %[[Y]] {offsets = [0], sizes = [16], strides = [1]}
+// SCALEF-DAG: %[[M0:.+]] = vector.extract_strided_slice %[[MF]] {offsets = [0], sizes = [16], strides = [1]}
+// SCALEF: %[[R0:.+]] = llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"(%[[Y0]], %[[M0]], %[[Y0]], %{{.+}}, %{{.+}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>, i16, i32) -> vector<16xf32>
+// SCALEF: %[[P0:.+]] = vector.insert_strided_slice %[[R0]], %[[Y]] {offsets = [0], strides = [1]}
+// SCALEF: %[[R1:.+]] = llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"
+// SCALEF: %[[P1:.+]] = vector.insert_strided_slice %[[R1]], %[[P0]] {offsets = [16], strides = [1]}
+// SCALEF: vector.transfer_write %[[P1]]
+// LDEXP-LABEL: func.func @exp_scaling_scalef
+// LDEXP: llvm.call_intrinsic "llvm.ldexp"
+// LDEXP-NOT: scalef
+// LDEXP: return
+func.func @exp_scaling_scalef(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>, %arg2: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %magic = arith.constant dense<12582912.0> : vector<32xf32>
+  %k = arith.constant dense<1262485504> : vector<32xi32>
+  %one = arith.constant dense<1> : vector<32xi32>
+  %bias = arith.constant dense<127> : vector<32xi32>
+  %sh = arith.constant dense<23> : vector<32xi32>
+  scf.forall (%i) in (64) {
+    scf.for %j = %c0 to %c1024 step %c32 {
+      %t = vector.transfer_read %arg0[%i, %j], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %mf = arith.subf %t, %magic : vector<32xf32>
+      vector.transfer_write %mf, %arg2[%i, %j] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
       %y = arith.mulf %t, %t : vector<32xf32>
       %tb = arith.bitcast %t : vector<32xf32> to vector<32xi32>
       %m = arith.subi %tb, %k : vector<32xi32>

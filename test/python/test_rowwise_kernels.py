@@ -378,10 +378,15 @@ def test_rowwise_peeled_chunks_stay_on_the_stack(cols):
 
 
 @pytest.mark.skipif("avx512f" not in host().features, reason="vscalefps: AVX-512 hosts only")
-def test_rowwise_exp_scales_with_ldexp_on_avx512():
-    """The vectorized exps of a row loop scale by 2^m with one llvm.ldexp (vscalefps)."""
+def test_rowwise_exp_scales_with_scalef_on_avx512():
+    """The vectorized exps of a row loop scale by 2^m with AVX-512's scalef on the float m
+    (one vscalefps a register, no int-to-float conversion); a row whose vectors are not
+    whole registers (the 4 columns past 4096's chunks) with llvm.ldexp."""
     text = _stage(softmax, (64, 4096), "llvm")
-    assert "llvm.ldexp" in text and "vscalef" not in text  # the intrinsic, lowered by LLVM
+    assert "llvm.x86.avx512.mask.scalef.ps.512" in text and "llvm.ldexp" not in text
+    text = _stage(softmax, (16, 4100), "llvm")
+    assert "llvm.x86.avx512.mask.scalef.ps.512" in text
+    assert re.search(r"llvm.ldexp.*vector<4xf32>", text)
 
 
 def test_rowwise_exp_bit_identical_to_elementwise_exp():
