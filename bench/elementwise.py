@@ -12,6 +12,10 @@ two-thread numpy copy of the same bytes (the memory-bandwidth bound), jax.jit (i
 imports); then softmax, layer norm and logsumexp on 4096x4096 the same way (one row-block
 loop each, lowering/fuse_reductions.py), with the compiled kernel's speed-up over numpy
 and jax.jit against the targets (TARGETS: compiled at least 2.5x faster than jax.jit).
+Each target is judged on its own pair (the compiled kernel and that peer only) over
+BENCH_TARGET_ROUNDS interleaved rounds (default 21): a shared host's bursts (the same
+kernel 21 or 53 ms within one run) moved the 7-round medians of the full table by 1.5x.
+Gelu's target: at most 1.1x the time of the two-thread copy (GELU_TARGET).
 scipy and jax are bench-only extras, not dependencies.
 """
 from __future__ import annotations
@@ -45,8 +49,11 @@ except Exception:  # noqa: BLE001 - any failure to import means no jax column
     jax = None
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
+TARGET_ROUNDS = int(os.environ.get("BENCH_TARGET_ROUNDS", "21"))
 # speed-up of the compiled kernel over each peer that the row-wise kernels aim for
 TARGETS = {"jax.jit": 2.5, "numpy": 2.5}
+# the compiled gelu's time over the two-thread copy's of the same bytes, at most
+GELU_TARGET = 1.1
 
 
 def compiled(fun, x):
@@ -116,16 +123,22 @@ def measure(cands, rounds=ROUNDS):
     return {n: float(np.median(t)) for n, t in times.items()}
 
 
-def report(title, res, nbytes, ref="mirax compiled", targets=None):
+def report(title, res, nbytes, ref="mirax compiled"):
     print(f"\n{title}")
     base = res[ref]
     for n, t in res.items():
         print(f"  {n:28s} {t * 1e3:10.2f} ms   {nbytes / t / 1e9:7.1f} GB/s   x{t / base:7.2f} vs {ref}")
-    for peer, want in (targets or {}).items():
-        if peer in res:
-            got = res[peer] / base
-            print(f"  {ref} is {got:.2f}x faster than {peer} (target >= {want}x, "
-                  f"<= {res[peer] / want * 1e3:.1f} ms): {'met' if got >= want else 'NOT met'}")
+
+
+def judge(cands, targets, ref="mirax compiled"):
+    """Each target on its own pair (`ref` and the peer), TARGET_ROUNDS interleaved rounds."""
+    for peer, want in targets.items():
+        if peer not in cands:
+            continue
+        res = measure({ref: cands[ref], peer: cands[peer]}, rounds=TARGET_ROUNDS)
+        got = res[peer] / res[ref]
+        print(f"  {ref} is {got:.2f}x faster than {peer} ({res[ref] * 1e3:.2f} vs {res[peer] * 1e3:.2f} ms, "
+              f"{TARGET_ROUNDS} paired rounds; target >= {want}x): {'met' if got >= want else 'NOT met'}")
 
 
 def gelu(x):
@@ -185,6 +198,12 @@ def bench_gelu(shape):
         cands["jax.jit"] = jitted(lambda v: v * (1 + jax.scipy.special.erf(v / math.sqrt(2))) / 2, x)
     res = measure(cands)
     report(f"gelu {shape} f32 (bytes moved: in + out)", res, 2 * x.nbytes)
+    copy = "numpy copy, 2 threads"
+    pair = measure({"mirax compiled": run, copy: cands[copy]}, rounds=TARGET_ROUNDS)
+    got = pair["mirax compiled"] / pair[copy]
+    print(f"  mirax compiled takes {got:.2f}x the copy's time ({pair['mirax compiled'] * 1e3:.2f} vs "
+          f"{pair[copy] * 1e3:.2f} ms, {TARGET_ROUNDS} paired rounds; target <= {GELU_TARGET}x): "
+          f"{'met' if got <= GELU_TARGET else 'NOT met'}")
     check = x.reshape(-1)[:4096].astype(np.float64)
     ref = check * (1 + np.vectorize(math.erf)(check / math.sqrt(2))) / 2
     print(f"  max |compiled - float64 reference| on 4096 values: {np.abs(out().reshape(-1)[:4096] - ref).max():.2e}")
@@ -204,8 +223,8 @@ def bench_rowwise():
         if jax is not None:
             cands["jax.jit"] = jitted(jf, x2)
         res = measure(cands)
-        report(f"{name} (4096, 4096) f32, first call {build * 1e3:.0f} ms", res, x2.nbytes + out().nbytes,
-               targets=TARGETS)
+        report(f"{name} (4096, 4096) f32, first call {build * 1e3:.0f} ms", res, x2.nbytes + out().nbytes)
+        judge(cands, TARGETS)
         print(f"  max |compiled - numpy|: {np.abs(out() - npf(x2.astype(np.float64))).max():.2e}")
 
 
