@@ -666,7 +666,6 @@ def _forward_scalars(root):
     one-element vector becomes `vector.extract %v[0..]` (a vectorized per-row scalar, a
     mean's divisor, read back: no pattern upstream folds it, and the row's 1-element
     tensor would become a heap buffer a row)."""
-    from mlir.dialects import vector
     for op in walk_ops(root, lambda n: n == "tensor.extract"):
         w = defining_op(op.operands[0])
         if w is None or w.name != "vector.transfer_write":
@@ -677,6 +676,7 @@ def _forward_scalars(root):
         idx, widx = list(op.operands[1:]), list(w.operands[2:])
         if len(idx) != len(widx) or any(a != b for a, b in zip(idx, widx)):
             continue
+        from mlir.dialects import vector  # (here: ~3 ms to import, and most modules have none)
         with ir.InsertionPoint(op), op.location:
             new = vector.ExtractOp(w.operands[0], [], [0] * vt.rank)
         op.results[0].replace_all_uses_with(new.result)
@@ -975,7 +975,6 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
     row's chunks are rewritten, rows of at most `max_row_bytes` (the stack's share).
     `parallel`: iterations are OpenMP tasks with a stack scope each; else the stack row
     is allocated once, before the loop."""
-    from mlir.dialects import arith, memref, scf, vector
     idx_t = ir.IndexType.get()
     for forall in walk_ops(module, lambda n: n == "scf.forall"):
         if _row_loop(forall) is None:
@@ -1019,6 +1018,7 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
                     or not all(_chunk_access(o, row, k0, n, step) and o.parent == first for o in in_first) \
                     or not any(o.name == "vector.transfer_write" for o in in_last):
                 continue
+            from mlir.dialects import arith, memref, scf, vector  # (only for a row it rewrites: ~3 ms to import)
             with ir.InsertionPoint(sv if parallel else forall), sv.location:
                 tmp = memref.AllocaOp(ir.MemRefType.get([1] * n + [cols], mt.element_type), [], [],
                                       alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), line)).result

@@ -27,7 +27,7 @@ import math
 from mlir import ir
 
 from . import tuning
-from .pass_base import MiraxPass, run_transform
+from .pass_base import MiraxPass, run_transform, walk_ops
 
 NAME = "mirax-parallelize"
 MARK = "mirax.parallel_dim"
@@ -179,15 +179,7 @@ class MiraxParallelize(MiraxPass):
 
 
 def _nested_linalg(root):
-    out = []
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name.startswith("linalg.") and (MARK in child.attributes or PARALLEL in child.attributes):
-                        out.append(child)
-                    visit(child)
-    visit(root)
-    return out
+    """The marked linalg ops nested in `root`, in program order (a walk: iterating blocks
+    wraps every op in its dialect's OpView, importing e.g. `mlir.dialects.affine`)."""
+    return [op for op in walk_ops(root, lambda n: n.startswith("linalg."))
+            if MARK in op.attributes or PARALLEL in op.attributes]

@@ -355,11 +355,18 @@ def run_transform(payload, script) -> None:
     """Run the entry sequence of transform module `script` (an ir.Module) on `payload`,
     without the interpreter's expensive checks (on by default: they re-check every
     handle's payload ops after each transform op, which made fusing a transformer step's
-    row groups take ~2x as long as the fusion itself)."""
-    from mlir.dialects.transform import interpreter
+    row groups take ~2x as long as the fusion itself).
+
+    The interpreter's native module is called directly: `mlir.dialects.transform.interpreter`
+    imports the whole transform dialect package first (~4 ms of a fresh process's first
+    compile, for op classes the text scripts never use)."""
+    from mlir._mlir_libs import _mlirTransformInterpreter as interpreter
     options = interpreter.TransformOptions()
     options.expensive_checks = False
-    interpreter.apply_named_sequence(payload, script.body.operations[0], script, options)
+    # (the entry found by a walk, a plain ir.Operation: `script.body.operations[0]` would
+    # wrap it in an OpView, importing that package all the same)
+    entry = walk_ops(script, lambda n: n == "transform.named_sequence")[0]
+    interpreter.apply_named_sequence(getattr(payload, "operation", payload), entry, script.operation, options)
 
 
 def apply_transform(root, script: str, backup=None):
