@@ -82,7 +82,7 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, address_of, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
+from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
                         isa, iterator_kinds, outside_values, run_transform, user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
@@ -826,17 +826,15 @@ def _row_accesses(forall, ivs):
     subview `v` of `m` at row `i..`) with `i..` the row loop's induction variables `ivs`
     and `m` of one more dim, made by the column loops (top-level `scf.for`s over `k`) of a
     row loop over single rows."""
-    body = forall.regions[0].blocks[0]
     n = len(ivs)
     subviews = {}
-    for op in body.operations:
-        op = op.operation
+    tops = body_ops(forall)
+    for op in tops:
         if op.name == "memref.subview" and len(op.operands) == 1 + n and list(op.operands[1:]) == list(ivs) \
                 and ir.MemRefType(op.operands[0].type).rank == n + 1:
             subviews[op.results[0]] = op.operands[0]
     out = []
-    for loop in body.operations:
-        loop = loop.operation
+    for loop in tops:
         if loop.name != "scf.for":
             continue
         k = loop.regions[0].blocks[0].arguments[0]
@@ -982,7 +980,7 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
         body = forall.regions[0].blocks[0]
         ivs = list(body.arguments)
         n = len(ivs)
-        tops = [op.operation for op in body.operations]
+        tops = body_ops(forall)
         pos = {op: i for i, op in enumerate(tops)}
         for sv in [op for op in tops if op.name == "memref.subview"]:
             found = _row_subview(sv, ivs)
@@ -1055,7 +1053,7 @@ def stack_row_buffers(module, limit, parallel):
     from mlir.dialects import memref
     for forall in walk_ops(module, lambda n: n == "scf.forall"):
         body = forall.regions[0].blocks[0]
-        ops = [op.operation for op in body.operations]
+        ops = body_ops(forall)
         deallocs = {}
         for op in ops:
             if op.name == "memref.dealloc":
