@@ -402,6 +402,33 @@ def test_a_retune_races_the_stored_choice(store, monkeypatch):
         (c["mr"], c["nr"], c["kc"]) for c in tune.matmul_candidates()]
 
 
+def test_a_challenger_must_beat_the_stored_choice_twice(store, monkeypatch):
+    """A re-tune whose final race a challenger wins keeps the stored choice unless the
+    challenger also wins a race of the two alone (one noisy run replaced a tuned tiling by
+    one that ran 0.88x numpy in the benchmark)."""
+    cls = tuning.shape_class("linalg.matmul", None, 96, 128, 64)
+    lanes = host_cpu.host().f32_lanes
+    stored = dict(mr=2, nr=lanes, kc=48, nc=lanes, forall_m=8, pack_b=0)
+    tuning.save("matmul", cls, dict(stored, dtype="f32", shape="96x128x64"))
+    races = []
+
+    def scripted(fns, rounds, calls):  # the incumbent (0) loses every race but a duel
+        races.append(set(fns))
+        duel = set(fns) == {0, max(fns)} and len(fns) == 2 and len(races) > 2
+        return {k: (1.0 if k == 0 else 2.0) if duel else (2.0 if k == 0 else 1.0 + k / 1e3) for k in fns}
+    monkeypatch.setattr(tune, "_race", scripted)
+    entry = tune.tune_matmul("96x128x64", budget=30, log=lambda *_: None)
+    assert len(races) == 3 and len(races[-1]) == 2 and 0 in races[-1]
+    assert {x: entry[x] for x in stored} == stored
+    assert {x: tuning.measured()["matmul"][cls][x] for x in stored} == stored
+
+    def challenger_wins(fns, rounds, calls):
+        return {k: (2.0 if k == 0 else 1.0 + k / 1e3) for k in fns}
+    monkeypatch.setattr(tune, "_race", challenger_wins)
+    entry = tune.tune_matmul("96x128x64", budget=30, log=lambda *_: None)
+    assert {x: entry[x] for x in stored} != stored
+
+
 def test_candidates_compile_as_later_compiles_plan_them(store, monkeypatch):
     """The tuner compiles each candidate as the class's stored entry, with no explicit
     config: what it times is what a later compile of that class builds."""
