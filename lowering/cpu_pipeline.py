@@ -96,7 +96,7 @@ def _optimize_matmuls(op, *_):
 def _strided_copies(op, *_):
     """Strided memref copies (from padding) as linalg.copy loops, not the runtime's
     element-by-element memrefCopy."""
-    from .matmul_codegen import strided_copies_to_linalg
+    from .strided_copies import strided_copies_to_linalg
     strided_copies_to_linalg(op)
 
 

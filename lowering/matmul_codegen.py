@@ -31,8 +31,8 @@ off), so the tuner and the tests check and time the code a compile makes:
   1. after convert-mirax-to-linalg (+ canonicalize, cse) and fusion, on tensors:
      `optimize_matmuls(module)`; then mirax-parallelize splits the repackings over the
      threads and mirax-vectorize-transposes vectorizes them;
-  2. bufferization into out-params, then `strided_copies_to_linalg` (padding copies
-     vectorizable instead of `memrefCopy` calls);
+  2. bufferization into out-params, then `mirax-strided-copies` (lowering/strided_copies.py:
+     padding copies vectorizable instead of `memrefCopy` calls);
   3. TO_LLVM: `scf-forall-to-parallel`, `convert-scf-to-openmp`, then
      `openmp_dynamic_schedule` (helps when other processes hold a core),
      `convert-vector-to-scf{full-unroll}`, `convert-vector-to-llvm` (before
@@ -67,6 +67,7 @@ DYNAMIC_SCHEDULE = "mirax.omp_dynamic_schedule"  # on a module whose matmuls wer
 
 # the CPU pipeline's bufferization passes, for tests that stop after them
 from .cpu_pipeline import BUFFERIZE  # noqa: E402
+from .strided_copies import strided_copies_to_linalg  # noqa: E402,F401  (its old home)
 
 
 def lower_to_llvm(module) -> None:
@@ -139,98 +140,6 @@ def tag_task_work(f, p) -> None:
     attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), b * mp * np_ * k // max(1, tasks))
     for op in _walk(f, "vector.fma"):
         op.attributes[TASK_MACS] = attr
-
-
-COPY_MARK = "__mirax_vector_copy"
-
-
-def _inner_stride_one(t) -> bool:
-    try:
-        strides, _ = t.get_strides_and_offset()
-    except (AttributeError, ValueError):
-        return False
-    return t.rank >= 1 and strides[-1] == 1
-
-
-def strided_copies_to_linalg(module) -> None:
-    """After bufferization: `memref.copy` between strided memrefs (padding copies, the
-    slice of a padded result copied to the out-param) becomes a `linalg.copy` tiled along
-    its contiguous last dimension and vectorized (4 vectors of the host's f32 lanes a
-    step, masked at the end). finalize-memref-to-llvm would make it a call of the
-    runtime's element-by-element `memrefCopy` (5x slower), and LLVM leaves the scalar
-    loops of convert-linalg-to-loops unvectorized: padding a 64x256x256 operand that way
-    cost twice the matmul itself."""
-    from mlir.dialects import linalg
-
-    root = module.operation if hasattr(module, "operation") else module
-    copies = _walk(root, "memref.copy")
-    marked = []
-    with root.context, ir.Location.unknown():
-        for op in copies:
-            src, dst = op.operands
-            try:
-                ts, td = ir.MemRefType(src.type), ir.MemRefType(dst.type)
-            except ValueError:
-                continue
-            if not any(x in str(t) for t in (ts, td) for x in ("strided<", "affine_map")):
-                continue  # contiguous: finalize-memref-to-llvm emits a memcpy
-            with ir.InsertionPoint(op):
-                linalg.copy(src, outs=[dst])
-            new = _previous(op)
-            op.erase()
-            if _inner_stride_one(ts) and _inner_stride_one(td) and ts.rank <= 4:
-                new.attributes[COPY_MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(marked))
-                inner = ts.shape[-1] if not ir.ShapedType.is_dynamic_size(ts.shape[-1]) else None
-                marked.append((ts.rank, inner))
-        if marked:
-            _vectorize_copies(root, marked)
-
-
-def _previous(op):
-    """The op just before `op` in its block."""
-    prev = None
-    for o in op.operation.block.operations:
-        if o.operation == op.operation:
-            return prev
-        prev = o.operation
-    return prev
-
-
-def _vectorize_copies(root, copies) -> None:
-    """Tile each marked copy [(rank, inner size or None)] along its last dim by 4 host
-    vectors (a shorter run whole) and vectorize the full tiles; a remainder is peeled off
-    as a scalar loop (masked vectorization leaves `vector.mask`s the LLVM lowering
-    rejects)."""
-    from .host_cpu import host
-    from .vectorize_transposes import vector_run
-    lanes = host().f32_lanes
-    body = []
-    for i, (rank, inner) in enumerate(copies):
-        # a short run (a repacked panel row of B, a head's 16 columns) in one step; else a
-        # multiple of the lanes that divides it, or 4 vectors and a peeled remainder
-        width = (vector_run(inner, lanes) if inner is not None else None) or 4 * lanes
-        tiles = ", ".join(["1"] * (rank - 1) + [str(width)])
-        body += [f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
-                 f"in %root : (!transform.any_op) -> !transform.any_op",
-                 f"%t{i}, %l{i}:{rank} = transform.structured.tile_using_for %c{i} tile_sizes [{tiles}] : "
-                 f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * rank})"]
-        if inner is not None and inner % width == 0:
-            body.append(f"transform.structured.vectorize %t{i} : !transform.any_op")
-            continue
-        body += [f"%f{i} = transform.cast %l{i}#{rank - 1} : !transform.any_op to !transform.op<\"scf.for\">",
-                 f"%main{i}, %rest{i} = transform.loop.peel %f{i} : (!transform.op<\"scf.for\">) -> "
-                 f"(!transform.any_op, !transform.any_op)",
-                 f"transform.apply_patterns to %main{i} {{ transform.apply_patterns.canonicalization }} "
-                 f": !transform.any_op",
-                 f"%v{i} = transform.structured.match ops{{[\"linalg.copy\"]}} in %main{i} : "
-                 f"(!transform.any_op) -> !transform.any_op",
-                 f"transform.structured.vectorize %v{i} : !transform.any_op"]
-    err = apply_transform(root, transform_script(body))
-    if err is not None:  # the copies stay scalar loops: slower, still right
-        warnings.warn(f"strided_copies_to_linalg: copies not vectorized: {err}")
-    for op in _walk(root, "linalg.copy"):
-        if COPY_MARK in op.attributes:
-            del op.attributes[COPY_MARK]
 
 
 openmp_library = tuning.openmp_library
