@@ -404,18 +404,41 @@ def _pow2_of(v):
     return a.operands[0]
 
 
+def _two_factor_scaling(mul2):
+    """(mul1, sub, shr) when `mul2` is the second multiply of exp's 2^m scaling `y *
+    2^(m >> 1) * 2^(m - (m >> 1))` (`mul1` the first, `sub` = m - (m >> 1), `shr` = m >> 1),
+    else None."""
+    m2 = _pow2_of(mul2.operands[1])
+    mul1 = defining_op(mul2.operands[0])
+    if m2 is None or mul1 is None or mul1.name != "arith.mulf":
+        return None
+    m1 = _pow2_of(mul1.operands[1])
+    sub, shr = defining_op(m2), (defining_op(m1) if m1 is not None else None)
+    if (sub is None or sub.name != "arith.subi" or shr is None or shr.name != "arith.shrsi"
+            or sub.operands[1] != m1 or shr.operands[0] != sub.operands[0] or not _splat_int(shr.operands[1], 1)):
+        return None
+    return mul1, sub, shr
+
+
+def _rounded_t(mi):
+    """t when exp's integer m `mi` is `bitcast(t) - 0x4B400000` (target "cpu": t = x log2(e)
+    + 1.5 * 2^23, m in its low bits), else None."""
+    op = defining_op(mi)
+    if op is None or op.name != "arith.subi" or not _splat_int(op.operands[1], 0x4B400000):
+        return None
+    tb = defining_op(op.operands[0])
+    return tb.operands[0] if tb is not None and tb.name == "arith.bitcast" else None
+
+
 def _float_exponent(mi):
     """exp's m as a float, for its integer m `mi`: `t - 1.5 * 2^23` beside `bitcast(t) -
     0x4B400000` (target "cpu"), or the operand of `fptosi` ("any"); None if not found."""
     op = defining_op(mi)
     if op is not None and op.name == "arith.fptosi":
         return op.operands[0]
-    if op is None or op.name != "arith.subi" or not _splat_int(op.operands[1], 0x4B400000):
+    t = _rounded_t(mi)
+    if t is None:
         return None
-    tb = defining_op(op.operands[0])
-    if tb is None or tb.name != "arith.bitcast":
-        return None
-    t = tb.operands[0]
     for use in t.uses:
         u = user_op(use)
         if u.name == "arith.subf" and u.operands[0] == t:
@@ -474,16 +497,10 @@ def scale_with_ldexp(root, scalef: bool = False):
             # (an LLVM intrinsic takes 1-d vectors only: a transpose's 16x16 register block,
             # fused with an exp, keeps its two multiplies)
             continue
-        m2 = _pow2_of(mul2.operands[1])
-        mul1 = defining_op(mul2.operands[0])
-        if m2 is None or mul1 is None or mul1.name != "arith.mulf":
+        found = _two_factor_scaling(mul2)
+        if found is None:
             continue
-        m1 = _pow2_of(mul1.operands[1])
-        sub = defining_op(m2)
-        shr = defining_op(m1) if m1 is not None else None
-        if (sub is None or sub.name != "arith.subi" or shr is None or shr.name != "arith.shrsi"
-                or sub.operands[1] != m1 or shr.operands[0] != sub.operands[0] or not _splat_int(shr.operands[1], 1)):
-            continue
+        mul1, sub, _ = found
         n = ir.VectorType(t).shape[0]
         mf = _float_exponent(sub.operands[0]) if scalef and n % 16 == 0 and str(t).endswith("xf32>") else None
         with ir.InsertionPoint(mul2), mul2.location:
@@ -520,23 +537,15 @@ def _exp_pattern(mul2):
     """The parts of a vectorized exp ending in `mul2` (its second 2^m factor), or None:
     (x, the clamp's ops, mi (m as an integer), the ops of the two-factor scaling, y before
     the scaling, the constant 23 of the exponent field's shift)."""
-    m2 = _pow2_of(mul2.operands[1])
-    mul1 = defining_op(mul2.operands[0])
-    if m2 is None or mul1 is None or mul1.name != "arith.mulf":
+    found = _two_factor_scaling(mul2)
+    if found is None:
         return None
-    m1 = _pow2_of(mul1.operands[1])
-    sub, shr = defining_op(m2), (defining_op(m1) if m1 is not None else None)
-    if (sub is None or sub.name != "arith.subi" or shr is None or shr.name != "arith.shrsi"
-            or sub.operands[1] != m1 or shr.operands[0] != sub.operands[0] or not _splat_int(shr.operands[1], 1)):
-        return None
+    mul1, sub, shr = found
     mi = sub.operands[0]
-    mi_op = defining_op(mi)  # tb - 0x4B400000, tb = bitcast(fma(...)) (target "cpu")
-    if mi_op is None or mi_op.name != "arith.subi" or not _splat_int(mi_op.operands[1], 0x4B400000):
+    t = _rounded_t(mi)  # t = fma(...) (target "cpu")
+    if t is None:
         return None
-    tb = defining_op(mi_op.operands[0])
-    if tb is None or tb.name != "arith.bitcast":
-        return None
-    x, clamp = _exp_input(defining_op(tb.operands[0]))
+    x, clamp = _exp_input(defining_op(t))
     if x is None:
         return None
     scaling = [shr, sub, mul1, mul2]

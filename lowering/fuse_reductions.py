@@ -1118,8 +1118,9 @@ class MiraxRowMemory(MiraxPass):
                                locality)
             stack_row_buffers(module, l1d // 4, parallel)
             ldexp = str(self.opts["ldexp"])
-            use_ldexp = ldexp in ("on", "scalef") or (ldexp == "auto" and "avx512f" in h.features)
-            scalef = ldexp == "scalef" or (ldexp == "auto" and "avx512f" in h.features)
+            auto = ldexp == "auto" and "avx512f" in h.features
+            use_ldexp = ldexp in ("on", "scalef") or auto
+            scalef = ldexp == "scalef" or auto
             exp_range = str(self.opts["exp-range"])
             for forall in walk_ops(module, lambda n: n == "scf.forall"):
                 if use_ldexp:

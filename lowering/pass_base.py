@@ -330,7 +330,7 @@ def walk_ops(root, keep):
     return out
 
 
-_ADVANCE, _INTERRUPT = ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT
+_ADVANCE, _INTERRUPT, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT, ir.WalkResult.SKIP
 
 
 def body_ops(op):
@@ -338,7 +338,15 @@ def body_ops(op):
     (`block.operations` wraps each in its OpView, importing its dialect's package:
     `mlir.dialects.affine` ~1.7 ms at a first compile's first `affine.apply`)."""
     op = getattr(op, "operation", op)
-    return [o for o in walk_ops(op, lambda n: True) if o.parent == op]
+    out = []
+
+    def visit(o):
+        if o == op:
+            return _ADVANCE
+        out.append(o)
+        return _SKIP  # (not into its regions: the body's own ops only)
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
 
 
 # ---- transform-dialect scripts ------------------------------------------------------------
