@@ -67,7 +67,6 @@ DYNAMIC_SCHEDULE = "mirax.omp_dynamic_schedule"  # on a module whose matmuls wer
 
 # the CPU pipeline's bufferization passes, for tests that stop after them
 from .cpu_pipeline import BUFFERIZE  # noqa: E402
-from .strided_copies import strided_copies_to_linalg  # noqa: E402,F401  (its old home)
 
 
 def lower_to_llvm(module) -> None:

@@ -258,7 +258,8 @@ def test_lowering_helpers(rng):
         PassManager.parse("builtin.module(" + ",".join(["canonicalize", "cse"] + mc.BUFFERIZE) + ")").run(
             module.operation)
         assert "memref.copy" in str(module)
-        mc.strided_copies_to_linalg(module)
+        from mirax.lowering.strided_copies import strided_copies_to_linalg
+        strided_copies_to_linalg(module)
         text = str(module)  # (a copy of short runs is vectorized whole: no linalg.copy is left)
         assert "memref.copy" not in text and ("linalg.copy" in text or "vector.transfer_read" in text)
         PassManager.parse("builtin.module(scf-forall-to-parallel,convert-scf-to-openmp)").run(module.operation)
