@@ -7,8 +7,8 @@ that is an embedded broadcast folded into the arithmetic (`{1to16}`), free; on A
 is one `vbroadcastss` per constant per iteration (14 in gelu's loop of 16 elements, a
 fifth of its instructions). A value LLVM cannot see through is spilled once and reloaded
 from the stack instead, as a plain load or an operand (`vfmadd213ps mem, ...`). This
-pass gives each splat f32/f64 vector constant of one or two registers used in a serial
-loop nest (`scf.for`s outside any parallel loop) one such value, made before the nest
+pass gives each splat f32/f64 vector constant of one or two registers used in a loop
+nest (`scf.for`s, in a function or in a parallel loop's body) one such value, made before the nest
 (wider constants serve several registers a broadcast: left alone):
 
     scf.for %i = ... {                         %c = arith.constant dense<0.5> : vector<16xf32>
@@ -21,7 +21,7 @@ one vector register (`bytes`, the tuning table's `pin_bytes`: 32 on AVX2, 16 on 
 elsewhere) through the asm, repeated to the constant's width. Measured on Zen 3, one
 thread, interleaved in one process: gelu over 32x1000x4096 (mirax-streaming-stores'
 loop) 73.2 -> 65.1 ms, over 1024x4096 2795 -> 2689 us, over 256x4096 763 -> 739 us.
-Parallel loops are left alone (`_is_root`).
+The nests inside parallel loops' bodies are pinned too (per task, before its nest).
 """
 from __future__ import annotations
 
@@ -82,16 +82,16 @@ def pinned(v, reg_bytes: int):
     return out
 
 
-_PARALLEL = ("scf.forall", "scf.parallel", "omp.parallel", "omp.wsloop")
-
-
 def _is_root(loop) -> bool:
-    """Whether `loop` is the outermost scf.for of its function, in serial code: in a
-    parallel loop's body the pinned constants measured slower on both threads (gelu over
-    256x4096 on Zen 3: 426-506 us unpinned, 473-535 pinned), where serially they win."""
+    """Whether `loop` is an outermost scf.for: none encloses it, in its function or in the
+    body of a parallel loop (the pinned values are made per task). With loops of a line (two
+    AVX2 registers) pinning in a parallel body measured slower (gelu over 256x4096 on Zen
+    3: 426-506 us unpinned, 473-535 pinned); with mirax-streaming-stores' loops of one
+    register it wins (its docstring: 32x1000x4096 on Zen 4 capped at AVX2, 25.5-25.9 ms
+    unpinned, 23.9-24.2 pinned) and is even in cache."""
     p = loop.parent
     while p is not None and p.name != "func.func":
-        if p.name == "scf.for" or p.name in _PARALLEL:
+        if p.name == "scf.for":
             return False
         p = p.parent
     return True

@@ -1,5 +1,5 @@
 """`mirax-streaming-stores`: large elementwise ops write their output with non-temporal
-(streaming) vector stores, one cache line a store.
+(streaming) vector stores, aligned to cache lines.
 
 A normal store to a line that is not in cache first reads the line (read for ownership),
 so an elementwise kernel whose output does not fit in the last-level cache moves its
@@ -20,7 +20,8 @@ over its flattened elements:
     scf.for %i = %end to 65536000 step 16   { masked vector body, normal stores }
 
 The body's scalar `arith` / `math` ops become the same ops on vectors of one cache line
-(16 f32); values defined outside the op and 0-d inputs are broadcast once. Ops whose
+(16 f32; `vector-bytes`: one register on x86 without AVX-512, below); values defined
+outside the op and 0-d inputs are broadcast once. Ops whose
 body has anything else (`linalg.index`, ops with regions, index values), whose operands
 are not contiguous, of static shape and read with identity maps, or whose outputs differ
 in element size stay as they are (LLVM's loop vectorizer widens them, with normal
@@ -35,6 +36,16 @@ vector registers): LLVM's loop re-broadcasts such constants every iteration, and
 on Zen 3, interleaved in one process: 256x4096 one thread LLVM's loop 845 us, this loop
 763 (739 pinned), two threads 452-512 vs 426-506 us; 1024x4096 one thread 3118 vs 2795
 (2689 pinned), two threads 1736-1823 vs 1552-1791 us.
+
+There (16 registers, tuning.py's `loop_vector_bytes`) an iteration is one register (8
+f32), not a line's two: gelu's line-wide loop held two copies of each temporary, its 15
+constants no longer fitted beside them, and LLVM re-broadcast ten of them and spilled a
+temporary every iteration. One register, with mirax-pin-constants keeping the constants
+as operands: gelu over 32x1000x4096 capped at AVX2 on Zen 4, two threads, interleaved
+medians of 15 and 21 rounds: line loop 26.3 / 26.9 ms, register loop 25.9 / 25.5, register
+loop pinned 24.2 / 23.9 (the two-thread copy 24.6 / 26.4); in cache (1024x4096, 20 calls a
+round) 0.83 / 0.84 ms pinned, unchanged. The non-temporal stores of half a line each fill
+one write-combining buffer in turn, as a whole line's did.
 """
 from __future__ import annotations
 
@@ -307,16 +318,17 @@ def constants(op) -> int:
     return len(seen)
 
 
-def rewrite(op, line: int, stream: bool = True) -> None:
-    """Replace `op` (eligible) by the three loops of the module docstring; unless `stream`,
-    by the body (normal stores) and the masked tail only: no head up to a line boundary,
-    no backward run (both are for the non-temporal stores), less to compile."""
+def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None) -> None:
+    """Replace `op` (eligible) by the three loops of the module docstring, each iteration
+    `vector_bytes` of the output (default: a line); unless `stream`, by the body (normal
+    stores) and the masked tail only: no head up to a line boundary, no backward run (both
+    are for the non-temporal stores), less to compile."""
     from mlir.dialects import arith, scf, vector
     ins, outs = _split(op)
     shape = next(ir.MemRefType(v.type).shape for v in outs)
     n = math.prod(shape)
     esize = _elem_bytes(ir.MemRefType(outs[0].type).element_type)
-    width = max(1, line // esize)
+    width = max(1, min(line, vector_bytes or line) // esize)
     _state.constants = {}
     with ir.InsertionPoint(op), op.location:
         flat_in = [v if ir.MemRefType(v.type).rank == 0 else _flat(v, n) for v in ins]
@@ -353,7 +365,7 @@ def rewrite(op, line: int, stream: bool = True) -> None:
             if backward is not None:  # i, or its mirror image in [head, end)
                 mirror = arith.SubIOp(arith.SubIOp(arith.AddIOp(head, end).result, step).result, i).result
                 i = arith.SelectOp(backward, mirror, i).result
-            vec.emit(i, stream=stream, line=line)
+            vec.emit(i, stream=stream, line=min(line, width * esize))
             scf.YieldOp([])
         masked_loop(end, _index(n))
     _state.constants = {}
@@ -364,7 +376,10 @@ class MiraxStreamingStores(MiraxPass):
     name = NAME
     summary = "Large all-parallel linalg.generic on memrefs -> vector loops with non-temporal stores"
     options = {"min-bytes": (0, "smallest output (bytes, all tasks together) to stream (0: tuning.py's, the host's last-level cache)"),
-               "line": (0, "bytes a store writes and aligns to (0: tuning.py's cache line)"),
+               "line": (0, "bytes the streamed loop's head aligns the output to (0: tuning.py's cache line)"),
+               "vector-bytes": (0, "bytes of the output an iteration computes and stores, at most a line "
+                                   "(0: tuning.py's loop_vector_bytes: one register on x86 without AVX-512, "
+                                   "else a line)"),
                "min-constants": (-1, "smaller ops using this many constants get the vector loop too, with "
                                      "normal stores (0: none; -1: tuning.py's, half the vector registers "
                                      "where constants are pinned)")}
@@ -373,11 +388,12 @@ class MiraxStreamingStores(MiraxPass):
         cfg = tuning.table()["elementwise"]
         min_bytes = int(self.opts["min-bytes"]) or cfg["streaming_store_bytes"]
         line = int(self.opts["line"]) or cfg["line_bytes"]
+        vbytes = int(self.opts["vector-bytes"]) or cfg["loop_vector_bytes"]
         heavy = int(self.opts["min-constants"])
         heavy = cfg["vector_min_constants"] if heavy < 0 else heavy
         with module.context:
             for op in walk_ops(module, lambda n: n == "linalg.generic"):
                 if eligible(op, min_bytes):
-                    rewrite(op, line)
+                    rewrite(op, line, vector_bytes=vbytes)
                 elif heavy and eligible(op, 0) and constants(op) >= heavy:
-                    rewrite(op, line, stream=False)
+                    rewrite(op, line, stream=False, vector_bytes=vbytes)

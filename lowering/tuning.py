@@ -134,10 +134,13 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # ...and, on x86 without AVX-512 (16 vector registers, no embedded broadcast), their
         # constants kept in vectors LLVM spills and reloads as operands, `pin_bytes` a
         # register (else it re-broadcasts them every iteration), and smaller ops with at
-        # least half the registers' worth of constants get the same loops, normal stores
+        # least half the registers' worth of constants get the same loops, normal stores;
+        # there an iteration is one register, not a line (`loop_vector_bytes`: a line's two
+        # registers doubled the live values, and the constants no longer fit beside them)
         "elementwise": dict(parallel_min_elements=parallel,
                             streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
                             line_bytes=h.line,
+                            loop_vector_bytes=h.vector_bits // 8 if h.isa in ("avx2", "sse") else h.line,
                             pin_bytes=h.vector_bits // 8 if h.isa in ("avx2", "sse") else 0,
                             vector_min_constants=h.vector_registers // 2 if h.isa in ("avx2", "sse") else 0),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim

@@ -81,7 +81,7 @@ func.func @kinds(%x: memref<64xf64>, %i32: memref<64xi32>, %f: memref<6xf32>) {
 // -----
 
 // Nested loops share one pinned value, made before the outer loop. A loop in a parallel
-// loop's body (an scf.forall) is left alone: pinned there it measured slower.
+// loop's body (an scf.forall) gets its own, made in the body (each task) before it.
 // CHECK-LABEL: func.func @nests
 // CHECK:         llvm.inline_asm
 // CHECK:         scf.for
@@ -89,8 +89,13 @@ func.func @kinds(%x: memref<64xf64>, %i32: memref<64xi32>, %f: memref<6xf32>) {
 // CHECK-NOT:         llvm.inline_asm
 // CHECK:             arith.mulf
 // CHECK:         scf.forall
-// CHECK-NOT:       llvm.inline_asm
-// CHECK:           arith.constant dense<2.500000e-01> : vector<16xf32>
+// CHECK-NEXT:      %[[Q:.+]] = arith.constant dense<2.500000e-01> : vector<16xf32>
+// CHECK-NEXT:      vector.extract_strided_slice %[[Q]]
+// CHECK-NEXT:      llvm.inline_asm "", "=x,0"
+// CHECK:           %[[K:.+]] = vector.insert_strided_slice %{{.+}} {offsets = [8], strides = [1]}
+// CHECK-NEXT:      scf.for
+// CHECK-NOT:         arith.constant
+// CHECK:             arith.mulf %{{.+}}, %[[K]] : vector<16xf32>
 func.func @nests(%x: memref<2x4x64xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

@@ -1,6 +1,7 @@
-// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0" | FileCheck %s
-// RUN: mirax-opt %s --mirax-streaming-stores="min-bytes=1024 min-constants=0" --mirax-cpu-pipeline="threads=1 stream-bytes=-1" | FileCheck %s --check-prefix=LLVM
-// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=3" | FileCheck %s --check-prefix=SMALL
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64" | FileCheck %s
+// RUN: mirax-opt %s --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64" --mirax-cpu-pipeline="threads=1 stream-bytes=-1" | FileCheck %s --check-prefix=LLVM
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=3 line=64 vector-bytes=64" | FileCheck %s --check-prefix=SMALL
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=32" | FileCheck %s --check-prefix=REG
 
 // A large elementwise op: flattened, a masked head up to the output's first 64-byte
 // boundary, a body of aligned non-temporal stores of one cache line (backward when the
@@ -30,6 +31,17 @@
 // CHECK:         scf.for %{{.+}} = %[[END]] to %{{.+}} step %[[C16]] {
 // CHECK:           vector.maskedstore %[[Y]]
 // CHECK-NOT:     linalg.generic
+// One register an iteration (x86 without AVX-512: tuning.py's loop_vector_bytes): the
+// head still runs to a line boundary, the body steps 8 f32, each store aligned to 32.
+// REG-LABEL: func.func @large
+// REG:         %[[HEAD:.+]] = arith.select
+// REG:         scf.for %{{.+}} = %{{.+}} to %[[HEAD]] step %[[C8:.+]] {
+// REG:           vector.create_mask %{{.+}} : vector<8xi1>
+// REG:         scf.for %{{.+}} = %[[HEAD]] to %{{.+}} step %[[C8]] {
+// REG:           vector.load %{{.+}} : memref<592xf32>, vector<8xf32>
+// REG:           vector.store %{{.+}} {alignment = 32 : i64, nontemporal = true} : memref<592xf32, strided<[1], offset: ?>>, vector<8xf32>
+// REG:         scf.for %{{.+}} step %[[C8]] {
+// REG:           vector.maskedstore
 // LLVM-LABEL: llvm.func @large
 // LLVM:         llvm.store %{{.+}}, %{{.+}} {alignment = 64 : i64, nontemporal} : vector<16xf32>, !llvm.ptr
 // LLVM:         llvm.intr.masked.store

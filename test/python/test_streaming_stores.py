@@ -151,7 +151,7 @@ def _elementwise(**entries):
         ew.update(old)
 
 
-def _lowered(fun, shape, dtype, stream_bytes):
+def _lowered(fun, shape, dtype, stream_bytes, threads=1):
     from mirax.lowering.pass_base import PassManager  # noqa: F401 - (patched PassManager)
     from mlir import ir
     from mlir.passmanager import PassManager as PM
@@ -159,7 +159,7 @@ def _lowered(fun, shape, dtype, stream_bytes):
     with cpu.context():
         m = ir.Module.parse(text)
         pm = PM("builtin.module")
-        MiraxCpuPipeline(**{"stream-bytes": stream_bytes, "threads": 1}).add_to(pm)
+        MiraxCpuPipeline(**{"stream-bytes": stream_bytes, "threads": threads}).add_to(pm)
         pm.run(m.operation)
         return str(m)
 
@@ -180,19 +180,22 @@ def poly(x):
 @pytest.mark.parametrize("fun,dtype", [(gelu, mr.float32), (poly, mr.float32), (poly, mr.float64)],
                          ids=["gelu-f32", "poly-f32", "poly-f64"])
 @pytest.mark.parametrize("stream_bytes,min_constants", [(1, 0), (1 << 30, 8)], ids=["streamed", "small"])
-def test_pinned_constants_give_the_same_values(fun, dtype, stream_bytes, min_constants):
+@pytest.mark.parametrize("loop_bytes", [32, 64], ids=["register", "line"])
+def test_pinned_constants_give_the_same_values(fun, dtype, stream_bytes, min_constants, loop_bytes):
     """Constants behind the empty inline asm (x86 without AVX-512: one 32-byte register,
-    8 f32 or 4 f64 lanes, at a time) and the vector loop of a small op with many constants
-    compute what LLVM's own loop computes, bit for bit, at every alignment; the constants
-    are no longer in the loop."""
+    8 f32 or 4 f64 lanes, at a time) and the vector loop of a small op with many constants,
+    an iteration one register or one line, compute what LLVM's own loop computes, bit for
+    bit, at every alignment; the constants are no longer in the loop."""
     shape = (3, 1001)
     npt = np.dtype(str(dtype).split(".")[-1])
     plain = _kernel(fun, (shape, dtype), stream_bytes=-1)
-    with _elementwise(pin_bytes=32, vector_min_constants=min_constants):
+    with _elementwise(pin_bytes=32, vector_min_constants=min_constants, loop_vector_bytes=loop_bytes):
         pinned = _kernel(fun, (shape, dtype), stream_bytes=stream_bytes)
         text = _lowered(fun, shape, dtype, stream_bytes)
     assert text.count('llvm.inline_asm "", "=x,0"') >= 8, text
     assert ("nontemporal" in text) == (stream_bytes == 1)
+    lanes = loop_bytes // npt.itemsize
+    assert re.search(rf"llvm.load .*: !llvm.ptr -> vector<{lanes}x{'f32' if npt.itemsize == 4 else 'f64'}>", text)
     x = np.random.default_rng(5).standard_normal(shape).astype(npt) * 3
     x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
     want = np.empty_like(x)
@@ -200,6 +203,28 @@ def test_pinned_constants_give_the_same_values(fun, dtype, stream_bytes, min_con
     for offset in (0, 4, 24):
         got = _out_at(shape, npt, offset)
         got[...] = -7
+        pinned([x], [got])
+        np.testing.assert_array_equal(got, want)
+
+
+@x86_only
+def test_constants_are_pinned_in_each_task_of_a_parallel_loop():
+    """A streamed gelu split over two threads: each task pins the constants before its
+    loops (inside the OpenMP loop's body), and the values are LLVM's own loop's, bit for
+    bit."""
+    shape = (64, 4099)  # split over the threads, 4099 columns: a head and a masked tail
+    plain = _kernel(gelu, (shape, mr.float32), stream_bytes=-1, threads=2)
+    with _elementwise(pin_bytes=32, vector_min_constants=8, loop_vector_bytes=32, parallel_min_elements=4096):
+        pinned = _kernel(gelu, (shape, mr.float32), stream_bytes=1, threads=2)
+        text = _lowered(gelu, shape, mr.float32, 1, threads=2)
+    task = text[text.index("omp.wsloop"):]
+    assert task.count('llvm.inline_asm "", "=x,0"') >= 8 and "nontemporal" in task, text
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32) * 3
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    want = np.empty_like(x)
+    plain([x], [want])
+    for offset in (0, 4):
+        got = _out_at(shape, np.float32, offset)
         pinned([x], [got])
         np.testing.assert_array_equal(got, want)
 
@@ -217,4 +242,6 @@ def test_pinning_is_derived_for_x86_without_avx512():
         ew = tuning.derive(h)["elementwise"]
         pinned = name == "avx2"  # 16 vector registers, no embedded broadcast
         assert ew["pin_bytes"] == (32 if pinned else 0), name
+        # an iteration of the vector loops: one register there, a cache line elsewhere
+        assert ew["loop_vector_bytes"] == (32 if pinned else 128 if name == "neon" else 64), name
         assert ew["vector_min_constants"] == (8 if pinned else 0), name
