@@ -19,6 +19,7 @@ import time
 # a fresh kernel cache, so "cold" really compiles (bench/cache.py measures the disk cache)
 os.environ["MIRAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="mirax-bench-")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load: _host.cap_peers)
 
 import numpy as np  # noqa: E402
 

@@ -23,7 +23,10 @@ import statistics
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load: _host.cap_peers)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import mirax as mr  # noqa: E402

@@ -26,7 +26,10 @@ import statistics
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load: _host.cap_peers)
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))

@@ -534,3 +534,24 @@ def test_one_task_per_thread_when_b_is_one_block(store):
         module = ir.Module.parse(tune.matmul_text(None, 1024, 1024, 1024))
         (p,) = [mc.plan(op) for op in mc.matmul_ops(module.operation)]
     assert p["forall_m"] == 32  # n-blocks: A's strip is re-read per block, kept in L2
+
+
+def test_every_benchmark_sets_the_peers_environment_before_numpy_loads():
+    """bench/_host.py caps the peers (OpenBLAS's core type, XLA's ISA) to MIRAX_CPU_MAX_ISA
+    when it is imported; OpenBLAS reads its variables when numpy loads it, so a benchmark
+    that imports numpy (or jax) first compares our capped code with uncapped peers."""
+    import ast
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    for path in sorted(bench.glob("*.py")):
+        if path.name == "_host.py":
+            continue
+        order = []
+        for node in ast.parse(path.read_text()).body:  # module-level imports, in order
+            if isinstance(node, ast.Import):
+                order += [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                order.append(node.module.split(".")[0])
+        peers = [i for i, m in enumerate(order) if m in ("numpy", "jax", "scipy")]
+        if peers:
+            assert "_host" in order and order.index("_host") < peers[0], path.name
