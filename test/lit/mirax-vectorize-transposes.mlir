@@ -35,20 +35,23 @@ func.func @square(%a: tensor<512x784xf32>) -> tensor<784x512xf32> {
 // A transpose that keeps the innermost dim (attention's head split, matmul's B repacked
 // into panels) copies runs of it: one slice copy per run (a vector read and write once
 // bufferized), instead of a scalar loop LLVM unrolls and cannot vectorize (source and
-// destination may alias). A run longer than 4 vectors is cut into 4-vector pieces. A
-// transpose whose swapped dims the lanes do not divide is left alone. The runs are copied
-// in blocks of up to 8 along each dim that moves (a divisor of it; a dim of at most 8
-// is one block): whole lines of a few source rows read, runs written in a row.
+// destination may alias). A run longer than 4 vectors is cut into 4-vector pieces. The
+// runs are copied in blocks of up to 8 along each dim that moves (a divisor of it; a dim
+// of at most 8 is one block): whole lines of a few source rows read, runs written in a
+// row. A transpose whose swapped dims the lanes do not divide is left alone (10x512 with
+// 8 lanes), unless the output's innermost dim is shorter than the lanes (10x512 with
+// 16: blocks of 10 x 16, below).
 // CHECK-LABEL: func.func @keeps_inner
 // CHECK: scf.for %{{.+}} = %c0 to %c48 step %c8
 // CHECK: tensor.extract_slice %arg0[0, %{{.+}}, 0, 0] [2, 8, 4, 16] [1, 1, 1, 1] : tensor<2x48x4x16xf32> to tensor<2x8x4x16xf32>
 // CHECK: tensor.extract_slice %{{.+}}[{{.+}}] [1, 1, 1, 16] [1, 1, 1, 1] : tensor<2x8x4x16xf32> to tensor<1x1x1x16xf32>
 // CHECK: tensor.insert_slice {{.+}} [1, 1, 1, 16] [1, 1, 1, 1] : tensor<1x1x1x16xf32> into tensor<2x4x8x16xf32>
 // CHECK: tensor.extract_slice %arg1[{{.+}}] [1, 1, 64] [1, 1, 1] : tensor<8x4x256xf32> to tensor<1x1x64xf32>
-// CHECK: linalg.transpose {{.+}} permutation = [1, 0]
+// CHECK: vector.transfer_read {{.+}} : tensor<10x16xf32>, vector<10x16xf32>
 // CHECK-NOT: linalg.transpose
 // AVX2-LABEL: func.func @keeps_inner
 // AVX2: tensor.extract_slice %arg1[{{.+}}] [1, 1, 32] [1, 1, 1] : tensor<8x4x256xf32> to tensor<1x1x32xf32>
+// AVX2: linalg.transpose {{.+}} permutation = [1, 0]
 func.func @keeps_inner(%a: tensor<2x48x4x16xf32>, %c: tensor<8x4x256xf32>, %b: tensor<10x512xf32>) -> (tensor<2x4x48x16xf32>, tensor<4x8x256xf32>, tensor<512x10xf32>) {
   %e = tensor.empty() : tensor<2x4x48x16xf32>
   %t = linalg.transpose ins(%a : tensor<2x48x4x16xf32>) outs(%e : tensor<2x4x48x16xf32>) permutation = [0, 2, 1, 3]
@@ -57,6 +60,32 @@ func.func @keeps_inner(%a: tensor<2x48x4x16xf32>, %c: tensor<8x4x256xf32>, %b: t
   %f = tensor.empty() : tensor<512x10xf32>
   %u = linalg.transpose ins(%b : tensor<10x512xf32>) outs(%f : tensor<512x10xf32>) permutation = [1, 0]
   return %t, %v, %u : tensor<2x4x48x16xf32>, tensor<4x8x256xf32>, tensor<512x10xf32>
+}
+
+// -----
+
+// An output innermost dim shorter than the lanes (matmul's A repacked into 6-row panels:
+// [M/6][6][K] -> [M/6][K][6]) is one block of 6 rows by the lanes: 6 contiguous reads,
+// one shuffle, the block's 48 elements written in a row; with 16 lanes, which do not
+// divide K = 1000, blocks of 6 x 8 (and of 6 x 16 where 16 divides K).
+// CHECK-LABEL: func.func @short_inner
+// CHECK: vector.transfer_read {{.+}} : tensor<1x6x8xf32>, vector<1x6x8xf32>
+// CHECK: vector.shuffle {{.+}} : vector<48xf32>, vector<48xf32>
+// CHECK: vector.transfer_write {{.+}} : vector<1x8x6xf32>, tensor<1x8x6xf32>
+// CHECK: vector.transfer_read {{.+}} : tensor<1x6x16xf32>, vector<1x6x16xf32>
+// CHECK: vector.shuffle {{.+}} : vector<96xf32>, vector<96xf32>
+// CHECK-NOT: linalg.transpose
+// AVX2-LABEL: func.func @short_inner
+// AVX2: vector.transfer_read {{.+}} : tensor<1x6x8xf32>, vector<1x6x8xf32>
+// AVX2: vector.shuffle %{{.+}}, %{{.+}} [0, 8, 16, 24, 32, 40, 1, 9, {{.+}}] : vector<48xf32>, vector<48xf32>
+// AVX2: vector.transfer_write {{.+}} : vector<1x8x6xf32>, tensor<1x8x6xf32>
+// AVX2-NOT: linalg.transpose
+func.func @short_inner(%a: tensor<4x6x1000xf32>, %b: tensor<4x6x64xf32>) -> (tensor<4x1000x6xf32>, tensor<4x64x6xf32>) {
+  %e = tensor.empty() : tensor<4x1000x6xf32>
+  %t = linalg.transpose ins(%a : tensor<4x6x1000xf32>) outs(%e : tensor<4x1000x6xf32>) permutation = [0, 2, 1]
+  %f = tensor.empty() : tensor<4x64x6xf32>
+  %u = linalg.transpose ins(%b : tensor<4x6x64xf32>) outs(%f : tensor<4x64x6xf32>) permutation = [0, 2, 1]
+  return %t, %u : tensor<4x1000x6xf32>, tensor<4x64x6xf32>
 }
 
 // -----

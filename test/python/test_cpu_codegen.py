@@ -273,7 +273,10 @@ def test_keepdims_lowers_to_expand_shape():
     ((1024, 64, 16), (1, 0, 2), np.float32),     # (matmul's B panels: blocks of 8 x 8 runs)
     ((36, 10, 32), (1, 0, 2), np.float32),       # (blocks of 6 x 5: divisors)
     ((13, 20, 16), (1, 0, 2), np.float32),       # (13 is prime: partial blocks of 8)
-    ((10, 512), (1, 0), np.float32),       # 10 is no multiple of the lanes: left alone
+    ((10, 512), (1, 0), np.float32),       # 10: no multiple of 8 lanes (left alone), < 16 (10 x 16 blocks)
+    ((6, 1000), (1, 0), np.float32),       # output rows of 6 < the lanes: 6 x 8 blocks
+    ((4, 3, 40), (0, 2, 1), np.float32),   # rows of 3, 40 columns: 3 x 8 blocks
+    ((5, 12), (1, 0), np.float32),         # rows of 5, 12 columns: 5 x 4 blocks
     ((64, 64), (1, 0), np.float64),        # 64-bit: left alone
 ])
 def test_transposes_compile_to_the_right_values(shape, axes, dtype):
