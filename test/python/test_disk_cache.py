@@ -7,6 +7,7 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -332,6 +333,32 @@ def test_key_covers_inputs_and_pipeline(monkeypatch):
     monkeypatch.setattr(disk_cache, "_fingerprint", None)
     assert disk_cache.cache_key(text, "kernel", 3, libs) != base
     monkeypatch.setattr(disk_cache, "_fingerprint", None)
+
+
+def test_sources_hash_is_remembered_until_a_source_changes(cache, monkeypatch):
+    """The sources' hash is kept in the cache root with their (name, size, mtime) list: a
+    second process reads no source back; a source whose size or mtime changed (an edit)
+    is hashed again, and to another value when its bytes changed."""
+    from pathlib import Path
+    first = disk_cache._sources_hash()
+    assert json.loads((cache / "sources-memo.json").read_text())["hash"] == first
+    reads = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda p: reads.append(p) or real(p))
+    assert disk_cache._sources_hash() == first and reads == []  # (the memo)
+    files = disk_cache._source_files()
+    edited, st = files[-1]
+    assert {p.name for p, _ in files} >= {"cpu.py", "disk_cache.py", "approx.py", "cpu_pipeline.py"}
+    text = real(edited)
+    # an edit: the same bytes plus a comment, its mtime moved (the file itself untouched)
+    monkeypatch.setattr(Path, "read_bytes", lambda p: text + b"# edited\n" if p == edited else real(p))
+    after = types.SimpleNamespace(st_size=st.st_size + 9, st_mtime_ns=st.st_mtime_ns + 10**9)
+    moved = [(p, after if p == edited else s) for p, s in files]
+    monkeypatch.setattr(disk_cache, "_source_files", lambda: moved)
+    assert disk_cache._sources_hash() != first
+    monkeypatch.setattr(disk_cache, "_source_files", lambda: files)
+    monkeypatch.setattr(Path, "read_bytes", real)
+    assert disk_cache._sources_hash() == first
 
 
 def test_reused_descriptors_follow_new_buffers_and_threads(cache):
