@@ -365,7 +365,7 @@ def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None)
             if backward is not None:  # i, or its mirror image in [head, end)
                 mirror = arith.SubIOp(arith.SubIOp(arith.AddIOp(head, end).result, step).result, i).result
                 i = arith.SelectOp(backward, mirror, i).result
-            vec.emit(i, stream=stream, line=min(line, width * esize))
+            vec.emit(i, stream=stream, line=width * esize)  # (the stores' alignment: one iteration's bytes)
             scf.YieldOp([])
         masked_loop(end, _index(n))
     _state.constants = {}

@@ -126,6 +126,8 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     # an element) outgrow one core's L2 (131072 with 1 MiB; the tuner measured 49152-98304
     # on Zen 4, where the L2 itself had been used as an element count: 1M, 16x too many)
     parallel = max(1 << 14, h.l2 // 8)
+    few_registers = h.isa in ("avx2", "sse")  # x86 without AVX-512: 16 vector registers
+    reg_bytes = h.vector_bits // 8
     return {
         "host": h.key(),
         # all-parallel linalg.generic (after fusion): split the outermost splittable dim
@@ -140,9 +142,9 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         "elementwise": dict(parallel_min_elements=parallel,
                             streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
                             line_bytes=h.line,
-                            loop_vector_bytes=h.vector_bits // 8 if h.isa in ("avx2", "sse") else h.line,
-                            pin_bytes=h.vector_bits // 8 if h.isa in ("avx2", "sse") else 0,
-                            vector_min_constants=h.vector_registers // 2 if h.isa in ("avx2", "sse") else 0),
+                            loop_vector_bytes=reg_bytes if few_registers else h.line,
+                            pin_bytes=reg_bytes if few_registers else 0,
+                            vector_min_constants=h.vector_registers // 2 if few_registers else 0),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
         # fills, copies, transposes, broadcasts that survived fusion: memory-bound; a
