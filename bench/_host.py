@@ -50,6 +50,10 @@ def choices() -> str:
                  + (f"; measured {ps}" if ps else ""))
     par = "measured" if m.get("parallel") else "derived"
     lines.append(f"threads {tuning.threads()} from {t['elementwise']['parallel_min_elements']} elements ({par})")
+    ew = t["elementwise"]
+    lines.append(f"elementwise (derived): streamed from {ew['streaming_store_bytes'] >> 20} MiB in up to "
+                 f"{ew['stream_tasks_per_thread']} dynamic tasks a thread, {ew['loop_vector_bytes']}-byte loop "
+                 f"iterations" + (f", constants pinned ({ew['pin_bytes']} bytes)" if ew["pin_bytes"] else ""))
     return "\n".join("  " + x for x in lines)
 
 

@@ -14,7 +14,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
                                 fusion: the ops around an erf fold into its coefficients)
     mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
     (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
-    mirax-parallelize           large ops -> scf.forall over the threads (tuning.py)
+    mirax-parallelize           large ops -> scf.forall over the threads (tuning.py); streamed
+                                ones in more tasks, scheduled dynamically (`_dynamic_schedule`)
     mirax-vectorize-transposes  transposes as blocks of vector shuffles (not gathers)
     mirax-lower-barriers        optimization barriers (checkpoint) -> their operands
     mirax-split-empty-tensors   no tensor.empty shared by more than 32 ops (analysis time)
@@ -28,12 +29,15 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-pin-constants         x86 without AVX-512: loops' vector constants made before
                                 them, opaque to LLVM (not re-broadcast every iteration)
     mirax-outline-kernels       very large functions -> noinline parts (LLVM time stays linear)
-    loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop; LLVM's loop
+    loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop (dynamic: matmul
+                                tasks, streamed tasks; else static); LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
 
 `threads=1` (or no OpenMP runtime on the machine) leaves everything serial.
 """
 from __future__ import annotations
+
+from mlir import ir
 
 from . import tuning
 from .approx import MathApprox
@@ -44,11 +48,11 @@ from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
 from .lower_barriers import MiraxLowerBarriers
 from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
-from .pass_base import MiraxPass
+from .pass_base import MiraxPass, walk_ops
 from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .stable_shift import MiraxStableShift
-from .streaming_stores import MiraxStreamingStores
+from .streaming_stores import STREAMED, MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
 
 NAME = "mirax-cpu-pipeline"
@@ -194,11 +198,19 @@ def _annotate_loops(op, *_):
 
 
 def _dynamic_schedule(op, *_):
-    """schedule(dynamic) for the omp.wsloops of tiled matmuls (their tasks balance
-    better so; streaming kernels and row loops lose with it)."""
+    """schedule(dynamic) for the omp.wsloops of tiled matmuls and of streamed elementwise
+    ops (mirax-parallelize's `task_count`: their tasks balance so when another process
+    holds a core); the others (row loops, smaller ops: many short iterations) stay static,
+    a dispatch call an iteration costing more than it balances."""
     from .matmul_codegen import DYNAMIC_SCHEDULE, openmp_dynamic_schedule
     if DYNAMIC_SCHEDULE in op.attributes:
         openmp_dynamic_schedule(op)
+    dynamic = None
+    for loop in walk_ops(op, lambda n: n == "omp.wsloop"):
+        if "schedule_kind" not in loop.attributes and any(
+                STREAMED in o.attributes for o in walk_ops(loop, lambda n: n == "scf.for")):
+            dynamic = dynamic or ir.Attribute.parse("#omp<schedulekind dynamic>", op.context)
+            loop.attributes["schedule_kind"] = dynamic
 
 
 class MiraxCpuPipeline(MiraxPass):
@@ -253,6 +265,6 @@ class MiraxCpuPipeline(MiraxPass):
             MiraxFuseReductions(threads=threads).add_to(pm)
         if self.opts["matmuls"]:
             pm.add(_optimize_matmuls, name="mirax-matmul-codegen")
-        MiraxParallelize(threads=threads).add_to(pm)
+        MiraxParallelize(threads=threads, **{"stream-bytes": int(self.opts["stream-bytes"])}).add_to(pm)
         MiraxVectorizeTransposes().add_to(pm)
         return threads

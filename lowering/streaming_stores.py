@@ -58,6 +58,7 @@ from . import tuning
 from .pass_base import MiraxPass, address_of, isa, walk_ops
 
 NAME = "mirax-streaming-stores"
+STREAMED = "mirax.streamed"  # on the loop of non-temporal stores
 _SCALAR_PREFIXES = ("arith.", "math.")
 
 
@@ -360,6 +361,8 @@ def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None)
             backward = _backward(arith.AddIOp(out_addr, arith.MulIOp(head, _index(esize)).result).result,
                                  in_addrs) if in_addrs else None
         body = scf.ForOp(head, end, step)
+        if stream:  # (the CPU pipeline schedules the thread loops around it dynamically)
+            body.operation.attributes[STREAMED] = ir.UnitAttr.get()
         with ir.InsertionPoint(body.body):
             i = body.induction_variable
             if backward is not None:  # i, or its mirror image in [head, end)

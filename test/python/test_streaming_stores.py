@@ -229,6 +229,31 @@ def test_constants_are_pinned_in_each_task_of_a_parallel_loop():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("rows,tasks", [(64, 16), (6, 6), (2, 2)])
+def test_streamed_ops_are_split_into_dynamic_tasks(rows, tasks):
+    """A streamed elementwise op over two threads is split into up to 8 tasks a thread on
+    its outermost dim (as many as divide it), handed out dynamically, with the values of
+    the unsplit, unstreamed kernel bit for bit; without streaming, one static task a
+    thread."""
+    shape = (rows, 4099)  # 4099 columns: each task has a head and a masked tail
+    plain = _kernel(gelu, (shape, mr.float32), stream_bytes=-1, threads=2)
+    with _elementwise(parallel_min_elements=4096):
+        split = _kernel(gelu, (shape, mr.float32), stream_bytes=1, threads=2)
+        text = _lowered(gelu, shape, mr.float32, 1, threads=2)
+        unstreamed = _lowered(gelu, shape, mr.float32, -1, threads=2)
+    assert "omp.wsloop schedule(dynamic)" in text and "nontemporal" in text
+    upper = re.search(r"omp\.loop_nest \(%\w+\) : i64 = \(%\w+\) to \((%\w+)\)", text).group(1)
+    assert f"{upper} = llvm.mlir.constant({tasks} : index)" in text
+    assert "omp.wsloop {" in unstreamed and "schedule(dynamic)" not in unstreamed
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32) * 3
+    want = np.empty_like(x)
+    plain([x], [want])
+    for offset in (0, 4):
+        got = _out_at(shape, np.float32, offset)
+        split([x], [got])
+        np.testing.assert_array_equal(got, want)
+
+
 def test_small_ops_with_few_constants_stay_with_llvm():
     with _elementwise(pin_bytes=0, vector_min_constants=3):
         few = _lowered(lambda x: x * 2 + 1, (3, 1001), mr.float32, 1 << 30)
