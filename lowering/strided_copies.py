@@ -55,8 +55,8 @@ def strided_copies_to_linalg(module) -> None:
             if not any(x in str(t) for t in (ts, td) for x in ("strided<", "affine_map")):
                 continue  # contiguous: finalize-memref-to-llvm emits a memcpy
             with ir.InsertionPoint(op):
-                linalg.copy(src, outs=[dst])
-            new = _previous(op)
+                # (on memrefs the builder returns the op's empty result list: its owner is the op)
+                new = linalg.copy(src, outs=[dst]).owner
             op.erase()
             if _inner_stride_one(ts) and _inner_stride_one(td) and ts.rank <= 4:
                 new.attributes[COPY_MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(marked))
@@ -64,16 +64,6 @@ def strided_copies_to_linalg(module) -> None:
                 marked.append((ts.rank, inner))
         if marked:
             _vectorize_copies(root, marked)
-
-
-def _previous(op):
-    """The op just before `op` in its block."""
-    prev = None
-    for o in op.operation.block.operations:
-        if o.operation == op.operation:
-            return prev
-        prev = o.operation
-    return prev
 
 
 def _vectorize_copies(root, copies) -> None:
