@@ -63,10 +63,10 @@ from .pass_base import (apply_transform, clone_mapped, constant_int, defining_op
 #             max_pad_skinny with the tile that pads least, else the op is left alone
 
 MARK = "__mirax_matmul_codegen"
-DYNAMIC_SCHEDULE = "mirax.omp_dynamic_schedule"  # on a module whose matmuls were tiled
 
-# the CPU pipeline's bufferization passes, for tests that stop after them
-from .cpu_pipeline import BUFFERIZE  # noqa: E402
+# the CPU pipeline's bufferization passes, for tests that stop after them; the mark on a
+# module whose matmuls were tiled
+from .cpu_pipeline import BUFFERIZE, DYNAMIC_SCHEDULE  # noqa: E402
 
 
 def lower_to_llvm(module) -> None:
