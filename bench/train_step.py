@@ -2,7 +2,7 @@
 (`mr.compile` capturing model and optimizer state) vs mirax uncompiled (op by op) vs
 jax.jit (if jax imports; a bench-only extra).
 
-    .venv/bin/python bench/train_step.py [--batch 256] [--hidden 512] [--rounds 7]
+    .venv/bin/python bench/train_step.py [--batch 256] [--hidden 512] [--rounds 15]
 
 Prints medians of interleaved rounds (ms per step) and the ratios. A pause (`--pause`,
 default BENCH_PAUSE or 0.3 s) before each contender's steps lets the thread pools of the
@@ -98,7 +98,7 @@ def main(argv=None):
     ap.add_argument("--din", type=int, default=784)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--classes", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=15)  # (7 rounds: medians moved 1.03-1.22x between runs)
     ap.add_argument("--steps", type=int, default=10, help="steps per contender per round")
     ap.add_argument("--pause", type=float, default=float(os.environ.get("BENCH_PAUSE", "0.3")),
                     help="seconds before each contender's steps")

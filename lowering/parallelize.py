@@ -21,8 +21,11 @@ last-level cache: `stream-bytes`) is split into more tasks, up to `stream-tasks`
 on its outermost dim (`task_count`), and the CPU pipeline schedules their OpenMP loop
 dynamically: when another process holds one of the cores, the other thread takes over
 its tasks instead of waiting for it at the barrier. gelu over 32x1000x4096 on two
-threads (Zen 4), interleaved medians of 11 rounds: a busy process on one core 40.9 ->
-32.2 ms (one task a thread -> 16 tasks); quiet 21.4 -> 21.0 ms (AVX2: 24.8 -> 25.4).
+threads (Zen 4), calls back to back, interleaved medians of 11 rounds: beside a process
+spinning on one core, one task a thread 40.4 ms, 16 tasks 27.4 (three runs: 27.4, 27.4,
+31.4); quiet 20.9 vs 20.8 (AVX2 24.8 vs 25.4). (After a pause long enough for OpenMP's
+workers to sleep, Linux woke the worker beside its master on the free core: both splits,
+and numpy's two-thread copy, then took ~2x.)
 
 Matmuls are left to `lowering/matmul_codegen.py`, which marks the ops around a product
 that must not stay serial whatever their size (the repacking of B, the padding copies,

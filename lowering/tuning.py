@@ -142,8 +142,8 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # Those streamed ops are split into `stream_tasks_per_thread` tasks a thread on their
         # outermost dim, scheduled dynamically (mirax-parallelize): when another process
         # holds a core, the other thread takes over its tasks (gelu 32x1000x4096, two
-        # threads, a busy process beside them: 41 -> 31.5 ms); a task is at least 1/16 of
-        # the last-level cache, so a dispatch call a task (~1 us) costs nothing measurable
+        # threads, a process spinning on one core: 40.4 -> 27.4 ms); a task is at least
+        # 1/16 of the last-level cache, so a dispatch call a task (~1 us) is lost in it
         "elementwise": dict(parallel_min_elements=parallel,
                             streaming_store_bytes=h.l3 or h.l2 * max(1, h.cores),
                             stream_tasks_per_thread=8,
