@@ -427,16 +427,19 @@ def op_script(i, name, p):
     s.append(f"%t{i}c, %i{i}r, %j{i}r, %k{i}r = transform.structured.tile_using_for %t{i}b tile_sizes "
              f"{_sizes(lead + [p['mr'], p['nr'], 1])} : {_handles(4)}")
     s.append(f"transform.structured.vectorize %t{i}c {{create_named_contraction}} : !transform.any_op")
-    return s + micro_kernel_tail(i, unit_dims=b, hoist=[f"%k{i}r"] + [f"%k{i}"] * bool(kc))
+    return s + micro_kernel_tail(i, unit_dims=b, hoist=[f"%k{i}r"] + [f"%k{i}"] * bool(kc), every_loop=True)
 
 
-def micro_kernel_tail(i, unit_dims: bool, hoist) -> list:
+def micro_kernel_tail(i, unit_dims: bool, hoist, every_loop: bool = False) -> list:
     """The script's end for op `i` after `vectorize`: canonicalize and CSE the function
     (constants must leave the loops for the hoisting), drop the unit dims of the
     contraction (before the hoisting, else C's tile travels through the k loop as a
     1 x mr x nr vector rebuilt by inserts each step: a padded 64x256^3 ran at a third of
     the speed), hoist C's register tile out of the k loops (read once before, written once
-    after), and lower the contraction to outer products (vector.fma)."""
+    after; `every_loop`: out of every loop of the function too, found anew after the
+    canonicalization — op_script's products; packed_script's keep their handles' loops,
+    whose structure skip_zero_fill reads), and lower the contraction to outer products
+    (vector.fma)."""
     s = [f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
          f"(!transform.any_op) -> !transform.any_op",
          f"transform.apply_patterns to %par{i} {{\n"
@@ -449,6 +452,13 @@ def micro_kernel_tail(i, unit_dims: bool, hoist) -> list:
                  f"  transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                  f"}} : !transform.any_op")
     s += [f"transform.loop.hoist_loop_invariant_subsets {h} : !transform.any_op" for h in hoist]
+    if every_loop:
+        # ...and out of every loop of the kernel's function, found anew: canonicalization
+        # can replace a tiled loop under its handle (a batched 48x16x48 attention product
+        # kept C's tile in its k loop, read and written every step: 12 stores an FMA step)
+        s += [f"%loops{i} = transform.structured.match ops{{[\"scf.for\"]}} in %par{i} : "
+              f"(!transform.any_op) -> !transform.any_op",
+              f"transform.loop.hoist_loop_invariant_subsets %loops{i} : !transform.any_op"]
     s.append(f"transform.apply_patterns to %par{i} {{\n"
              f"  transform.apply_patterns.vector.lower_contraction lowering_strategy = \"outerproduct\"\n"
              f"  transform.apply_patterns.vector.transfer_permutation_patterns\n"

@@ -240,3 +240,27 @@ func.func @ragged_packed(%a: tensor<1004x256xf32>, %b: tensor<256x1024xf32>) -> 
   %r = linalg.matmul ins(%a, %b : tensor<1004x256xf32>, tensor<256x1024xf32>) outs(%f : tensor<1004x1024xf32>) -> tensor<1004x1024xf32>
   return %r : tensor<1004x1024xf32>
 }
+
+// -----
+
+// A batched product whose register tile covers all of a task's columns (a transformer's
+// attention weights times its values): C's tile is carried through the k loop in
+// registers, read before it (here the zero fill, folded) and written once after, not
+// read and written every step.
+// CHECK-LABEL: func.func @attention
+// CHECK: scf.forall (%{{.+}}) in (128)
+// CHECK-NOT: vector.transfer_write
+// CHECK: scf.for %{{.+}} = %c0 to %c48 step %c1 iter_args({{.+}}) -> (tensor<1x48x32xf32>, vector<8x32xf32>)
+// CHECK-NOT: vector.transfer_write
+// CHECK-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// CHECK-NOT: vector.transfer_write
+// CHECK: scf.yield %{{.+}}, %{{.+}} : tensor<1x48x32xf32>, vector<8x32xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: vector.transfer_write %{{.+}}#1, %{{.+}}#0
+func.func @attention(%a: tensor<128x48x48xf32>, %b: tensor<128x48x32xf32>) -> tensor<128x48x32xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<128x48x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<128x48x32xf32>) -> tensor<128x48x32xf32>
+  %r = linalg.batch_matmul ins(%a, %b : tensor<128x48x48xf32>, tensor<128x48x32xf32>) outs(%f : tensor<128x48x32xf32>) -> tensor<128x48x32xf32>
+  return %r : tensor<128x48x32xf32>
+}

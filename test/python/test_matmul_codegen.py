@@ -390,6 +390,27 @@ def test_repacked_b_matches_numpy(rng, pack_a, rows_outer, transpose_a, m, n, k,
     check(out, a.T.copy() if transpose_a else a, b)
 
 
+@pytest.mark.parametrize("n,nr", [(32, 32), (16, 16), (64, 32)])
+def test_register_tile_leaves_the_k_loop(rng, n, nr):
+    """A batched product whose register tile spans all (or part) of a task's columns, as a
+    transformer's attention weights times its values: C's tile is carried through the k
+    loop as a vector, not read and written every step (when the tile covered the
+    columns, canonicalization replaced the k loop under its handle and the hoisting
+    missed it: 12 stores an FMA step), and the values are numpy's."""
+    batch, m, k = 6, 48, 48
+    text = matmul_text(m, n, k, batch=batch)
+    cfg = dict(mr=8, nr=nr, kc=256, nc=512, forall_m=64, min_flops=0, pack_b=0, split=0)
+    _, out = transformed(text, cfg)
+    inner = [blk for blk in out.split("scf.for ")[1:] if "vector.fma" in blk.split("scf.yield")[0]]
+    assert inner and all("vector.transfer_write" not in blk.split("scf.yield")[0] for blk in inner), out
+    assert re.search(rf"iter_args\(.+\) -> \(tensor<1x{m}x{n}xf32>, vector<8x{nr}xf32>\)", out), out
+    a = rng.standard_normal((batch, m, k), dtype=np.float32)
+    b = rng.standard_normal((batch, k, n), dtype=np.float32)
+    with mc.tuning.override(matmul={mc.tuning.shape_class("linalg.batch_matmul", batch, m, n, k):
+                                    dict(cfg, dtype="f32")}):
+        check(run(text, a, b, (batch, m, n)), a, b)
+
+
 @pytest.mark.parametrize("m,n,k,kc", [(64, 96, 70, 64), (64, 96, 70, 128), (30, 100, 50, 64)])
 def test_repacked_batched_b_matches_numpy(rng, m, n, k, kc):
     """A batched product with pack_b: the threads split the batch, each task repacking its
