@@ -411,6 +411,29 @@ def test_register_tile_leaves_the_k_loop(rng, n, nr):
         check(run(text, a, b, (batch, m, n)), a, b)
 
 
+PACKED = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, pack_b=1)
+
+
+@pytest.mark.parametrize("shape,cfg", [
+    ((256, 1024, 96, None), dict(PACKED, pack_a=0, rows_outer=0, split=0)),
+    ((256, 1024, 96, None), dict(PACKED, pack_a=1, rows_outer=1, split=0)),
+    ((100, 130, 70, None), dict(PACKED, pack_a=1, rows_outer=0, split=1)),
+    ((64, 96, 70, 5), dict(PACKED, split=0)),
+    ((48, 32, 48, 16), dict(PACKED, kc=256, nc=512, forall_m=64, split=0)),
+    ((1000, 1000, 1000, None), dict(mr=6, nr=16, kc=1024, nc=128, pack_a=1, pack_b=1, rows_outer=1,
+                                    forall_m=192, split=1, min_flops=0)),
+    ((256, 512, 784, None), dict(mr=6, nr=16, kc=128, nc=1024, pack_b=0, forall_m=48, split=1, min_flops=0))],
+    ids=["packed", "packed_a_rows", "packed_split", "packed_batched", "packed_small", "1000", "mlp"])
+def test_every_fma_loop_carries_c_in_registers(shape, cfg):
+    """Packed or not, split or not: no loop of FMAs writes C (its tile is hoisted out, read
+    before and written after; test_register_tile_leaves_the_k_loop's bug, checked on the
+    other code paths)."""
+    m, n, k, batch = shape
+    _, out = transformed(matmul_text(m, n, k, batch=batch), cfg)
+    inner = [blk.split("scf.yield")[0] for blk in out.split("scf.for ")[1:] if "vector.fma" in blk.split("scf.yield")[0]]
+    assert inner and not any("vector.transfer_write" in blk for blk in inner), out
+
+
 @pytest.mark.parametrize("m,n,k,kc", [(64, 96, 70, 64), (64, 96, 70, 128), (30, 100, 50, 64)])
 def test_repacked_batched_b_matches_numpy(rng, m, n, k, kc):
     """A batched product with pack_b: the threads split the batch, each task repacking its
