@@ -437,9 +437,9 @@ def micro_kernel_tail(i, unit_dims: bool, hoist, every_loop: bool = False) -> li
     1 x mr x nr vector rebuilt by inserts each step: a padded 64x256^3 ran at a third of
     the speed), hoist C's register tile out of the k loops (read once before, written once
     after; `every_loop`: out of every loop of the function too, found anew after the
-    canonicalization, which can leave a handle on another op — op_script's products; packed_script's keep their handles' loops,
-    whose structure skip_zero_fill reads), and lower the contraction to outer products
-    (vector.fma)."""
+    canonicalization, which can replace a loop and empty its handle — op_script's
+    products; packed_script's keep their handles' loops, whose structure skip_zero_fill
+    reads), and lower the contraction to outer products (vector.fma)."""
     s = [f"%par{i} = transform.get_parent_op %k{i}r {{op_name = \"func.func\"}} : "
          f"(!transform.any_op) -> !transform.any_op",
          f"transform.apply_patterns to %par{i} {{\n"
@@ -453,10 +453,10 @@ def micro_kernel_tail(i, unit_dims: bool, hoist, every_loop: bool = False) -> li
                  f"}} : !transform.any_op")
     s += [f"transform.loop.hoist_loop_invariant_subsets {h} : !transform.any_op" for h in hoist]
     if every_loop:
-        # ...and out of every loop of the kernel's function, found anew: after the
-        # canonicalization a tiled loop's handle may no longer hold that loop (a batched
-        # 48x16x48 attention product's %k handle printed as the enclosing scf.forall, and
-        # C's tile stayed in its k loop, written every step: 12 stores an FMA step)
+        # ...and out of every loop of the kernel's function, found anew: the canonicalization
+        # can replace a tiled loop, and its handle is then empty (a batched 48x16x48
+        # attention product's %k handle held nothing there, and C's tile stayed in its k
+        # loop, written every step: 12 stores an FMA step)
         s += [f"%loops{i} = transform.structured.match ops{{[\"scf.for\"]}} in %par{i} : "
               f"(!transform.any_op) -> !transform.any_op",
               f"transform.loop.hoist_loop_invariant_subsets %loops{i} : !transform.any_op"]
