@@ -102,14 +102,9 @@ def choose_dim(ext, kinds, threads):
     return cands[0] if cands else None
 
 
-def plan(op, threads):
-    """The loop to split for `op`, or None to leave it serial."""
-    if op.name in SKIP or not op.name.startswith("linalg."):
-        return None
-    r = loop_ranges(op)
-    if r is None:
-        return None
-    ext, kinds = r
+def plan(op, ranges, threads):
+    """The loop to split for `op` (its `loop_ranges`), or None to leave it serial."""
+    ext, kinds = ranges
     n = math.prod(ext)
     if n < tuning.table()[family(op, kinds)]["parallel_min_elements"] and PARALLEL not in op.attributes:
         return None
@@ -196,16 +191,16 @@ class MiraxParallelize(MiraxPass):
         with module.context, ir.Location.unknown():
             i64 = ir.IntegerType.get_signless(64)
             for op in ops:
+                r = loop_ranges(op) if op.name not in SKIP else None
+                if r is None:
+                    continue
                 if self.opts["min-elements"]:
-                    r = loop_ranges(op) if op.name not in SKIP else None
-                    d = (choose_dim(*r, threads) if r and math.prod(r[0]) >= self.opts["min-elements"]
-                         else None)
+                    d = choose_dim(*r, threads) if math.prod(r[0]) >= self.opts["min-elements"] else None
                 else:
-                    d = plan(op, threads)
+                    d = plan(op, r, threads)
                 if d is None:
                     continue
-                r = loop_ranges(op)
-                n = task_count(op, d, *r, threads, stream_bytes, per_thread) if r else threads
+                n = task_count(op, d, *r, threads, stream_bytes, per_thread)
                 op.attributes[MARK] = ir.IntegerAttr.get(i64, d)
                 op.attributes[TASKS] = ir.IntegerAttr.get(i64, n)
                 splits.add((d, n))
