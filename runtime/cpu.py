@@ -322,28 +322,79 @@ def _engine(module, opt_level, jit_libs):
     return ExecutionEngine(module, opt_level=opt_level, shared_libs=jit_libs, enable_pic=True)
 
 
-def _objects(module, name, opt_level):
-    """Object files of the lowered module from runtime/llvm_codegen.py (its functions on
-    several threads), or None where that path is not available or not right for the module:
-    the ExecutionEngine compiles it then (one thread, the same code)."""
-    if not disk_cache._link_commands() or not llvm_codegen.available() or not llvm_codegen.translatable(module):
-        return None
-    try:
-        return llvm_codegen.compile_objects(module, name, opt_level)
-    except llvm_codegen.CodegenError as e:
-        disk_cache._warn_once("llvm-codegen", f"{e}; compiling with MLIR's ExecutionEngine instead")
-        return None
+def _codegen_path(module) -> bool:
+    """Whether runtime/llvm_codegen.py compiles the lowered module (else MLIR's
+    ExecutionEngine does: no linker, no libLLVM, or ops MLIR cannot translate)."""
+    return bool(disk_cache._link_commands()) and llvm_codegen.available() and llvm_codegen.translatable(module)
 
 
-def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, lower=None,
-                   libs=()) -> CpuKernel:
-    """Lower a module holding `func.func @name` (with `llvm.emit_c_interface`) and JIT it,
-    or load it from the on-disk cache (runtime/disk_cache.py) when an earlier process built it.
+class _Build:
+    """A kernel between its two halves: `start` (this thread: the caches, MLIR's passes,
+    the translation to LLVM IR) and `finish` (any thread: LLVM, the link, the load). The
+    ExecutionEngine's way (`engine`) needs the MLIR module, so it runs on the thread that
+    made it, after a `finish` that returned None."""
 
-    `prepare` is a (tag, function) pair run on the parsed module before lowering; the tag
-    joins the cache key, so a cache hit skips parsing and preparing altogether. `lower`, a
-    (tag, add-passes-to-a-PassManager) pair, replaces mirax-cpu-pipeline (MPI programs);
-    `libs` are more shared libraries the kernel calls into (the MPI library)."""
+    def __init__(self, key, name, opt_level, module, ctx, jit_libs, use_disk, t0):
+        self.key, self.name, self.opt_level = key, name, opt_level
+        self.module, self.ctx, self.jit_libs, self.use_disk, self.t0 = module, ctx, jit_libs, use_disk, t0
+        self.llvm_ir = None  # bytes once translated (`translate`, on the starting thread)
+
+    def translate(self) -> bool:
+        """The module's LLVM IR (MLIR's translation); False where it cannot be had."""
+        try:
+            self.llvm_ir = llvm_codegen.translate(self.module)
+        except llvm_codegen.CodegenError as e:
+            disk_cache._warn_once("llvm-codegen", f"{e}; compiling with MLIR's ExecutionEngine instead")
+            return False
+        return True
+
+    def finish(self):
+        """LLVM's code generation, the link and the load: the kernel, or None where this
+        way failed (then `engine`)."""
+        try:
+            objects = llvm_codegen.compile_objects(self.llvm_ir if self.llvm_ir is not None else self.module,
+                                                   self.name, self.opt_level)
+        except llvm_codegen.CodegenError as e:
+            disk_cache._warn_once("llvm-codegen", f"{e}; compiling with MLIR's ExecutionEngine instead")
+            return None
+        linked = disk_cache.link_and_load(objects, self.name, self.jit_libs)
+        if linked is None:
+            return None
+        lib, addr, elf = linked
+        if self.use_disk:  # write the entry off the compile path
+            disk_cache.store_later(elf, self.key, self.name, self.jit_libs, _count_write)
+        return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
+
+    def engine(self):
+        """The ExecutionEngine's way, on the thread that started the build."""
+        with self.ctx:
+            engine = _engine(self.module, self.opt_level, self.jit_libs)
+        _jit_loaded.update(self.jit_libs)
+        # run the kernel from a linked .so (and drop the engine: an engine keeps ~2.4 MB of
+        # LLVM state per kernel, 300 eager kernels grew a process by 2 GB; a .so a few KB)
+        linked = disk_cache.link_and_load(engine, self.name, self.jit_libs)
+        if linked is None:  # nothing links here: keep the JIT's code
+            k = CpuKernel.from_engine(engine, self.name)
+            k.nbytes = ENGINE_BYTES
+            return self._done(k)
+        lib, addr, elf = linked
+        if self.use_disk:
+            disk_cache.store_later(elf, self.key, self.name, self.jit_libs, _count_write)
+        return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
+
+    def _done(self, k):
+        _loaded.put(self.key, k)
+        return k
+
+    def count(self):
+        """Add this build to `stats` (on the starting thread: the counters have no lock)."""
+        stats.compiles += 1
+        stats.compile_seconds += time.perf_counter() - self.t0
+
+
+def _start(module_or_text, name, opt_level, prepare, lower, libs):
+    """compile_module's first half: the kernel itself when a cache holds it, else a _Build
+    lowered to the LLVM dialect (not yet translated)."""
     text = module_or_text if isinstance(module_or_text, str) else str(module_or_text)
     if opt_level is None:
         from ..lowering.tuning import jit_opt_level
@@ -380,30 +431,76 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
         else:
             lower_to_llvm(module)
         jit_libs = _jit_libs(module, text, libs)
-        objects = _objects(module, name, opt_level)
-        if objects is None:
-            engine = _engine(module, opt_level, jit_libs)
-            _jit_loaded.update(jit_libs)
-    stats.compiles += 1
-    # run the kernel from a linked .so (and drop the engine: an engine keeps ~2.4 MB of
-    # LLVM state per kernel, 300 eager kernels grew a process by 2 GB; a .so a few KB)
-    linked = disk_cache.link_and_load(objects if objects is not None else engine, name, jit_libs)
-    if linked is None and objects is not None:  # nothing links here: the engine's code
-        with ctx:
-            engine = _engine(module, opt_level, jit_libs)
-        _jit_loaded.update(jit_libs)
-    if linked is None:  # nothing links here: keep the JIT's code
-        k = CpuKernel.from_engine(engine, name)
-        k.nbytes = ENGINE_BYTES
-    else:
-        lib, addr, elf = linked
-        k = CpuKernel(addr, name, lib, nbytes=len(elf))
-        engine = None
-        if use_disk:  # write the entry off the compile path
-            disk_cache.store_later(elf, key, name, libs, _count_write)
-    _loaded.put(key, k)
-    stats.compile_seconds += time.perf_counter() - t0
+    return _Build(key, name, opt_level, module, ctx, jit_libs, use_disk, t0)
+
+
+def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, lower=None,
+                   libs=()) -> CpuKernel:
+    """Lower a module holding `func.func @name` (with `llvm.emit_c_interface`) and JIT it,
+    or load it from the on-disk cache (runtime/disk_cache.py) when an earlier process built it.
+
+    `prepare` is a (tag, function) pair run on the parsed module before lowering; the tag
+    joins the cache key, so a cache hit skips parsing and preparing altogether. `lower`, a
+    (tag, add-passes-to-a-PassManager) pair, replaces mirax-cpu-pipeline (MPI programs);
+    `libs` are more shared libraries the kernel calls into (the MPI library)."""
+    b = _start(module_or_text, name, opt_level, prepare, lower, libs)
+    if isinstance(b, CpuKernel):
+        return b
+    k = b.finish() if _codegen_path(b.module) else None
+    k = k if k is not None else b.engine()
+    b.count()
     return k
+
+
+_finisher = None  # the threads that finish compile_many's kernels
+_finisher_lock = threading.Lock()
+
+
+def _finishers():
+    global _finisher
+    with _finisher_lock:
+        if _finisher is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _finisher = ThreadPoolExecutor(llvm_codegen.threads(), thread_name_prefix="mirax-finish")
+        return _finisher
+
+
+def _reset_finishers():  # a forked child has none of the parent's threads
+    global _finisher, _finisher_lock
+    _finisher, _finisher_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_finishers)
+
+
+def compile_many(texts, name="kernel") -> list:
+    """Kernels for several modules (compile_module's, in order), built as a pipeline: this
+    thread runs each one's MLIR passes while worker threads run LLVM, the link and the
+    load of those before it (LLVM's calls and `ld` release the GIL; MLIR's Python passes
+    hold it). A module that fails gives its exception in its place in the list, not
+    raised: its op raises it when it runs."""
+    out, pending = [], []
+    for text in texts:
+        try:
+            b = _start(text, name, None, None, None, ())
+            if not isinstance(b, CpuKernel) and _codegen_path(b.module) and b.translate():
+                pending.append((len(out), b, _finishers().submit(b.finish)))
+            elif not isinstance(b, CpuKernel):
+                k = b.engine()
+                b.count()
+                b = k
+        except Exception as err:  # noqa: BLE001 - handed back in its place
+            b = err
+        out.append(b)
+    for i, b, fut in pending:
+        try:
+            k = fut.result()
+            out[i] = k if k is not None else b.engine()
+            b.count()
+        except Exception as err:  # noqa: BLE001
+            out[i] = err
+    return out
 
 
 class CpuBackend(Backend):
@@ -432,6 +529,15 @@ class CpuBackend(Backend):
             return compile_module(text, name)
         k = self.kernels.get(key)
         return k if k is not None else self.kernels.compile(key, text)
+
+    def programs(self, items, name="kernel"):
+        """Build the kernels of several (key, module text) pairs into the kernel cache at
+        once (`compile_many`'s pipeline); one that fails is left out, for its op to raise
+        when it runs."""
+        for (key, _), k in zip(items, compile_many([t for _, t in items], name)):
+            if isinstance(k, CpuKernel):
+                self.kernels.put(key, k)
+                self.kernels.compiles += 1
 
     def run(self, program, inputs, outputs):
         program(inputs, outputs)

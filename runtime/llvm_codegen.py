@@ -436,11 +436,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def compile_objects(module: ir.Module, name: str, opt_level: int = 2, parts: int | None = None) -> list[bytes]:
+def compile_objects(module, name: str, opt_level: int = 2, parts: int | None = None) -> list[bytes]:
     """Object files for a lowered (LLVM dialect) module whose entry is
     `_mlir_ciface_<name>`, one per partition, compiled concurrently. `parts` (default:
-    `threads()`) bounds the partitions; small modules get one."""
-    text = translate(module)
+    `threads()`) bounds the partitions; small modules get one. `module` may be its LLVM
+    IR already (`translate`'s bytes: LLVM's part alone, which any thread can run)."""
+    text = module if isinstance(module, bytes) else translate(module)
     entry = f"_mlir_ciface_{name}".encode()
     fit = max(1, MEMORY_BUDGET // max(1, PARTITION_BYTES_PER_CHAR * len(text)))
     groups = partition(function_costs(text), min(parts or threads(), fit))

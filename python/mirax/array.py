@@ -672,7 +672,18 @@ def eval(*trees) -> None:
                 + where_text())
     used = []
     gpu = _device.DeviceType.gpu
-    for node in _topo(outs):
+    order = _topo(outs)
+    _device.evaluating.nodes = order  # (for a kernel miss: CpuDevice._build)
+    try:
+        _run_nodes(order, used, gpu)
+    finally:
+        _device.evaluating.nodes = None
+    for dev in used:  # MLX: eval returns when the values exist (one submit per device)
+        dev.synchronize()
+
+
+def _run_nodes(order, used, gpu):
+    for node in order:
         if node._prim is None:
             raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
         dev = node._dev
@@ -687,5 +698,3 @@ def eval(*trees) -> None:
         node._prim = None  # now a leaf holding data, like an array made from values
         node._inputs = ()
         node._params = None
-    for dev in used:  # MLX: eval returns when the values exist (one submit per device)
-        dev.synchronize()

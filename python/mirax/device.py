@@ -104,6 +104,9 @@ class _Runner:
 
 
 _host_mod = None
+# the graph (nodes in order) of the eval in progress on this thread, until its first kernel
+# miss (array.eval sets it; CpuDevice._build takes it)
+evaluating = threading.local()
 
 
 def _host():
@@ -154,8 +157,41 @@ class CpuDevice(_Runner, Device):
         return out
 
     def _build(self, key, prim, params, in_avals, out_aval):
+        nodes = getattr(evaluating, "nodes", None)
+        if nodes is not None:  # the first kernel an eval misses: build the graph's others too
+            evaluating.nodes = None
+            self._build_missing(nodes)
+            kernel = self.kernels.get(key)
+            if kernel is not None:
+                return kernel
         return self.backend.program(kernel_module_text(prim, params, in_avals, out_aval, c_interface=True),
                                     "kernel", key=key)
+
+    def _build_missing(self, nodes):
+        """The kernels that `nodes` (an eval's graph, in order) still run here and that no
+        cache holds, built together when there are several: one thread runs MLIR's passes
+        of each while others run LLVM on the ones before (runtime/cpu.py `compile_many`),
+        instead of one after the other as the ops reach them (a model's first eval)."""
+        host = _host()
+        items, seen = [], set()
+        room = self.kernels.capacity // 2  # (more would evict the first before their ops run)
+        for node in nodes:
+            if len(items) >= room:
+                break
+            prim = node._prim
+            if prim is None or node._dev is not self or node.aval.size == 0 or host.is_host(prim.name):
+                continue
+            in_avals = [x.aval for x in node._inputs]
+            key = kernel_key(prim.name, node._params, in_avals, node.aval)
+            if key in seen or key in self.kernels:
+                continue
+            seen.add(key)
+            try:
+                items.append((key, kernel_module_text(prim, node._params, in_avals, node.aval, c_interface=True)))
+            except Exception:  # noqa: BLE001 - the op raises it itself when it runs
+                continue
+        if len(items) > 1:
+            self.backend.programs(items)
 
 
 class GpuDevice(_Runner, Device):

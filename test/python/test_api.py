@@ -70,6 +70,33 @@ def test_arrays_are_lazy():
     assert cpu.kernels.compiles == before + 3  # cache hit
 
 
+def test_an_eval_builds_the_kernels_its_graph_misses_together(monkeypatch):
+    """The first kernel an eval misses builds the graph's other missing kernels with it
+    (runtime/cpu.py `compile_many`: MLIR's passes here while LLVM runs on other threads);
+    one the batch could not build is built when its op runs, as before."""
+    from mirax.runtime import cpu as cpu_runtime
+    calls, real = [], cpu_runtime.compile_many
+
+    def spy(texts, name="kernel"):
+        calls.append(len(texts))
+        out = real(texts, name)
+        return [RuntimeError("left to its op") if "mirax.cos" in t else k for t, k in zip(texts, out)]
+    monkeypatch.setattr(cpu_runtime, "compile_many", spy)
+    xs = np.arange(13, dtype=np.float32) / 13  # a shape no other test uses
+    x = mr.array(xs)
+    mr.eval(x)
+    before = cpu.kernels.compiles
+    y = mr.sin(x) + mr.cos(x) * mr.exp(x)
+    mr.eval(y)
+    assert calls == [5]  # sin, cos, exp, multiply, add: one batch
+    assert cpu.kernels.compiles == before + 5  # four from the batch, cos when it ran
+    np.testing.assert_allclose(np.asarray(y), np.sin(xs) + np.cos(xs) * np.exp(xs), rtol=1e-6)
+    mr.eval(mr.sin(x) + mr.cos(x) * mr.exp(x))
+    assert calls == [5] and cpu.kernels.compiles == before + 5  # all cached now
+    mr.eval(mr.tanh(x))  # a graph that misses one kernel builds it alone
+    assert calls == [5] and cpu.kernels.compiles == before + 6
+
+
 def test_bfloat16_round_trip():
     x = mr.array([1.0, 2.5, -3.25], mr.bfloat16)
     np.testing.assert_array_equal(np.asarray(x * 2), [2.0, 5.0, -6.5])

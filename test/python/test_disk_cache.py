@@ -397,3 +397,42 @@ def test_entries_record_the_runtime_libraries_they_need(cache):
     runner = cpu._shared_libs()[0]
     assert disk_cache._needed_libs(elf, [runner]) == []  # exp needs no runner utils
 
+
+
+def _call_exp(k, n):
+    a = np.linspace(-2, 2, n, dtype=np.float32)
+    out = np.empty(n, np.float32)
+    k([a], [out])
+    np.testing.assert_allclose(out, np.exp(a), rtol=1e-5)
+
+
+def test_compile_many_builds_each_and_hands_back_a_failure_in_its_place(cache):
+    """compile_many: MLIR here, LLVM and the link on worker threads; every kernel works,
+    a module that cannot compile is its exception in the list (not raised), and the
+    disk cache has the others afterwards."""
+    bad = exp_module(67).replace("mirax.exp", "mirax.no_such_op")
+    out = cpu.compile_many([exp_module(61), bad, exp_module(63), exp_module(65)])
+    assert isinstance(out[1], Exception) and "no_such_op" in str(out[1])
+    for k, n in zip([out[0], out[2], out[3]], (61, 63, 65)):
+        assert isinstance(k, cpu.CpuKernel) and k.engine is None  # linked .so's
+        _call_exp(k, n)
+    assert cpu.stats.compiles == 3
+    assert disk_cache.flush(timeout=60) and len(entries(cache)) == 3
+    cpu.clear_memory_cache()
+    again = cpu.compile_many([exp_module(63), exp_module(61)])  # now disk hits, in order
+    assert cpu.stats.disk_hits == 2 and cpu.stats.compiles == 3
+    _call_exp(again[0], 63)
+    _call_exp(again[1], 61)
+
+
+def _compile_many_in_child(conn):
+    out = cpu.compile_many([exp_module(71), exp_module(73)])
+    for k, n in zip(out, (71, 73)):
+        _call_exp(k, n)
+    conn.send(len(out))
+
+
+def test_a_forked_child_finishes_kernels_on_threads_of_its_own(cache):
+    from forked import run_forked
+    cpu.compile_many([exp_module(75), exp_module(77)])  # the parent's finishing threads exist
+    assert run_forked(_compile_many_in_child) == 2
