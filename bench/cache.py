@@ -10,7 +10,8 @@ only; the process waits for the writes at exit). Prints the host, medians of int
 runs with their ranges, the ratio (target: warm >= 10x faster than cold), the first
 compile of gelu in a fresh process (target <= 100 ms: the first call after `import
 mirax`, cold cache), the import of mirax and the two together, and the per-call time of
-a cached compiled call (target <= 20 us).
+a cached compiled call (target <= 20 us). Last, a model's first eager steps on a cold
+cache with each eval's missing kernels built together and one by one.
 """
 import argparse
 import json
@@ -52,6 +53,25 @@ if which == "gelu":
     for _ in range(n):
         kern([a], [o])
     raw = (time.perf_counter() - t) / n
+elif which == "mlp":  # a model's first eager evals: many kernels missing in each graph
+    import mirax.nn as nn, mirax.optimizers as optim
+    t = time.perf_counter()
+    mr.random.seed(0)
+    layers = [nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)]
+    def loss(params, x, y):
+        for i, (w, b) in enumerate(params):
+            x = x @ w.T + b
+            x = mr.maximum(x, 0.0) if i < 2 else x
+        return nn.losses.cross_entropy(x, y).mean()
+    params = [(l.weight, l.bias) for l in layers]
+    mr.eval(params)
+    xb = mr.array(np.random.default_rng(0).standard_normal((256, 784)).astype(np.float32))
+    yb = mr.array(np.random.default_rng(1).integers(0, 10, 256).astype(np.int32))
+    l, g = mr.value_and_grad(loss)(params, xb, yb)
+    params = [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(params, g)]
+    mr.eval(l, params)
+    first = time.perf_counter() - t
+    per_call = raw = None
 else:
     t = time.perf_counter(); mr.eval(mr.tanh(x)); first = time.perf_counter() - t
     per_call = raw = None
@@ -60,8 +80,8 @@ print(json.dumps(dict(first=first, imp=t_import, per_call=per_call, raw=raw, sta
 """
 
 
-def child(which, cache_dir):
-    env = dict(os.environ)
+def child(which, cache_dir, batch=True):
+    env = dict(os.environ, MIRAX_EAGER_BATCH="1" if batch else "0")
     if cache_dir is None:
         env["MIRAX_DISABLE_DISK_CACHE"] = "1"
     else:
@@ -109,6 +129,22 @@ def main():
                   f"target <= 100 ms: {'ok' if c <= 100 else 'MISSED'}")
             print(f"{'':<22}import mirax {i:.1f} ms ({_range(imp)}); import + first call "
                   f"{statistics.median(whole) * 1e3:.1f} ms ({_range(whole)})")
+    eager_graphs(max(3, args.runs // 2 + 1))
+
+
+def eager_graphs(runs):
+    """A model's first eager steps on a cold cache (MLP 784-512-512-10: its init, then
+    one value_and_grad and SGD step), with each eval's missing kernels built together
+    (`CpuDevice._build`: MLIR here, LLVM on other threads) and one by one as the ops
+    reach them (`MIRAX_EAGER_BATCH=0`), fresh processes, alternating."""
+    together, alone = [], []
+    for _ in range(runs):
+        for batch, out in ((True, together), (False, alone)):
+            with tempfile.TemporaryDirectory() as d:
+                out.append(child("mlp", d, batch)["first"])
+    t, a = statistics.median(together) * 1e3, statistics.median(alone) * 1e3
+    print(f"eager MLP init + first step, cold cache: kernels built together {t:.0f} ms ({_range(together)}), "
+          f"one by one {a:.0f} ms ({_range(alone)}): {a / t:.2f}x")
 
 
 def _range(xs):

@@ -15,6 +15,7 @@ an op on one device whose input lives on the other reads it there (copy at the e
 from __future__ import annotations
 
 import enum
+import os
 import threading
 
 import numpy as np
@@ -107,6 +108,8 @@ _host_mod = None
 # the graph (nodes in order) of the eval in progress on this thread, until its first kernel
 # miss (array.eval sets it; CpuDevice._build takes it)
 evaluating = threading.local()
+# MIRAX_EAGER_BATCH=0: each missing kernel built when its op runs, one after the other
+BUILD_TOGETHER = os.environ.get("MIRAX_EAGER_BATCH", "1") != "0"
 
 
 def _host():
@@ -158,7 +161,7 @@ class CpuDevice(_Runner, Device):
 
     def _build(self, key, prim, params, in_avals, out_aval):
         nodes = getattr(evaluating, "nodes", None)
-        if nodes is not None:  # the first kernel an eval misses: build the graph's others too
+        if nodes is not None and BUILD_TOGETHER:  # the first kernel an eval misses: the graph's others too
             evaluating.nodes = None
             self._build_missing(nodes)
             kernel = self.kernels.get(key)
