@@ -97,6 +97,20 @@ def test_an_eval_builds_the_kernels_its_graph_misses_together(monkeypatch):
     assert calls == [5] and cpu.kernels.compiles == before + 6
 
 
+def test_eager_batch_off_builds_each_kernel_when_its_op_runs(monkeypatch):
+    """MIRAX_EAGER_BATCH=0 (device.BUILD_TOGETHER): no batch, the same values."""
+    import mirax.device as device
+    from mirax.runtime import cpu as cpu_runtime
+    monkeypatch.setattr(device, "BUILD_TOGETHER", False)
+    monkeypatch.setattr(cpu_runtime, "compile_many", lambda *a, **k: pytest.fail("built as a batch"))
+    xs = np.arange(17, dtype=np.float32) / 17  # a shape no other test uses
+    x = mr.array(xs)
+    before = cpu.kernels.compiles
+    y = mr.sin(x) * mr.cos(x) + mr.exp(x)
+    np.testing.assert_allclose(np.asarray(y), np.sin(xs) * np.cos(xs) + np.exp(xs), rtol=1e-6)
+    assert cpu.kernels.compiles == before + 5
+
+
 def test_bfloat16_round_trip():
     x = mr.array([1.0, 2.5, -3.25], mr.bfloat16)
     np.testing.assert_array_equal(np.asarray(x * 2), [2.0, 5.0, -6.5])
