@@ -334,9 +334,10 @@ class _Build:
     ExecutionEngine's way (`engine`) needs the MLIR module, so it runs on the thread that
     made it, after a `finish` that returned None."""
 
-    def __init__(self, key, name, opt_level, module, ctx, jit_libs, use_disk, t0):
+    def __init__(self, key, name, opt_level, module, ctx, libs, jit_libs, use_disk, t0):
         self.key, self.name, self.opt_level = key, name, opt_level
-        self.module, self.ctx, self.jit_libs, self.use_disk, self.t0 = module, ctx, jit_libs, use_disk, t0
+        self.module, self.ctx, self.use_disk, self.t0 = module, ctx, use_disk, t0
+        self.libs, self.jit_libs = libs, jit_libs  # (all it may need; those its JIT loads)
         self.llvm_ir = None  # bytes once translated (`translate`, on the starting thread)
 
     def translate(self) -> bool:
@@ -362,7 +363,7 @@ class _Build:
             return None
         lib, addr, elf = linked
         if self.use_disk:  # write the entry off the compile path
-            disk_cache.store_later(elf, self.key, self.name, self.jit_libs, _count_write)
+            disk_cache.store_later(elf, self.key, self.name, self.libs, _count_write)
         return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
 
     def engine(self):
@@ -379,7 +380,7 @@ class _Build:
             return self._done(k)
         lib, addr, elf = linked
         if self.use_disk:
-            disk_cache.store_later(elf, self.key, self.name, self.jit_libs, _count_write)
+            disk_cache.store_later(elf, self.key, self.name, self.libs, _count_write)
         return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
 
     def _done(self, k):
@@ -431,7 +432,7 @@ def _start(module_or_text, name, opt_level, prepare, lower, libs):
         else:
             lower_to_llvm(module)
         jit_libs = _jit_libs(module, text, libs)
-    return _Build(key, name, opt_level, module, ctx, jit_libs, use_disk, t0)
+    return _Build(key, name, opt_level, module, ctx, libs, jit_libs, use_disk, t0)
 
 
 def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, lower=None,
