@@ -184,14 +184,14 @@ class CpuDevice(_Runner, Device):
             prim = node._prim
             if prim is None or node._dev is not self or node.aval.size == 0 or host.is_host(prim.name):
                 continue
-            in_avals = [x.aval for x in node._inputs]
-            key = kernel_key(prim.name, node._params, in_avals, node.aval)
-            if key in seen or key in self.kernels:
-                continue
-            seen.add(key)
             try:
+                in_avals = [x.aval for x in node._inputs]
+                key = kernel_key(prim.name, node._params, in_avals, node.aval)
+                if key in seen or key in self.kernels:
+                    continue
+                seen.add(key)
                 items.append((key, kernel_module_text(prim, node._params, in_avals, node.aval, c_interface=True)))
-            except Exception:  # noqa: BLE001 - the op raises it itself when it runs
+            except Exception:  # noqa: BLE001 - that op raises it itself when it runs, not this one
                 continue
         if len(items) > 1:
             self.backend.programs(items)
