@@ -340,9 +340,19 @@ class MathApprox(MiraxPass):
     summary = "Rewrite f32 math.exp/log/erf/tanh into vectorizable polynomial arithmetic"
     after = ["inline", "symbol-dce"]
     options = {"target": ("any", "cpu: exp rounds with 1.5 * 2^23 (LLVM's CPU code generation keeps the adds); "
-                                 "any: floor and a conversion (GPU compilers may reassociate)")}
+                                 "any: floor and a conversion (GPU compilers may reassociate)"),
+               "ops": ("", "comma-separated math ops to rewrite (default: all, " + ",".join(APPROX) + ")")}
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.ops = [o.strip() for o in str(self.opts["ops"]).split(",") if o.strip()] or list(MATH_OPS)
+        unknown = [o for o in self.ops if o not in MATH_OPS]
+        if unknown:
+            raise ValueError(f"pass '{self.name}': no approximation of {', '.join(unknown)} "
+                             f"(it has {', '.join(MATH_OPS)})")
 
     def run(self, module: ir.Operation):
+        ops = self.ops
         targets = []
 
         def visit(op):
@@ -351,7 +361,7 @@ class MathApprox(MiraxPass):
                     for child in block.operations:
                         child = child.operation
                         nm = child.name
-                        if nm.startswith("math.") and nm[5:] in MATH_OPS and len(child.results) == 1 \
+                        if nm.startswith("math.") and nm[5:] in ops and len(child.results) == 1 \
                                 and str(child.results[0].type) == "f32":
                             targets.append(child)
                         visit(child)

@@ -1,5 +1,8 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx | FileCheck %s
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx=target=cpu | FileCheck %s --check-prefix=CPU
+// RUN: %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,log,erf" | FileCheck %s --check-prefix=OPS
+// RUN: not %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,sin" 2>&1 | FileCheck %s --check-prefix=BADOPS
+// BADOPS: no approximation of sin (it has exp, log, erf, tanh)
 
 // f32 exp becomes arithmetic: range reduction with floor and fmas, a polynomial, and
 // the 2^m scaling built in the exponent bits; no math.exp (a libm call per lane) is left.
@@ -38,6 +41,12 @@ func.func @exp_f32(%x: f32) -> f32 {
 // CHECK: linalg.yield
 // CHECK-LABEL: func.func @f64_stays
 // CHECK: math.exp {{.*}} : f64
+// `ops` picks the rewritten ops (the GPU pipeline keeps the target's tanh): tanh stays.
+// OPS-LABEL: func.func @in_generic
+// OPS-NOT: math.log {{.*}} : f32
+// OPS-NOT: math.erf {{.*}} : f32
+// OPS: math.tanh {{.*}} : f32
+// OPS: linalg.yield
 func.func @in_generic(%x: tensor<8xf32>) -> tensor<8xf32> {
   %e = tensor.empty() : tensor<8xf32>
   %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],

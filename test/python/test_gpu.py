@@ -152,6 +152,30 @@ def test_compiled_on_gpu_matches_cpu(name):
         np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("name", ["softmax(tanh)", "tanh*2 - max(tanh)", "softmax(tanh(x @ w))"])
+def test_compiled_tanh_read_again_after_its_row_reduction(name):
+    """A row kernel that reduces tanh(x) and reads tanh(x) again: with mirax-math-approx's
+    tanh polynomial it gave wrong values on lavapipe (errors up to 3.0; the GPU pipeline
+    now keeps the target's tanh)."""
+    rng = np.random.default_rng(0)
+    xn = (rng.standard_normal((4, 8)) * 3).astype(np.float32)
+    wn = rng.standard_normal((8, 8)).astype(np.float32)
+    x, w = mr.array(xn), mr.array(wn)
+
+    def softmax(v):
+        e = np.exp(v - v.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    fn, ref = {
+        "softmax(tanh)": (lambda t, w: mr.softmax(mr.tanh(t), axis=-1), softmax(np.tanh(xn))),
+        "tanh*2 - max(tanh)": (lambda t, w: mr.tanh(t) * 2 - mr.max(mr.tanh(t), axis=-1, keepdims=True),
+                               np.tanh(xn) * 2 - np.tanh(xn).max(-1, keepdims=True)),
+        "softmax(tanh(x @ w))": (lambda t, w: mr.softmax(mr.tanh(t @ w), axis=-1), softmax(np.tanh(xn @ wn))),
+    }[name]
+    with mr.stream(mr.gpu):
+        got = np.asarray(mr.compile(fn)(x, w))
+    np.testing.assert_allclose(got, ref, atol=2e-6)
+
+
 def test_softmax_is_one_kernel_with_workgroup_memory_and_barriers():
     text = mr.compile(COMPOSITES["softmax"][0]).lower(_x((6, 1000))).as_text("gpu")
     assert text.count("gpu.launch_func") == 1
