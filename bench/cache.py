@@ -54,7 +54,7 @@ if which == "gelu":
         kern([a], [o])
     raw = (time.perf_counter() - t) / n
 elif which == "mlp":  # a model's first eager evals: many kernels missing in each graph
-    import mirax.nn as nn, mirax.optimizers as optim
+    import mirax.nn as nn
     t = time.perf_counter()
     mr.random.seed(0)
     layers = [nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)]

@@ -359,12 +359,7 @@ class _Build:
             disk_cache._warn_once("llvm-codegen", f"{e}; compiling with MLIR's ExecutionEngine instead")
             return None
         linked = disk_cache.link_and_load(objects, self.name, self.jit_libs)
-        if linked is None:
-            return None
-        lib, addr, elf = linked
-        if self.use_disk:  # write the entry off the compile path
-            disk_cache.store_later(elf, self.key, self.name, self.libs, _count_write)
-        return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
+        return None if linked is None else self._from_library(*linked)
 
     def engine(self):
         """The ExecutionEngine's way, on the thread that started the build."""
@@ -374,18 +369,18 @@ class _Build:
         # run the kernel from a linked .so (and drop the engine: an engine keeps ~2.4 MB of
         # LLVM state per kernel, 300 eager kernels grew a process by 2 GB; a .so a few KB)
         linked = disk_cache.link_and_load(engine, self.name, self.jit_libs)
-        if linked is None:  # nothing links here: keep the JIT's code
-            k = CpuKernel.from_engine(engine, self.name)
-            k.nbytes = ENGINE_BYTES
-            return self._done(k)
-        lib, addr, elf = linked
+        if linked is not None:
+            return self._from_library(*linked)
+        k = CpuKernel.from_engine(engine, self.name)  # nothing links here: keep the JIT's code
+        k.nbytes = ENGINE_BYTES
+        return _loaded.put(self.key, k)
+
+    def _from_library(self, lib, addr, elf):
+        """The kernel of a linked, loaded library, kept in memory and written to the disk
+        cache off the compile path."""
         if self.use_disk:
             disk_cache.store_later(elf, self.key, self.name, self.libs, _count_write)
-        return self._done(CpuKernel(addr, self.name, lib, nbytes=len(elf)))
-
-    def _done(self, k):
-        _loaded.put(self.key, k)
-        return k
+        return _loaded.put(self.key, CpuKernel(addr, self.name, lib, nbytes=len(elf)))
 
     def count(self):
         """Add this build to `stats` (on the starting thread: the counters have no lock)."""
@@ -453,7 +448,9 @@ def compile_module(module_or_text, name="kernel", opt_level=None, prepare=None, 
     return k
 
 
-_finisher = None  # the threads that finish compile_many's kernels
+# the threads that finish compile_many's kernels (not llvm_codegen's pool: a large module's
+# finish waits there on its partitions, which must not queue behind that very finish)
+_finisher = None
 _finisher_lock = threading.Lock()
 
 
@@ -485,15 +482,16 @@ def compile_many(texts, name="kernel") -> list:
     for text in texts:
         try:
             b = _start(text, name, None, None, None, ())
-            if not isinstance(b, CpuKernel) and _codegen_path(b.module) and b.translate():
+            if isinstance(b, CpuKernel):  # a cache hit
+                out.append(b)
+            elif _codegen_path(b.module) and b.translate():
                 pending.append((len(out), b, _finishers().submit(b.finish)))
-            elif not isinstance(b, CpuKernel):
-                k = b.engine()
+                out.append(None)
+            else:
+                out.append(b.engine())
                 b.count()
-                b = k
         except Exception as err:  # noqa: BLE001 - handed back in its place
-            b = err
-        out.append(b)
+            out.append(err)
     for i, b, fut in pending:
         try:
             k = fut.result()

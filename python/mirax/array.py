@@ -675,26 +675,22 @@ def eval(*trees) -> None:
     order = _topo(outs)
     _device.evaluating.nodes = order  # (for a kernel miss: CpuDevice._build)
     try:
-        _run_nodes(order, used, gpu)
+        for node in order:
+            if node._prim is None:
+                raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
+            dev = node._dev
+            inputs = node._inputs
+            if dev.type is gpu:
+                ins = [_move_to(x, dev) for x in inputs]
+            else:
+                ins = [x._data if type(x._data) is np.ndarray else _on(dev, x._data, x.aval) for x in inputs]
+            node._data = dev.run(node._prim, node._params, [x.aval for x in inputs], node.aval, ins)
+            if not used or (used[0] is not dev and dev not in used):
+                used.append(dev)
+            node._prim = None  # now a leaf holding data, like an array made from values
+            node._inputs = ()
+            node._params = None
     finally:
         _device.evaluating.nodes = None
     for dev in used:  # MLX: eval returns when the values exist (one submit per device)
         dev.synchronize()
-
-
-def _run_nodes(order, used, gpu):
-    for node in order:
-        if node._prim is None:
-            raise TraceError("cannot evaluate a placeholder of a traced function" + where_text())
-        dev = node._dev
-        inputs = node._inputs
-        if dev.type is gpu:
-            ins = [_move_to(x, dev) for x in inputs]
-        else:
-            ins = [x._data if type(x._data) is np.ndarray else _on(dev, x._data, x.aval) for x in inputs]
-        node._data = dev.run(node._prim, node._params, [x.aval for x in inputs], node.aval, ins)
-        if not used or (used[0] is not dev and dev not in used):
-            used.append(dev)
-        node._prim = None  # now a leaf holding data, like an array made from values
-        node._inputs = ()
-        node._params = None

@@ -23,13 +23,18 @@ def exp_module(n):
             f"  %0 = \"mirax.exp\"(%arg0) : ({t}) -> {t}\n  return %0 : {t}\n}}\n")
 
 
-def run_exp(n):
-    """compile_module + call on fresh buffers; checks the result against numpy."""
-    k = cpu.compile_module(exp_module(n), "kernel")
+def call_exp(k, n):
+    """Call exp_module(n)'s kernel `k` on fresh buffers; checks the result against numpy."""
     a = np.linspace(-2, 2, n, dtype=np.float32)
     out = np.empty(n, np.float32)
     k([a], [out])
     np.testing.assert_allclose(out, np.exp(a), rtol=1e-5)
+
+
+def run_exp(n):
+    """compile_module + call_exp."""
+    k = cpu.compile_module(exp_module(n), "kernel")
+    call_exp(k, n)
     return k
 
 
@@ -399,13 +404,6 @@ def test_entries_record_the_runtime_libraries_they_need(cache):
 
 
 
-def _call_exp(k, n):
-    a = np.linspace(-2, 2, n, dtype=np.float32)
-    out = np.empty(n, np.float32)
-    k([a], [out])
-    np.testing.assert_allclose(out, np.exp(a), rtol=1e-5)
-
-
 def test_compile_many_builds_each_and_hands_back_a_failure_in_its_place(cache):
     """compile_many: MLIR here, LLVM and the link on worker threads; every kernel works,
     a module that cannot compile is its exception in the list (not raised), and the
@@ -415,20 +413,20 @@ def test_compile_many_builds_each_and_hands_back_a_failure_in_its_place(cache):
     assert isinstance(out[1], Exception) and "no_such_op" in str(out[1])
     for k, n in zip([out[0], out[2], out[3]], (61, 63, 65)):
         assert isinstance(k, cpu.CpuKernel) and k.engine is None  # linked .so's
-        _call_exp(k, n)
+        call_exp(k, n)
     assert cpu.stats.compiles == 3
     assert disk_cache.flush(timeout=60) and len(entries(cache)) == 3
     cpu.clear_memory_cache()
     again = cpu.compile_many([exp_module(63), exp_module(61)])  # now disk hits, in order
     assert cpu.stats.disk_hits == 2 and cpu.stats.compiles == 3
-    _call_exp(again[0], 63)
-    _call_exp(again[1], 61)
+    call_exp(again[0], 63)
+    call_exp(again[1], 61)
 
 
 def _compile_many_in_child(conn):
     out = cpu.compile_many([exp_module(71), exp_module(73)])
     for k, n in zip(out, (71, 73)):
-        _call_exp(k, n)
+        call_exp(k, n)
     conn.send(len(out))
 
 
