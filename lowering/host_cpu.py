@@ -247,8 +247,8 @@ def _caches() -> tuple[int, int, int, int, int]:
     for e in entries:
         if not e.startswith("index"):
             continue
+        rd = lambda n: _read_text(os.path.join(base, e, n))  # noqa: E731
         try:
-            rd = lambda n: open(os.path.join(base, e, n)).read().strip()  # noqa: E731
             level, kind, size = int(rd("level")), rd("type"), rd("size")
         except (OSError, ValueError):
             continue
@@ -269,6 +269,12 @@ def _caches() -> tuple[int, int, int, int, int]:
             except (OSError, ValueError):
                 pass
     return sizes.get(1, 0), sizes.get(2, 0), sizes.get(3, 0), line, ways
+
+
+def _read_text(path: str) -> str:
+    """A sysfs file's text, stripped (closed at once: a `ResourceWarning` per file else)."""
+    with open(path) as f:
+        return f.read().strip()
 
 
 def _cpu_list(text: str) -> list[int]:

@@ -60,6 +60,24 @@ def test_cache_line_is_the_os_figure():
     assert tuning.derive(host_cpu.PRESETS["neon"])["elementwise"]["line_bytes"] == 128
 
 
+def test_reading_the_caches_closes_its_files(monkeypatch):
+    """host_cpu._caches reads ~20 sysfs files: each closed at once (left to the garbage
+    collector, each was a ResourceWarning under `python -W error` or `-X dev`)."""
+    import builtins
+    opened, real_open = [], builtins.open
+
+    def spy(*a, **k):
+        f = real_open(*a, **k)
+        opened.append(f)
+        return f
+    monkeypatch.setattr(builtins, "open", spy)
+    l1, *_ = host_cpu._caches()
+    monkeypatch.undo()
+    if sys.platform.startswith("linux") and os.path.isdir("/sys/devices/system/cpu/cpu0/cache"):
+        assert l1 > 0 and opened
+    assert all(f.closed for f in opened)
+
+
 WAYS_FILE = "/sys/devices/system/cpu/cpu0/cache/index0/ways_of_associativity"
 
 
