@@ -112,6 +112,19 @@ evaluating = threading.local()
 BUILD_TOGETHER = os.environ.get("MIRAX_EAGER_BATCH", "1") != "0"
 
 
+_SMALL = []
+
+
+def small_copy() -> int:
+    """Outputs of at most this many elements that a copy makes (an eager `broadcast_to`)
+    are made by numpy: the tuning table's threshold below which such a kernel runs on one
+    thread (no faster than numpy's copy), and numpy needs no kernel per shape."""
+    if not _SMALL:
+        from .lowering import tuning
+        _SMALL.append(tuning.table()["other"]["parallel_min_elements"])
+    return _SMALL[0]
+
+
 def _host():
     """runtime/host.py (imported on first use; an import statement per op costs ~1 us)."""
     global _host_mod
@@ -152,6 +165,10 @@ class CpuDevice(_Runner, Device):
         out = _buffers.empty(out_aval.shape, out_aval.dtype.storage)
         if out_aval.size == 0:
             return out
+        if name == "broadcast_to" and out_aval.size <= small_copy():  # numpy's copy: no kernel per shape
+            src = ins[0].view(out.dtype).reshape(in_avals[0].shape)  # (a GPU buffer's host copy is bytes)
+            np.copyto(out, np.broadcast_to(src, out_aval.shape))
+            return out
         key = kernel_key(name, params, in_avals, out_aval)
         kernel = self.kernels.get(key)
         if kernel is None:
@@ -183,6 +200,8 @@ class CpuDevice(_Runner, Device):
                 break
             prim = node._prim
             if prim is None or node._dev is not self or node.aval.size == 0 or host.is_host(prim.name):
+                continue
+            if prim.name == "broadcast_to" and node.aval.size <= small_copy():  # (numpy's, in run)
                 continue
             try:
                 in_avals = [x.aval for x in node._inputs]

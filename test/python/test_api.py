@@ -65,9 +65,51 @@ def test_arrays_are_lazy():
     y = mr.sin(x) * 3
     assert y._data is None and cpu.kernels.compiles == before
     mr.eval(y)
-    assert y._data is not None and cpu.kernels.compiles == before + 3  # sin, broadcast, multiply
+    assert y._data is not None and cpu.kernels.compiles == before + 2  # sin, multiply (3: a constant)
     mr.eval(mr.sin(x) * 3)
-    assert cpu.kernels.compiles == before + 3  # cache hit
+    assert cpu.kernels.compiles == before + 2  # cache hit
+
+
+def test_an_eager_python_scalar_is_a_constant_not_an_op():
+    """`x * 2.0` in eager code is one op: the scalar becomes an evaluated array of the
+    result's dtype and shape (numpy's fill), not an array and a broadcast op with a
+    kernel of its own; the values, dtypes and errors are those of the general path."""
+    from mirax.ops import elementwise as ew
+    xs = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    x = mr.array(xs)
+    y = x * 2.0
+    assert y._prim.name == "multiply" and [i._prim for i in y._inputs] == [None, None]
+    z = 2.0 - x  # the scalar first
+    assert z._prim.name == "subtract" and z._inputs[1] is x
+    np.testing.assert_array_equal(np.asarray(z), 2.0 - xs)
+    np.testing.assert_array_equal(np.asarray(y), xs * 2.0)
+    assert np.signbit(np.asarray(mr.array([1.0, 2.0]) * -0.0)).all()  # (-0.0 is not 0.0's constant)
+    assert np.isnan(np.asarray(mr.array([1.0]) + float("nan"))).all()
+    half = mr.array(np.array([1.5, -3.0], np.float16))
+    assert (half * 2).dtype == mr.float16 and np.asarray(half * 2).tolist() == [3.0, -6.0]
+    assert (mr.array([1, 2], mr.int32) * 2.5).dtype == mr.float32  # promotion as before
+    assert np.asarray(mr.array([1, 2], mr.uint8) + 3).tolist() == [4, 5]
+    assert np.asarray(mr.array([True, False]) | True).tolist() == [True, True]
+    with pytest.raises(ValueError, match="300 to uint8 would result in overflow"):
+        mr.array([1, 2], mr.uint8) + 300
+    # a trace keeps the broadcast (the IR, shapeless compiles); so does another device
+    text = mr.compile(lambda t: t * 2.0).lower(x).as_text("mirax")
+    assert "mirax.broadcast_to" in text
+    big = ew.small_copy() + 1  # larger outputs: the threads' broadcast kernel
+    assert (mr.zeros((big,)) + 1.0)._inputs[1]._prim.name == "broadcast_to"
+
+
+def test_small_eager_broadcasts_are_numpy_copies():
+    """An eager `broadcast_to` whose output is below the threads' threshold is numpy's
+    copy: no kernel per shape (a bias added to a batch of a new size compiled one)."""
+    before = cpu.kernels.compiles
+    for dtype in (np.float32, np.int8, np.bool_, np.complex64):
+        v = np.arange(3).astype(dtype)
+        got = mr.broadcast_to(mr.array(v), (5, 3))
+        np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(v, (5, 3)))
+    b16 = mr.broadcast_to(mr.array([1.5, -2.0], mr.bfloat16), (2, 3, 2))
+    assert b16.dtype == mr.bfloat16 and np.asarray(b16.astype(mr.float32)).tolist() == [[[1.5, -2.0]] * 3] * 2
+    assert cpu.kernels.compiles == before + 1  # the bfloat16 -> float32 cast only
 
 
 def test_an_eval_builds_the_kernels_its_graph_misses_together(monkeypatch):

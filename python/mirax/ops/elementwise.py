@@ -13,7 +13,8 @@ import numpy as np
 
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
-from ..array import Array, apply, array, where_text
+from ..array import STATE, Array, apply, array, where_text
+from ..device import cpu, current_device, small_copy
 from .. import shapeless as _shapeless
 
 _UNARY = ["real", "imag", "conjugate", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
@@ -98,6 +99,40 @@ def _is_scalar(x):
     return isinstance(x, (bool, int, float, complex))
 
 
+_SCALARS = (bool, int, float)
+_FILLED: dict = {}  # (Python type, repr, dtype, shape) -> the constant `_eager_scalar` made
+_FILLED_ENTRIES = 256  # (then emptied: with _FILLED_BYTES, at most 4 MiB kept)
+_FILLED_BYTES = 16384  # larger constants are made again each time, not kept
+
+
+def _eager_scalar(v, d, like):
+    """The Python scalar `v` of a binary op as an evaluated array of dtype `d` and the
+    shape of the array `like`, in eager code on the CPU: what `broadcast_to(array(v, d),
+    like.shape)` would compute, made by numpy at once instead of recorded as two ops and
+    run as a kernel (`x * 2.0` on 16 floats: 32 -> ~11 us, as `x * y`). None where the
+    ops must be recorded: in a trace (compile, grad, vmap: the IR keeps the broadcast),
+    for another device, or for outputs large enough that the threads' broadcast kernel
+    beats numpy's one-thread fill.
+
+        x * 2.0      # multiply(x, <2.0 filled like x>): one op, one kernel
+    """
+    if STATE.tracing or like._tracer is not None or _shapeless.active():
+        return None
+    if like.aval.size > small_copy() or current_device() is not cpu:
+        return None
+    shape = like.aval.shape
+    key = (type(v), repr(v), d, shape)  # (repr: -0.0 and nan are keys of their own)
+    c = _FILLED.get(key)
+    if c is None:
+        s = array(v, d)  # the conversion's checks and errors (300 as uint8), as in _prepare
+        c = Array._leaf(np.full(shape, s._data, dtype=s._data.dtype), d)
+        if c._data.nbytes <= _FILLED_BYTES:
+            if len(_FILLED) >= _FILLED_ENTRIES:
+                _FILLED.clear()
+            _FILLED[key] = c
+    return c
+
+
 def _prepare(name, a, b, dtype=None):
     """Promote and broadcast two operands to one dtype and shape."""
     d = dtype or result_dtype(a, b)
@@ -128,6 +163,14 @@ def _binary(name, float_only=False, bool_only=False, integer_only=False):
                 d = dt.uint8  # numpy shifts bools as small integers
         if same and a.aval.dtype is d and a.aval.shape == b.aval.shape and not _shapeless.active():
             return apply(name, [a, b])  # what _prepare would give: nothing to promote or broadcast
+        if type(b) in _SCALARS and type(a) is Array and a.aval.dtype is d:
+            c = _eager_scalar(b, d, a)
+            if c is not None:
+                return apply(name, [a, c])
+        elif type(a) in _SCALARS and type(b) is Array and b.aval.dtype is d:
+            c = _eager_scalar(a, d, b)
+            if c is not None:
+                return apply(name, [c, b])
         x, y = _prepare(name, a, b, d)
         return apply(name, [x, y])
     op.__name__ = name
