@@ -4,8 +4,9 @@ latency, beside numpy.
     python bench/eager_overhead.py [--rounds 7]
 
 Targets (issue 12, "speed on every host"): a cached eager op (`mr.eval(a + b)`, 16 f32:
-recording the op, looking its kernel up, the output buffer, the call; `a * 2.0` too, whose
-scalar becomes a constant, not a broadcast op of its own) <= 20 us; a cached
+recording the op, looking its kernel up, the output buffer, the call; `a * 2.0` and a
+bias add too, whose scalar and bias are broadcast when the op is recorded, not by a
+broadcast op of their own) <= 20 us; a cached
 compiled call `exp(-x) + y` <= 20 us; a cold op kernel < 100 ms (issue 2). Prints the
 host, then medians of interleaved rounds (each round times 2000 calls of every row in
 turn) with the range over rounds and the ratios mirax / numpy.
@@ -52,7 +53,9 @@ def main():
     a_np = np.arange(16, dtype=np.float32)
     b_np = np.ones(16, np.float32)
     a, b = mr.array(a_np), mr.array(b_np)
-    mr.eval(a + b, mr.exp(a), a * 2.0)  # warm the kernel cache
+    h_np = np.ones((8, 16), np.float32)
+    h = mr.array(h_np)
+    mr.eval(a + b, mr.exp(a), a * 2.0, h + a)  # warm the kernel cache
     fc = mr.compile(lambda x, y: mr.exp(-x) + y)
     x0, y0 = mr.array(1.0), mr.array(2.0)
     fc(x0, y0), fc(a, b)
@@ -61,6 +64,7 @@ def main():
         "add (16 f32)": (lambda: mr.eval(a + b), lambda: np.add(a_np, b_np), 20),
         "exp (16 f32)": (lambda: mr.eval(mr.exp(a)), lambda: np.exp(a_np), 20),
         "a * 2.0 (16 f32)": (lambda: mr.eval(a * 2.0), lambda: np.multiply(a_np, 2.0), 20),
+        "h + bias (8x16 + 16)": (lambda: mr.eval(h + a), lambda: np.add(h_np, a_np), 20),
         "  add: record only": (lambda: a + b, None, None),
         "compiled exp(-x)+y 0-d": (lambda: fc(x0, y0), None, 20),
         "compiled exp(-x)+y 16": (lambda: fc(a, b), lambda: np.exp(-a_np) + b_np, 20),

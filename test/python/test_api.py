@@ -99,6 +99,24 @@ def test_an_eager_python_scalar_is_a_constant_not_an_op():
     assert (mr.zeros((big,)) + 1.0)._inputs[1]._prim.name == "broadcast_to"
 
 
+def test_an_evaluated_operand_is_broadcast_at_once_in_eager_code():
+    """`x + b` with an evaluated bias is one op: b broadcast by numpy when the op is
+    recorded (its value then, as the op would read it); an operand not evaluated yet
+    keeps its broadcast op, as does a trace."""
+    xs, bs = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([1, -2, 3, -4], np.float32)
+    x, b = mr.array(xs), mr.array(bs)
+    y = x + b
+    assert y._prim.name == "add" and y._inputs[0] is x and y._inputs[1]._prim is None
+    np.testing.assert_array_equal(np.asarray(y), xs + bs)
+    lazy = mr.exp(b)  # not evaluated: recorded as broadcast_to
+    z = x * lazy
+    assert z._inputs[1]._prim.name == "broadcast_to"
+    np.testing.assert_allclose(np.asarray(z), xs * np.exp(bs), rtol=1e-6)
+    w = mr.where(x > 5, b, 0.5)  # the condition is lazy, b and 0.5 evaluated
+    np.testing.assert_array_equal(np.asarray(w), np.where(xs > 5, bs, np.float32(0.5)))
+    assert "mirax.broadcast_to" in mr.compile(lambda t, c: t + c).lower(x, b).as_text("mirax")
+
+
 def test_small_eager_broadcasts_are_numpy_copies():
     """An eager `broadcast_to` whose output is below the threads' threshold is numpy's
     copy: no kernel per shape (a bias added to a batch of a new size compiled one)."""
