@@ -6,7 +6,8 @@ latency, beside numpy.
 Targets (issue 12, "speed on every host"): a cached eager op (`mr.eval(a + b)`, 16 f32:
 recording the op, looking its kernel up, the output buffer, the call; `a * 2.0` and a
 bias add too, whose scalar and bias are broadcast when the op is recorded, not by a
-broadcast op of their own) <= 20 us; a cached
+broadcast op of their own; `softmax` and `nn.Linear`, each one node whose kernel is its
+compiled composition: python/mirax/fused.py) <= 20 us; a cached
 compiled call `exp(-x) + y` <= 20 us; a cold op kernel < 100 ms (issue 2). Prints the
 host, then medians of interleaved rounds (each round times 2000 calls of every row in
 turn) with the range over rounds and the ratios mirax / numpy.
@@ -26,8 +27,14 @@ import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax l
 import numpy as np  # noqa: E402
 
 import mirax as mr  # noqa: E402
+import mirax.nn as nn  # noqa: E402
 from mirax.device import cpu  # noqa: E402
 from _host import describe  # noqa: E402
+
+
+def _np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
 
 def per_call(fn, n=2000):
@@ -55,7 +62,10 @@ def main():
     a, b = mr.array(a_np), mr.array(b_np)
     h_np = np.ones((8, 16), np.float32)
     h = mr.array(h_np)
-    mr.eval(a + b, mr.exp(a), a * 2.0, h + a)  # warm the kernel cache
+    layer = nn.Linear(16, 16)
+    layer.update({"weight": mr.array(np.ones((16, 16), np.float32)), "bias": a})
+    w_np = np.ones((16, 16), np.float32)
+    mr.eval(a + b, mr.exp(a), a * 2.0, h + a, mr.softmax(h, axis=-1), layer(h))  # warm the kernel cache
     fc = mr.compile(lambda x, y: mr.exp(-x) + y)
     x0, y0 = mr.array(1.0), mr.array(2.0)
     fc(x0, y0), fc(a, b)
@@ -65,6 +75,8 @@ def main():
         "exp (16 f32)": (lambda: mr.eval(mr.exp(a)), lambda: np.exp(a_np), 20),
         "a * 2.0 (16 f32)": (lambda: mr.eval(a * 2.0), lambda: np.multiply(a_np, 2.0), 20),
         "h + bias (8x16 + 16)": (lambda: mr.eval(h + a), lambda: np.add(h_np, a_np), 20),
+        "softmax (8x16)": (lambda: mr.eval(mr.softmax(h, axis=-1)), lambda: _np_softmax(h_np), 20),
+        "nn.Linear 16->16 (8x16)": (lambda: mr.eval(layer(h)), lambda: h_np @ w_np.T + a_np, 20),
         "  add: record only": (lambda: a + b, None, None),
         "compiled exp(-x)+y 0-d": (lambda: fc(x0, y0), None, 20),
         "compiled exp(-x)+y 16": (lambda: fc(a, b), lambda: np.exp(-a_np) + b_np, 20),

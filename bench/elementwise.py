@@ -7,7 +7,8 @@
 Prints medians of interleaved rounds (a pause of BENCH_PAUSE s, default 0.3, before each
 call, so no contender runs beside another one's spinning threads) and ratios to the compiled mirax kernel for:
 gelu `x * (1 + erf(x / sqrt(2))) / 2` compiled (mr.compile),
-mirax eager (one kernel per op), numpy + scipy.special.erf (if scipy is installed), a
+mirax eager (one kernel per op; a composite op of mirax's own, `mr.softmax`,
+`mr.logsumexp`, `mr.mean`, one kernel: python/mirax/fused.py), numpy + scipy.special.erf (if scipy is installed), a
 two-thread numpy copy of the same bytes (the memory-bandwidth bound), jax.jit (if jax
 imports); then softmax, layer norm and logsumexp on 4096x4096 the same way (one row-block
 loop each, lowering/fuse_reductions.py), with the compiled kernel's speed-up over numpy
@@ -198,7 +199,7 @@ def bench_gelu(shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     run, out, build = compiled(gelu, x)
     print(f"gelu {shape}: first call (trace, compile, run) {build * 1e3:.0f} ms")
-    cands = {"mirax compiled": run, "mirax eager (op by op)": eager(gelu, x)}
+    cands = {"mirax compiled": run, "mirax eager": eager(gelu, x)}
     if sp_erf is not None:
         cands["numpy + scipy erf"] = lambda: x * (1 + sp_erf(x / np.float32(math.sqrt(2)))) / 2
     cands["numpy copy, 2 threads"] = copy2(x)
@@ -221,7 +222,7 @@ def bench_rowwise():
              lambda v: (v - v.mean(-1, keepdims=True)) * jax.lax.rsqrt(v.var(-1, keepdims=True) + 1e-5)),
             ("logsumexp", logsumexp, np_logsumexp, lambda v: jax.nn.logsumexp(v, axis=-1) if jax else None)]:
         run, out, build = compiled(f, x2)
-        cands = {"mirax compiled": run, "mirax eager (op by op)": eager(f, x2), "numpy": lambda npf=npf: npf(x2),
+        cands = {"mirax compiled": run, "mirax eager": eager(f, x2), "numpy": lambda npf=npf: npf(x2),
                  "numpy copy, 2 threads": copy2(x2)}
         if jax is not None:
             cands["jax.jit"] = jitted(jf, x2)

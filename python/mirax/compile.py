@@ -175,10 +175,16 @@ class Executable:
         if self._host is not False and self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
             outs = self.host_program(ins)
             return self._with_passthrough([Array._leaf(o, a.dtype) for o, a in zip(outs, self.kernel_avals)], arrays)
+        outs = self.run_buffers(ins)
+        return self._with_passthrough([Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)], arrays)
+
+    def run_buffers(self, ins):
+        """The CPU kernel on numpy buffers (the inputs, then the lifted constants); returns
+        its new output buffers."""
         kernel = self._kernel or self.kernel
         outs = [buffers.empty(a.shape, a.dtype.storage) for a in self.kernel_avals]
         kernel(ins, outs)
-        return self._with_passthrough([Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)], arrays)
+        return outs
 
     def _with_passthrough(self, results, arrays, wrap=None):
         """The kernel's results with the passed-through inputs put in their places
@@ -224,6 +230,34 @@ def _fast_key(args):
         av = x.aval
         key.append(av.shape)
         key.append(av.dtype)
+    return tuple(key)
+
+
+_STATIC = (int, float, bool, str, type(None))
+
+
+def _lazy_key(args, kwargs):
+    """`_fast_key` for `Compiled.lazy`'s calls: arrays of no trace by shape and dtype,
+    Python values (an axis, keepdims, eps, None) by type and value (repr: -0.0 and nan
+    apart), keywords by name; None for anything else (numpy arrays, lists), which
+    takes the general path. Its arrays are the positional ones, in order."""
+    key = []
+    for x in args:
+        t = type(x)
+        if t is Array:
+            if x._tracer is not None:
+                return None
+            key.append(x.aval.shape)
+            key.append(x.aval.dtype)
+        elif t in _STATIC or (t is tuple and all(type(i) is int for i in x)):
+            key.append((t, repr(x)))
+        else:
+            return None
+    for k, x in kwargs.items():
+        t = type(x)
+        if t not in _STATIC and not (t is tuple and all(type(i) is int for i in x)):
+            return None
+        key.append((k, t, repr(x)))
     return tuple(key)
 
 
@@ -339,6 +373,32 @@ class Compiled:
             for (c, k), v in zip(out_slots, outs[n:]):
                 c[k] = v
         return tree_unflatten(exe.out_tree, outs[:n])
+
+    def lazy(self, args, kwargs):
+        """This call as one lazy node (`fused.node`: evaluated with the graph around it)
+        instead of run now; None where it cannot be one (compile disabled, traced
+        arguments, captured state, not exactly one output, host ops)."""
+        if not _ENABLED[0] or self.inputs is not None or self.outputs is not None or self.shapeless:
+            return None
+        fast = self._fast
+        fk = _lazy_key(args, kwargs)
+        exe = fast.get(fk) if fk is not None else None
+        if exe is not None:
+            arrays = [x for x in args if type(x) is Array]
+        else:
+            if kwargs:
+                leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
+            else:
+                leaves, treedef = tree_flatten(list(args))
+            if any(type(x) is Array and x._tracer is not None for x in leaves):
+                return None
+            exe, arrays = self._specialization(args, leaves, treedef)
+        if exe.n_state_out or exe.passthrough or exe.out_tree.kind != "leaf" or exe.host_program is not None:
+            return None
+        if fk is not None:
+            fast[fk] = exe
+        from .fused import node
+        return node(exe, arrays)
 
     def _specialization(self, args, leaves, treedef):
         """(the executable for these arguments, building it if needed; the input arrays:

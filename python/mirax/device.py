@@ -162,6 +162,9 @@ class CpuDevice(_Runner, Device):
         if host.is_host(name):  # a numpy/LAPACK function, not a JIT kernel
             return host.run(prim, params, inputs, out_aval)
         ins = [x if type(x) is np.ndarray else to_host(x) for x in inputs]
+        if name == "fused":  # a compiled composition (fused.py): its executable's kernel
+            exe = params["exe"]
+            return exe.run_buffers(ins + exe.lifted if exe.lifted else ins)[0]
         out = _buffers.empty(out_aval.shape, out_aval.dtype.storage)
         if out_aval.size == 0:
             return out
@@ -200,8 +203,8 @@ class CpuDevice(_Runner, Device):
             prim = node._prim
             if prim is None or node._dev is not self or node.aval.size == 0 or host.is_host(prim.name):
                 continue
-            if prim.name == "broadcast_to" and node.aval.size <= small_copy():  # (numpy's, in run)
-                continue
+            if prim.name == "fused" or (prim.name == "broadcast_to" and node.aval.size <= small_copy()):
+                continue  # (not kernels of one op: see run)
             try:
                 in_avals = [x.aval for x in node._inputs]
                 key = kernel_key(prim.name, node._params, in_avals, node.aval)

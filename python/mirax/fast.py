@@ -16,6 +16,7 @@ from .array import Array, array, asarray, where_text
 from .dialect import dtypes as dt
 from .dtypes import finfo, result_type
 from . import ops
+from .fused import fused
 
 __all__ = ["rms_norm", "layer_norm", "rope", "scaled_dot_product_attention", "metal_kernel", "cuda_kernel",
            "precompiled_cuda_kernel"]
@@ -32,6 +33,7 @@ def _check_vector(op, name, v, n):
         raise _err(op, f"{name} must have the same size as the last dimension of x but has {v.size} elements.")
 
 
+@fused
 def rms_norm(x, weight, eps, *, stream=None) -> Array:
     """x / sqrt(mean(x^2, -1) + eps) * weight (statistics in float32; `weight` may be None):
 
@@ -52,6 +54,7 @@ def rms_norm(x, weight, eps, *, stream=None) -> Array:
         return y * weight.astype(out) if weight is not None else y
 
 
+@fused
 def layer_norm(x, weight, bias, eps, *, stream=None) -> Array:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (either may be None):
 

@@ -83,6 +83,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
         if not isinstance(o, Array):
             raise TypeError(f"a traced function must return arrays, got {type(o).__name__}")
     from .custom import CALL_OUTPUT
+    from .fused import FUSED
     from .shapeless import extra_attrs
     # a placeholder updated in place (`x[i] = v`) is its new value now; its argument is the
     # placeholder it was
@@ -123,7 +124,10 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
             names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
             lifted.append(node)
             return
-        if node._prim is None:
+        if node._prim is FUSED:  # an eager composite (fused.py): its value, a constant here
+            from .array import eval as _eval
+            _eval(node)
+        if node._prim is None or node._prim is FUSED:
             if node._data is None:
                 raise TraceError("a traced array was used outside its transform (stored in a "
                                  "variable and used after the transform returned?)")
@@ -144,7 +148,7 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
         counter[0] += 1
         names[id(node)] = res
 
-    for node in _topo_all(outs, names, outer):
+    for node in _topo_all(outs, names, lambda n: outer(n) or n._prim is FUSED):
         emit(node)
     args = list(placeholders) + lifted
     sig = ", ".join(f"%arg{i}: {p.aval.tensor_type()}{at}" for i, p in enumerate(args))

@@ -17,6 +17,7 @@ from ..dialect.core import MiraxError, normalize_axes, normalize_axis
 from ..array import Array, apply, array, where_text
 from . import elementwise as ew
 from .shape import reshape
+from ..fused import fused
 
 __all__ = ["sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "std", "logsumexp",
            "softmax", "all", "any", "cumsum"]
@@ -145,6 +146,7 @@ def _size(a, axes, keepdims=False):
     return ew.astype(sum(ones, axes, keepdims), a.dtype)
 
 
+@fused
 def mean(a, axis=None, keepdims=False) -> Array:
     """Mean over `axis`, as `mx.mean` (integers give float32)."""
     a = _inexact(_arr(a))
@@ -152,6 +154,7 @@ def mean(a, axis=None, keepdims=False) -> Array:
     return ew.divide(sum(a, axes, keepdims), _size(a, axes, keepdims))
 
 
+@fused
 def var(a, axis=None, keepdims=False, ddof=0) -> Array:
     """Variance over `axis` with `ddof` delta degrees of freedom, as `mx.var`."""
     a = _inexact(_arr(a))
@@ -165,6 +168,7 @@ def var(a, axis=None, keepdims=False, ddof=0) -> Array:
     return ew.divide(ss, n)
 
 
+@fused
 def std(a, axis=None, keepdims=False, ddof=0) -> Array:
     """Standard deviation over `axis`, as `mx.std`."""
     return ew.sqrt(var(a, axis, keepdims, ddof))
@@ -175,6 +179,7 @@ def _drop(a, axes, keepdims_shape):
     return reshape(a, tuple(s for i, s in enumerate(keepdims_shape) if i not in axes))
 
 
+@fused
 def logsumexp(a, axis=None, keepdims=False) -> Array:
     """log(sum(exp(a))) over `axis`, computed stably (max subtracted), as `mx.logsumexp`."""
     a = _inexact(_arr(a))
@@ -187,6 +192,7 @@ def logsumexp(a, axis=None, keepdims=False) -> Array:
     return r if keepdims else _drop(r, axes, r.shape)
 
 
+@fused
 def softmax(a, axis=None, precise=False) -> Array:
     """exp(a) / sum(exp(a)) over `axis` (all axes when None), as `mx.softmax`."""
     a = _inexact(_arr(a))

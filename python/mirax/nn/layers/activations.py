@@ -6,6 +6,7 @@ from typing import Any
 
 from ... import ops as mr
 from ...array import Array, array
+from ...fused import fused
 from .base import Module
 
 __all__ = ["sigmoid", "relu", "relu2", "relu6", "leaky_relu", "log_softmax", "elu", "softmax", "softplus",
@@ -30,21 +31,25 @@ def relu(x):
     return mr.maximum(x, 0)
 
 
+@fused
 def relu2(x):
     """max(x, 0) ** 2."""
     return mr.square(mr.maximum(x, 0))
 
 
+@fused
 def relu6(x):
     """min(max(x, 0), 6)."""
     return mr.minimum(mr.maximum(x, 0), 6.0)
 
 
+@fused
 def leaky_relu(x, negative_slope=0.01):
     """max(negative_slope * x, x)."""
     return mr.maximum(negative_slope * _a(x), x)
 
 
+@fused
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis` (shifted by the max first)."""
     x = _a(x)
@@ -52,6 +57,7 @@ def log_softmax(x, axis=-1):
     return x - mr.logsumexp(x, axis=axis, keepdims=True)
 
 
+@fused
 def elu(x, alpha=1.0):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
     x = _a(x)
@@ -67,56 +73,66 @@ def _logaddexp0(x):
     return mr.maximum(x, 0) + mr.log1p(mr.exp(-mr.abs(x)))
 
 
+@fused
 def softplus(x):
     """log(1 + exp(x))."""
     return _logaddexp0(_a(x))
 
 
+@fused
 def softsign(x):
     """x / (1 + |x|)."""
     x = _a(x)
     return x / (1 + mr.abs(x))
 
 
+@fused
 def softshrink(x, lambd: float = 0.5):
     x = _a(x)
     return mr.where(mr.abs(x) > lambd, x - mr.sign(x) * lambd, 0)
 
 
+@fused
 def celu(x, alpha=1.0):
     x = _a(x)
     return mr.maximum(x, 0.0) + alpha * (mr.exp(mr.minimum(x, 0.0) / alpha) - 1)
 
 
+@fused
 def silu(x):
     """x * sigmoid(x)."""
     x = _a(x)
     return x * mr.sigmoid(x)
 
 
+@fused
 def log_sigmoid(x):
     """log(sigmoid(x)) = -softplus(-x)."""
     return -softplus(-_a(x))
 
 
+@fused
 def gelu(x):
     """x * Phi(x) with the exact Gaussian CDF."""
     x = _a(x)
     return x * (1 + mr.erf(x / math.sqrt(2))) / 2
 
 
+@fused
 def gelu_approx(x):
     """The tanh approximation of gelu."""
     x = _a(x)
     return 0.5 * x * (1 + mr.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+@fused
 def gelu_fast_approx(x):
     """x * sigmoid(1.702 x)."""
     x = _a(x)
     return x * mr.sigmoid(1.702 * x)
 
 
+@fused
 def glu(x, axis: int = -1):
     """a * sigmoid(b) with a, b the halves of x along `axis`."""
     a, b = mr.split(_a(x), 2, axis=axis)
@@ -128,6 +144,7 @@ def step(x, threshold: float = 0.0):
     return mr.where(_a(x) >= threshold, 1, 0)
 
 
+@fused
 def selu(x):
     return elu(x, 1.67326) * 1.0507
 
@@ -136,26 +153,31 @@ def prelu(x, alpha):
     return mr.maximum(0, x) + alpha * mr.minimum(0, x)
 
 
+@fused
 def mish(x):
     """x * tanh(softplus(x))."""
     x = _a(x)
     return x * mr.tanh(softplus(x))
 
 
+@fused
 def hardswish(x):
     x = _a(x)
     return x * mr.minimum(mr.maximum(x + 3, 0), 6) / 6
 
 
+@fused
 def hard_tanh(x, min_val=-1.0, max_val=1.0):
     return mr.minimum(mr.maximum(x, min_val), max_val)
 
 
+@fused
 def hard_shrink(x, lambd=0.5):
     x = _a(x)
     return mr.where(mr.abs(x) > lambd, x, 0)
 
 
+@fused
 def softmin(x, axis=-1):
     return mr.softmax(-_a(x), axis=axis)
 

@@ -5,6 +5,7 @@ import math
 from typing import Any
 
 from ... import random as mrandom
+from ...fused import fused
 from .base import Module
 
 __all__ = ["Identity", "Linear", "Bilinear"]
@@ -36,10 +37,9 @@ class Linear(Module):
                 f"bias={'bias' in self}")
 
     def __call__(self, x):
-        y = x @ self["weight"].T
         if "bias" in self:
-            y = y + self["bias"]
-        return y
+            return _affine(x, self["weight"], self["bias"])
+        return _linear(x, self["weight"])
 
     def to_quantized(self, group_size: int = None, bits: int = None, mode: str = "affine",
                      quantize_input: bool = False):
@@ -80,3 +80,15 @@ class Bilinear(Module):
         if "bias" in self:
             y = y + self.bias
         return y
+
+
+@fused
+def _linear(x, w):
+    """x @ w.T (Linear without a bias): one kernel in eager code."""
+    return x @ w.T
+
+
+@fused
+def _affine(x, w, b):
+    """x @ w.T + b (Linear): one kernel in eager code."""
+    return x @ w.T + b
