@@ -577,6 +577,19 @@ def apply_typed(name: str, inputs, aval: Aval, **params) -> Array:
     return Array._node(PRIMITIVES[name], tuple(inputs), params, aval)
 
 
+def eager_host_data(x):
+    """`x`'s numpy buffer (in x's shape) when eager code may make a result from it now
+    with numpy, on the CPU (a broadcast, a reshape, a basic index: no op recorded, no
+    kernel): outside any trace (compile, grad, vmap and shapeless compiles record the ops),
+    `x` evaluated on the CPU, and the CPU the current device. Else None."""
+    d = x._data
+    if type(d) is not np.ndarray or STATE.tracing or x._tracer is not None or d.shape != x.aval.shape:
+        return None
+    if _device.current_device().type is not _device.DeviceType.cpu:
+        return None
+    return d
+
+
 def _topo(outputs):
     """Unevaluated nodes reachable from `outputs`, inputs before users."""
     if len(outputs) == 1:  # one op on evaluated inputs (eager code): no walk

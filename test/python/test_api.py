@@ -117,6 +117,31 @@ def test_an_evaluated_operand_is_broadcast_at_once_in_eager_code():
     assert "mirax.broadcast_to" in mr.compile(lambda t, c: t + c).lower(x, b).as_text("mirax")
 
 
+def test_eager_reshape_and_basic_indexing_of_an_evaluated_array_are_numpy_results():
+    """Outside traces, on the CPU, a reshape of an evaluated array is numpy's view of its
+    buffer and a basic index (ints, slices, None, ...) numpy's, contiguous: no op, no
+    kernel (x[0] took a slice and a reshape kernel, ~40 us); the values and errors are
+    the ops', which a trace (or an array not evaluated yet) still records."""
+    xs = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = mr.array(xs)
+    r = x.reshape(12, 5)
+    assert r._prim is None and np.shares_memory(r._data, x._data)
+    np.testing.assert_array_equal(np.asarray(r), xs.reshape(12, 5))
+    for key in [0, -1, (1, 2), (2, 3, 4), (slice(None), 1), (..., 2), (None, 1), (slice(None, None, -1),),
+                (0, slice(4, 0, -2)), (slice(7, 9),), (1, None, slice(1, 3), ...)]:
+        got = x[key]
+        assert got._prim is None and got._data.flags.c_contiguous, key
+        assert got.shape == np.asarray(xs[key]).shape, key
+        np.testing.assert_array_equal(np.asarray(got), xs[key])
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        x[3]
+    lazy = mr.exp(x)  # not evaluated: recorded
+    assert lazy[0]._prim is not None and lazy.reshape(60)._prim is not None
+    np.testing.assert_allclose(np.asarray(lazy[1, 2]), np.exp(xs[1, 2]), rtol=1e-6)
+    text = mr.compile(lambda t: t[0].reshape(20)).lower(x).as_text("mirax")
+    assert "mirax.reshape" in text
+
+
 def test_small_eager_broadcasts_are_numpy_copies():
     """An eager `broadcast_to` whose output is below the threads' threshold is numpy's
     copy: no kernel per shape (a bias added to a batch of a new size compiled one)."""

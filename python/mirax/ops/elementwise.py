@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
-from ..array import STATE, Array, apply, array, where_text
+from ..array import STATE, Array, apply, array, eager_host_data, where_text
 from ..device import cpu, current_device, small_copy
 from .. import shapeless as _shapeless
 
@@ -109,11 +109,10 @@ def _eager_broadcast(x, shape):
     """`broadcast_to(x, shape)` made now by numpy, for an evaluated array `x` in eager
     code on the CPU (a bias added to a batch: one op instead of two); None where the
     broadcast must be recorded (see `_eager_scalar`), or `x` is not evaluated yet."""
-    data = x._data
-    if (x.aval.shape == shape or type(data) is not np.ndarray or data.shape != x.aval.shape or STATE.tracing
-            or x._tracer is not None or math.prod(shape) > small_copy() or current_device() is not cpu):
+    if x.aval.shape == shape or math.prod(shape) > small_copy():
         return None
-    return Array._leaf(_filled(shape, data), x.aval.dtype)
+    data = eager_host_data(x)
+    return None if data is None else Array._leaf(_filled(shape, data), x.aval.dtype)
 
 
 def _filled(shape, data):

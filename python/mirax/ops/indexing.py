@@ -11,10 +11,13 @@ Arrays are immutable: `a[i] = v` raises; use `a.at[i].add(v)` or `mr.where`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dialect.core import MiraxError, broadcast_shapes, normalize_axis
-from ..array import Array, apply, array, where_text
+from ..array import Array, apply, array, eager_host_data, where_text
+from ..device import small_copy
 
 __all__ = ["take", "take_along_axis", "scatter_add", "ArrayAt"]
 
@@ -196,6 +199,12 @@ def _getitem(a: Array, key) -> Array:
             adv_pos.append(pos)
         ax += 1
 
+    if not advanced:
+        data = eager_host_data(a)
+        if data is not None and (math.prod(stop[i] - start[i] for i in range(a.ndim)) <= small_copy()):
+            # eager, evaluated: numpy's basic indexing (the same rules), as a contiguous array
+            r = np.asarray(data[key])  # (a numpy scalar for all-int keys: a 0-d array)
+            return Array._leaf(r if r.flags.c_contiguous else r.copy(), a.dtype)
     x = strided_slice(a, start, stop, strides)
     for r_ax in reverse:
         n = x.shape[r_ax]

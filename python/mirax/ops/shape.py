@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..dialect.core import MiraxError, normalize_axes, normalize_axis
 from ..dialect.shape import reshape_result
-from ..array import Array, apply, array, where_text
+from ..array import Array, apply, array, eager_host_data, where_text
 
 __all__ = ["reshape", "broadcast_to", "transpose", "expand_dims", "squeeze", "flatten", "swapaxes",
            "moveaxis", "broadcast_arrays"]
@@ -30,6 +30,9 @@ def reshape(a, shape) -> Array:
         raise _err(err) from None
     if out.shape == a.shape:
         return a
+    data = eager_host_data(a)
+    if data is not None:  # eager, evaluated: numpy's view of the same buffer (no copy, no kernel)
+        return Array._leaf(data.reshape(out.shape), a.dtype)
     # the requested shape, -1 included: a shapeless compile re-infers it for new shapes
     return apply("reshape", [a], shape=tuple(int(s) for s in shape))
 
