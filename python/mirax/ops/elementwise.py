@@ -154,6 +154,14 @@ def _eager_scalar(v, d, like):
 def _prepare(name, a, b, dtype=None):
     """Promote and broadcast two operands to one dtype and shape."""
     d = dtype or result_dtype(a, b)
+    if type(b) in _SCALARS and type(a) is Array and a.aval.dtype is d:
+        c = _eager_scalar(b, d, a)
+        if c is not None:
+            return a, c
+    elif type(a) in _SCALARS and type(b) is Array and b.aval.dtype is d:
+        c = _eager_scalar(a, d, b)
+        if c is not None:
+            return c, b
     a = astype(_arr(a) if isinstance(a, Array) else array(a, d), d)
     b = astype(_arr(b) if isinstance(b, Array) else array(b, d), d)
     try:
@@ -167,6 +175,8 @@ def _prepare(name, a, b, dtype=None):
 
 def _broadcast(x, shape):
     """`broadcast_to(x, shape)`, made at once in eager code when it can (`_eager_broadcast`)."""
+    if x.aval.shape == shape:
+        return x
     y = _eager_broadcast(x, shape)
     if y is not None:
         return y
@@ -189,14 +199,6 @@ def _binary(name, float_only=False, bool_only=False, integer_only=False):
                 d = dt.uint8  # numpy shifts bools as small integers
         if same and a.aval.dtype is d and a.aval.shape == b.aval.shape and not _shapeless.active():
             return apply(name, [a, b])  # what _prepare would give: nothing to promote or broadcast
-        if type(b) in _SCALARS and type(a) is Array and a.aval.dtype is d:
-            c = _eager_scalar(b, d, a)
-            if c is not None:
-                return apply(name, [a, c])
-        elif type(a) in _SCALARS and type(b) is Array and b.aval.dtype is d:
-            c = _eager_scalar(a, d, b)
-            if c is not None:
-                return apply(name, [c, b])
         x, y = _prepare(name, a, b, d)
         return apply(name, [x, y])
     op.__name__ = name
