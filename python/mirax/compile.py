@@ -24,6 +24,7 @@ import numpy as np
 from mlir import ir
 
 from . import device as _device
+from . import fused as _fused
 from . import shapeless as _shapeless
 from .array import STATE, Array, _host, _move_to, _on, eval as _eval, where_text
 from .dialect.core import MiraxError
@@ -322,6 +323,7 @@ class Compiled:
         # positional arrays only, no captured state: the executable by the arguments'
         # shapes and dtypes, found without building _specialization's key (a cache hit's path)
         self._fast = {} if inputs is None and outputs is None and not shapeless else None
+        self._lazy = {}  # `lazy`'s calls: _lazy_key -> an executable that can be one node
 
     @property
     def trace_count(self):
@@ -375,30 +377,29 @@ class Compiled:
         return tree_unflatten(exe.out_tree, outs[:n])
 
     def lazy(self, args, kwargs):
-        """This call as one lazy node (`fused.node`: evaluated with the graph around it)
+        """This call as one lazy node (`fused.FUSED`: evaluated with the graph around it)
         instead of run now; None where it cannot be one (compile disabled, traced
         arguments, captured state, not exactly one output, host ops)."""
         if not _ENABLED[0] or self.inputs is not None or self.outputs is not None or self.shapeless:
             return None
-        fast = self._fast
+        fast = self._lazy
         fk = _lazy_key(args, kwargs)
         exe = fast.get(fk) if fk is not None else None
-        if exe is not None:
-            arrays = [x for x in args if type(x) is Array]
+        if exe is not None:  # (only executables that passed the checks below are kept)
+            return Array._node(_fused.FUSED, tuple(x for x in args if type(x) is Array), {"exe": exe},
+                               exe.out_avals[0])
+        if kwargs:
+            leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
         else:
-            if kwargs:
-                leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
-            else:
-                leaves, treedef = tree_flatten(list(args))
-            if any(type(x) is Array and x._tracer is not None for x in leaves):
-                return None
-            exe, arrays = self._specialization(args, leaves, treedef)
+            leaves, treedef = tree_flatten(list(args))
+        if any(type(x) is Array and x._tracer is not None for x in leaves):
+            return None
+        exe, arrays = self._specialization(args, leaves, treedef)
         if exe.n_state_out or exe.passthrough or exe.out_tree.kind != "leaf" or exe.host_program is not None:
             return None
         if fk is not None:
             fast[fk] = exe
-        from .fused import node
-        return node(exe, arrays)
+        return Array._node(_fused.FUSED, tuple(arrays), {"exe": exe}, exe.out_avals[0])
 
     def _specialization(self, args, leaves, treedef):
         """(the executable for these arguments, building it if needed; the input arrays:

@@ -20,8 +20,7 @@ from __future__ import annotations
 import functools
 
 from . import device as _device
-from .array import STATE, Array
-from . import shapeless as _shapeless
+from .array import STATE
 
 
 class Fused:
@@ -44,7 +43,7 @@ def fused(fn):
 
     @functools.wraps(fn)
     def op(*args, **kwargs):
-        if STATE.tracing or _shapeless.active() or kwargs.get("stream") is not None or not _on_cpu():
+        if STATE.tracing or kwargs.get("stream") is not None or not _on_cpu():  # (shapeless traces too)
             return fn(*args, **kwargs)
         node = compiled.lazy(args, kwargs)
         return fn(*args, **kwargs) if node is None else node
@@ -54,8 +53,3 @@ def fused(fn):
 
 def _on_cpu() -> bool:
     return _device.current_device().type is _device.DeviceType.cpu
-
-
-def node(exe, arrays) -> Array:
-    """The lazy output of `exe` (one output, no state) on `arrays`."""
-    return Array._node(FUSED, tuple(arrays), {"exe": exe}, exe.out_avals[0])

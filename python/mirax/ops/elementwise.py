@@ -101,7 +101,8 @@ def _is_scalar(x):
 
 _SCALARS = (bool, int, float)
 _FILLED: dict = {}  # (Python type, repr, dtype, shape) -> the constant `_eager_scalar` made
-_FILLED_ENTRIES = 256  # (then emptied: with _FILLED_BYTES, at most 4 MiB kept)
+_BROADCAST: dict = {}  # (id of a buffer, shape) -> (the buffer, its broadcast `_eager_broadcast` made)
+_FILLED_ENTRIES = 256  # (then emptied: with _FILLED_BYTES, at most 4 MiB kept, 8 for _BROADCAST)
 _FILLED_BYTES = 16384  # larger constants are made again each time, not kept
 
 
@@ -112,7 +113,18 @@ def _eager_broadcast(x, shape):
     if x.aval.shape == shape or math.prod(shape) > small_copy():
         return None
     data = eager_host_data(x)
-    return None if data is None else Array._leaf(_filled(shape, data), x.aval.dtype)
+    if data is None:
+        return None
+    # kept by the buffer (a layer's bias, broadcast every step): a buffer's values never
+    # change, and the entry holds it, so no other buffer takes its id while it is kept
+    key = (id(data), shape)
+    hit = _BROADCAST.get(key)
+    if hit is not None and hit[0] is data:
+        return hit[1]
+    c = Array._leaf(_filled(shape, data), x.aval.dtype)
+    if c._data.nbytes <= _FILLED_BYTES:
+        _keep(_BROADCAST, key, (data, c))
+    return c
 
 
 def _filled(shape, data):
@@ -145,10 +157,14 @@ def _eager_scalar(v, d, like):
         s = array(v, d)  # the conversion's checks and errors (300 as uint8), as in _prepare
         c = Array._leaf(_filled(shape, s._data), d)
         if c._data.nbytes <= _FILLED_BYTES:
-            if len(_FILLED) >= _FILLED_ENTRIES:
-                _FILLED.clear()
-            _FILLED[key] = c
+            _keep(_FILLED, key, c)
     return c
+
+
+def _keep(cache, key, value):
+    if len(cache) >= _FILLED_ENTRIES:
+        cache.clear()
+    cache[key] = value
 
 
 def _prepare(name, a, b, dtype=None):
@@ -164,10 +180,16 @@ def _prepare(name, a, b, dtype=None):
             return c, b
     a = astype(_arr(a) if isinstance(a, Array) else array(a, d), d)
     b = astype(_arr(b) if isinstance(b, Array) else array(b, d), d)
-    try:
-        shape = broadcast_shapes(a.shape, b.shape, op=name)
-    except MiraxError as err:
-        raise MiraxError(f"{err}{where_text()}") from None
+    sa, sb = a.aval.shape, b.aval.shape
+    if sa[len(sa) - len(sb):] == sb:  # (the common cases, without the general rule: b's shape ends a's)
+        shape = sa
+    elif sb[len(sb) - len(sa):] == sa:
+        shape = sb
+    else:
+        try:
+            shape = broadcast_shapes(sa, sb, op=name)
+        except MiraxError as err:
+            raise MiraxError(f"{err}{where_text()}") from None
     if _shapeless.active():  # the shape follows the operands at new input shapes
         return _shapeless.broadcast(a, shape), _shapeless.broadcast(b, shape)
     return _broadcast(a, shape), _broadcast(b, shape)
