@@ -146,10 +146,8 @@ def _eager_scalar(v, d, like):
 
         x * 2.0      # multiply(x, <2.0 filled like x>): one op, one kernel
     """
-    if STATE.tracing or like._tracer is not None or _shapeless.active():
-        return None
-    if like.aval.size > small_copy() or current_device() is not cpu:
-        return None
+    if STATE.tracing or like._tracer is not None or like.aval.size > small_copy() or current_device() is not cpu:
+        return None  # (shapeless compiles trace too)
     shape = like.aval.shape
     key = (type(v), repr(v), d, shape)  # (repr: -0.0 and nan are keys of their own)
     c = _FILLED.get(key)
