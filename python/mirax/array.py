@@ -577,15 +577,20 @@ def apply_typed(name: str, inputs, aval: Aval, **params) -> Array:
     return Array._node(PRIMITIVES[name], tuple(inputs), params, aval)
 
 
+def eager_on_cpu(x=None) -> bool:
+    """Whether eager code may make a result now, on the CPU, instead of recording ops: outside
+    any trace (compile, grad, vmap and shapeless compiles record the ops), `x` (if given)
+    no value of a trace, and the CPU the current device."""
+    return (not STATE.tracing and (x is None or x._tracer is None)
+            and _device.current_device().type is _device.DeviceType.cpu)
+
+
 def eager_host_data(x):
     """`x`'s numpy buffer (in x's shape) when eager code may make a result from it now
-    with numpy, on the CPU (a broadcast, a reshape, a basic index: no op recorded, no
-    kernel): outside any trace (compile, grad, vmap and shapeless compiles record the ops),
-    `x` evaluated on the CPU, and the CPU the current device. Else None."""
+    with numpy (a broadcast, a reshape, a basic index: no op recorded, no kernel): as
+    `eager_on_cpu`, and `x` evaluated on the CPU. Else None."""
     d = x._data
-    if type(d) is not np.ndarray or STATE.tracing or x._tracer is not None or d.shape != x.aval.shape:
-        return None
-    if _device.current_device().type is not _device.DeviceType.cpu:
+    if type(d) is not np.ndarray or d.shape != x.aval.shape or not eager_on_cpu(x):
         return None
     return d
 

@@ -250,16 +250,21 @@ def _lazy_key(args, kwargs):
                 return None
             key.append(x.aval.shape)
             key.append(x.aval.dtype)
-        elif t in _STATIC or (t is tuple and all(type(i) is int for i in x)):
+        elif _static(x):
             key.append((t, repr(x)))
         else:
             return None
     for k, x in kwargs.items():
-        t = type(x)
-        if t not in _STATIC and not (t is tuple and all(type(i) is int for i in x)):
+        if not _static(x):
             return None
-        key.append((k, t, repr(x)))
+        key.append((k, type(x), repr(x)))
     return tuple(key)
+
+
+def _static(x) -> bool:
+    """A Python value `_lazy_key` keys by its repr: a number, bool, string, None, or a tuple of ints."""
+    t = type(x)
+    return t in _STATIC or (t is tuple and all(type(i) is int for i in x))
 
 
 _CACHE: dict = {}  # function key -> {call key -> Executable or traced module}
@@ -386,19 +391,19 @@ class Compiled:
         fk = _lazy_key(args, kwargs)
         exe = fast.get(fk) if fk is not None else None
         if exe is not None:  # (only executables that passed the checks below are kept)
-            return Array._node(_fused.FUSED, tuple(x for x in args if type(x) is Array), {"exe": exe},
-                               exe.out_avals[0])
-        if kwargs:
-            leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
+            arrays = [x for x in args if type(x) is Array]
         else:
-            leaves, treedef = tree_flatten(list(args))
-        if any(type(x) is Array and x._tracer is not None for x in leaves):
-            return None
-        exe, arrays = self._specialization(args, leaves, treedef)
-        if exe.n_state_out or exe.passthrough or exe.out_tree.kind != "leaf" or exe.host_program is not None:
-            return None
-        if fk is not None:
-            fast[fk] = exe
+            if kwargs:
+                leaves, treedef = tree_flatten([list(args), dict(kwargs), _KWARGS])
+            else:
+                leaves, treedef = tree_flatten(list(args))
+            if any(type(x) is Array and x._tracer is not None for x in leaves):
+                return None
+            exe, arrays = self._specialization(args, leaves, treedef)
+            if exe.n_state_out or exe.passthrough or exe.out_tree.kind != "leaf" or exe.host_program is not None:
+                return None
+            if fk is not None:
+                fast[fk] = exe
         return Array._node(_fused.FUSED, tuple(arrays), {"exe": exe}, exe.out_avals[0])
 
     def _specialization(self, args, leaves, treedef):

@@ -15,6 +15,7 @@ an op on one device whose input lives on the other reads it there (copy at the e
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import threading
 
@@ -112,17 +113,13 @@ evaluating = threading.local()
 BUILD_TOGETHER = os.environ.get("MIRAX_EAGER_BATCH", "1") != "0"
 
 
-_SMALL = []
-
-
+@functools.lru_cache(maxsize=None)
 def small_copy() -> int:
     """Outputs of at most this many elements that a copy makes (an eager `broadcast_to`)
     are made by numpy: the tuning table's threshold below which such a kernel runs on one
     thread (no faster than numpy's copy), and numpy needs no kernel per shape."""
-    if not _SMALL:
-        from .lowering import tuning
-        _SMALL.append(tuning.table()["other"]["parallel_min_elements"])
-    return _SMALL[0]
+    from .lowering import tuning
+    return tuning.table()["other"]["parallel_min_elements"]
 
 
 def _host():

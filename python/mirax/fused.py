@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from . import device as _device
-from .array import STATE
+from .array import eager_on_cpu
 
 
 class Fused:
@@ -43,13 +42,9 @@ def fused(fn):
 
     @functools.wraps(fn)
     def op(*args, **kwargs):
-        if STATE.tracing or kwargs.get("stream") is not None or not _on_cpu():  # (shapeless traces too)
+        if kwargs.get("stream") is not None or not eager_on_cpu():
             return fn(*args, **kwargs)
         node = compiled.lazy(args, kwargs)
         return fn(*args, **kwargs) if node is None else node
     op.composition = fn  # (tests: the op-by-op form)
     return op
-
-
-def _on_cpu() -> bool:
-    return _device.current_device().type is _device.DeviceType.cpu

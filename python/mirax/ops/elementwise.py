@@ -13,8 +13,8 @@ import numpy as np
 
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError, broadcast_shapes
-from ..array import STATE, Array, apply, array, eager_host_data, where_text
-from ..device import cpu, current_device, small_copy
+from ..array import Array, apply, array, eager_host_data, eager_on_cpu, where_text
+from ..device import small_copy
 from .. import shapeless as _shapeless
 
 _UNARY = ["real", "imag", "conjugate", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "square",
@@ -146,8 +146,8 @@ def _eager_scalar(v, d, like):
 
         x * 2.0      # multiply(x, <2.0 filled like x>): one op, one kernel
     """
-    if STATE.tracing or like._tracer is not None or like.aval.size > small_copy() or current_device() is not cpu:
-        return None  # (shapeless compiles trace too)
+    if like.aval.size > small_copy() or not eager_on_cpu(like):
+        return None
     shape = like.aval.shape
     key = (type(v), repr(v), d, shape)  # (repr: -0.0 and nan are keys of their own)
     c = _FILLED.get(key)
