@@ -633,8 +633,11 @@ def _cache_loops(i, handle, out, tile_sizes, n_tile, k_tile) -> str:
     loops = [f"%n{i}"] * bool(n_tile) + [f"%k{i}"] * bool(k_tile)
     if not loops:
         return f"{out} = transform.cast {handle} : !transform.any_op to !transform.any_op"
-    return (f"{out}, {', '.join(loops)} = transform.structured.tile_using_for {handle} tile_sizes "
+    line = (f"{out}, {', '.join(loops)} = transform.structured.tile_using_for {handle} tile_sizes "
             f"{_sizes(tile_sizes)} : {_handles(1 + len(loops))}")
+    if k_tile:  # (skip_zero_fill finds the slice loop by this mark, not by its bounds)
+        line += f"\ntransform.annotate %k{i} \"{K_SLICE}\" : !transform.any_op"
+    return line
 
 
 def _fuses_fill(p) -> bool:
@@ -994,10 +997,15 @@ def _large(value) -> bool:
     return t.has_static_shape and math.prod(t.shape) >= tuning.table()["other"]["parallel_min_elements"]
 
 
-def _k_slice_loop(op, kc: int, k: int) -> bool:
-    """Whether scf.for `op` is the loop over K's kc-deep slices: from 0 to K step kc."""
-    lb, ub, step = op.operands[:3]
-    return constant_int(lb) == 0 and constant_int(ub) == k and constant_int(step) == kc
+K_SLICE = "__mirax_k_slice"  # the scf.for over K's kc-deep slices (_cache_loops marks it)
+
+
+def _k_slice_loop(op) -> bool:
+    """Whether scf.for `op` is the loop over K's kc-deep slices. By its mark, not its
+    bounds: with N == K and nc == kc the loop over C's n-blocks has the same bounds (0 to
+    K step kc), and 1024^3 in 512 x 512 blocks started its tiles from zeros in the first
+    n-block instead of the first slice (NaN where C's buffer held them)."""
+    return K_SLICE in op.attributes
 
 
 def skip_zero_fill(kernel, kc: int, k: int) -> int:
@@ -1025,7 +1033,7 @@ def skip_zero_fill(kernel, kc: int, k: int) -> int:
             for use in v.uses:
                 u, n = user_op(use), use.operand_number
                 if u.name == "scf.for" and n >= 3:  # an init: follow the iter_arg
-                    inner = u if sliced and kloop is None and _k_slice_loop(u, kc, k) else kloop
+                    inner = u if sliced and kloop is None and _k_slice_loop(u) else kloop
                     todo.append((u.regions[0].blocks[0].arguments[n - 2], inner))
                 elif u.name == "scf.forall" and n >= len(u.operands) - len(u.results):  # a shared out
                     args = u.regions[0].blocks[0].arguments
@@ -1064,6 +1072,9 @@ def skip_zero_fill(kernel, kc: int, k: int) -> int:
             done += 1
         fill.results[0].replace_all_uses_with(fill.operands[1])
         fill.erase()
+    for loop in walk_ops(kernel, lambda n: n == "scf.for"):  # (the mark has served)
+        if K_SLICE in loop.attributes:
+            del loop.attributes[K_SLICE]
     return done
 
 

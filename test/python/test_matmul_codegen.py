@@ -592,13 +592,14 @@ func.func @small(%x: tensor<4x4xf32>) -> tensor<4x8xf32> {
 
 
 @pytest.mark.parametrize("packing", ["rows_outer", "packed", "unpacked"])
-@pytest.mark.parametrize("m,n,k,kc", [(100, 130, 70, 128), (64, 96, 96, 96), (100, 130, 70, 32)])
+@pytest.mark.parametrize("m,n,k,kc", [(100, 130, 70, 128), (64, 96, 96, 96), (100, 130, 70, 32), (64, 128, 128, 64)])
 def test_tiles_start_from_zeros(rng, m, n, k, kc, packing):
     """The register tiles start from zeros and C's zero fill goes, whatever the loop
     order: with K in one slice every C tile is computed in one pass (C written once,
     never read); with K split into slices a tile starts from zeros in the first slice
     only (an scf.if on the slice loop's index) and adds to what the earlier slices wrote
-    in the others."""
+    in the others. 64x128x128 in 64-wide n-blocks and 64-deep slices: the n-block loop
+    has the slice loop's bounds (0 to 128 step 64) and must not be taken for it."""
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
     pack = dict(rows_outer=dict(pack_b=1, pack_a=1, rows_outer=1), packed=dict(pack_b=1, pack_a=0, rows_outer=0),
