@@ -15,7 +15,8 @@ ops of its causal mask and positions, 0.45 s of its first compile when they all 
 `stop_gradient` is kept: it means something to grad.
 `optimization_barrier` is never folded, merged or seen through (dialect/barrier.py).
 A division by a float splat constant becomes a multiplication by its reciprocal, as
-XLA's algebraic simplifier does (exact for powers of two, else within an ulp).
+XLA's algebraic simplifier does (exact for powers of two, else within an ulp); `x ** 2`
+becomes `x * x` and `x ** 1` x (exact).
 """
 from __future__ import annotations
 
@@ -144,6 +145,28 @@ def _reciprocal(op: ir.Operation):
                                       attributes={"shape": bcast.attributes["shape"]}).results[0]
         new = ir.Operation.create("mirax.multiply", results=[op.results[0].type], operands=[op.operands[0], inv])
     return new.results[0]
+
+
+def _power(op: ir.Operation):
+    """`x ** c` for a splat constant `c` (or a broadcast of one) of 1 or 2 as `x` or
+    `x * x` (both exact; XLA's algebraic simplifier does the same), else None. A vector
+    pow the LLVM code generator cannot turn into multiplies is a libm call per lane."""
+    if op.name != "mirax.power" or op.operands[0].type != op.results[0].type:
+        return None
+    try:
+        d = _aval(op.results[0].type).dtype
+    except TypeError:
+        return None
+    rhs = op.operands[1]
+    bcast = _defining(rhs, "mirax.broadcast_to")
+    c = _splat(bcast.operands[0] if bcast is not None else rhs)
+    if d.kind not in "iuf" or isinstance(c, bool) or c not in (1, 2):
+        return None
+    x = op.operands[0]
+    if c == 1:
+        return x
+    with op.context, op.location, ir.InsertionPoint(op):
+        return ir.Operation.create("mirax.multiply", results=[op.results[0].type], operands=[x, x]).results[0]
 
 
 def _compose_transpose(op: ir.Operation):
@@ -284,7 +307,7 @@ def _simplify_block(block: ir.Block) -> bool:
             continue
         repl = None
         if op.name[len("mirax."):] not in KEEP:
-            repl = _identity(op) or _compose_transpose(op) or _fold(op) or _reciprocal(op)
+            repl = _identity(op) or _compose_transpose(op) or _fold(op) or _reciprocal(op) or _power(op)
         if repl is None:
             key = _cse_key(op)
             repl = seen.get(key)

@@ -161,3 +161,27 @@ func.func @zero(%x: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// A pow's operands stay visible to LLVM (pow(x, 2.0) is one multiply there); with its
+// exponent hidden a vector pow is a libm call per lane.
+// CHECK-LABEL: func.func @pow
+// CHECK-NOT:     llvm.inline_asm
+// CHECK:         scf.for
+// CHECK:           math.powf %{{.+}}, %{{.+}} : vector<16xf32>
+// LLVM-LABEL: llvm.func @pow
+// LLVM-NOT:      llvm.inline_asm
+// LLVM:          llvm.intr.pow
+func.func @pow(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %two = arith.constant dense<2.0> : vector<16xf32>
+  scf.for %i = %c0 to %c64 step %c16 {
+    %v = vector.load %x[%i] : memref<64xf32>, vector<16xf32>
+    %p = math.powf %v, %two : vector<16xf32>
+    vector.store %p, %x[%i] : memref<64xf32>, vector<16xf32>
+  }
+  return
+}

@@ -165,3 +165,26 @@ func.func @reciprocal(%x: tensor<2048xf32>) -> (tensor<2048xf32>, tensor<2048xf3
   %3 = "mirax.divide"(%x, %big) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
   return %0, %1, %2, %3 : tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>, tensor<2048xf32>
 }
+
+// -----
+
+// x ** 2 is x * x and x ** 1 is x (both exact: XLA rewrites them alike); other exponents,
+// and a power whose result is not the base's type, stay powers.
+// CHECK-LABEL: func.func @power
+// CHECK-SAME: (%[[X:.+]]: tensor<2048xf32>, %[[I:.+]]: tensor<8xi32>)
+// CHECK: %[[SQ:.+]] = "mirax.multiply"(%[[X]], %[[X]])
+// CHECK: %[[ISQ:.+]] = "mirax.multiply"(%[[I]], %[[I]])
+// CHECK: %[[CUBE:.+]] = "mirax.power"(%[[X]], %{{.+}})
+// CHECK: return %[[SQ]], %[[X]], %[[ISQ]], %[[CUBE]]
+func.func @power(%x: tensor<2048xf32>, %i: tensor<8xi32>) -> (tensor<2048xf32>, tensor<2048xf32>, tensor<8xi32>, tensor<2048xf32>) {
+  %two = "mirax.constant"() {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %b2 = "mirax.broadcast_to"(%two) {shape = array<i64: 2048>} : (tensor<f32>) -> tensor<2048xf32>
+  %0 = "mirax.power"(%x, %b2) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  %one = "mirax.constant"() {value = dense<1.0> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %1 = "mirax.power"(%x, %one) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  %itwo = "mirax.constant"() {value = dense<2> : tensor<8xi32>} : () -> tensor<8xi32>
+  %2 = "mirax.power"(%i, %itwo) : (tensor<8xi32>, tensor<8xi32>) -> tensor<8xi32>
+  %three = "mirax.constant"() {value = dense<3.0> : tensor<2048xf32>} : () -> tensor<2048xf32>
+  %3 = "mirax.power"(%x, %three) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
+  return %0, %1, %2, %3 : tensor<2048xf32>, tensor<2048xf32>, tensor<8xi32>, tensor<2048xf32>
+}
