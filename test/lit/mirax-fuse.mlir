@@ -157,3 +157,21 @@ func.func @two_transposes(%x: tensor<64x128xf32>, %y: tensor<64x128xf32>) -> ten
   %r = "mirax.add"(%t, %u) : (tensor<128x64xf32>, tensor<128x64xf32>) -> tensor<128x64xf32>
   return %r : tensor<128x64xf32>
 }
+
+// -----
+
+// ...except the transpose of `x.T @ g`, a weight's gradient: matmul_codegen computes it
+// as `g.T @ x` (no transpose at all), so it stays for that (the SGD update after it would
+// read the product through the permutation).
+// CHECK-LABEL: func.func @gradient_update
+// CHECK: linalg.transpose
+// CHECK: linalg.matmul
+// CHECK: linalg.transpose
+// CHECK: linalg.generic
+func.func @gradient_update(%x: tensor<256x64xf32>, %g: tensor<256x32xf32>, %w: tensor<32x64xf32>) -> tensor<32x64xf32> {
+  %xt = "mirax.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<256x64xf32>) -> tensor<64x256xf32>
+  %p = "mirax.matmul"(%xt, %g) : (tensor<64x256xf32>, tensor<256x32xf32>) -> tensor<64x32xf32>
+  %dw = "mirax.transpose"(%p) {permutation = array<i64: 1, 0>} : (tensor<64x32xf32>) -> tensor<32x64xf32>
+  %r = "mirax.subtract"(%w, %dw) : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %r : tensor<32x64xf32>
+}

@@ -347,6 +347,14 @@ func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>) -> tensor<{n}x{m}
         assert "ins(%arg1, %arg0" in str(module)  # g read transposed, x as it is
     out = mr.compile(lambda a, b: (a.T @ b).T)(mr.array(x), mr.array(g))
     check(np.asarray(out), g.T.copy(), x)
+    # ...also with an elementwise user (an SGD update): mirax-fuse leaves that transpose for
+    # the fold instead of fusing it into the update as strided reads
+    w = rng.standard_normal((n, m), dtype=np.float32)
+    step = mr.compile(lambda a, b, v: v - 0.5 * (a.T @ b).T)
+    low = step.lower(mr.array(x), mr.array(g), mr.array(w)).as_text("optimized")
+    assert "linalg.transpose" not in low and f"tensor<{m}x{n}xf32>" not in low  # (no x.T @ g product)
+    np.testing.assert_allclose(np.asarray(step(mr.array(x), mr.array(g), mr.array(w))),
+                               w - 0.5 * (g.T.astype(np.float64) @ x), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("pack_a,rows_outer", [(0, 0), (1, 0), (1, 1)])
