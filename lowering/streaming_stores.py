@@ -319,11 +319,28 @@ def constants(op) -> int:
     return len(seen)
 
 
-def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None) -> None:
+def _prefetch(flat_in, i, backward, n: int, distance: int) -> None:
+    """In the streamed loop at element `i`: each 1-d input read `distance` bytes ahead
+    (behind when the loop runs `backward`), into L1, the index kept within the input."""
+    from mlir.dialects import arith, memref
+    for v in flat_in:
+        mt = ir.MemRefType(v.type)
+        d = distance // (_elem_bytes(mt.element_type) or 1)
+        if mt.rank != 1 or d <= 0:
+            continue
+        ahead = arith.MinSIOp(arith.AddIOp(i, _index(d)).result, _index(n - 1)).result
+        if backward is not None:
+            behind = arith.MaxSIOp(arith.SubIOp(i, _index(d)).result, _index(0)).result
+            ahead = arith.SelectOp(backward, behind, ahead).result
+        memref.PrefetchOp(v, [ahead], False, 3, True)
+
+
+def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None, prefetch: int = 0) -> None:
     """Replace `op` (eligible) by the three loops of the module docstring, each iteration
-    `vector_bytes` of the output (default: a line); unless `stream`, by the body (normal
-    stores) and the masked tail only: no head up to a line boundary, no backward run (both
-    are for the non-temporal stores), less to compile."""
+    `vector_bytes` of the output (default: a line), its inputs prefetched `prefetch` bytes
+    ahead (0: not); unless `stream`, by the body (normal stores) and the masked tail only:
+    no head up to a line boundary, no backward run, no prefetches (they are for outputs
+    and inputs beyond the caches), less to compile."""
     from mlir.dialects import arith, scf, vector
     ins, outs = _split(op)
     shape = next(ir.MemRefType(v.type).shape for v in outs)
@@ -368,6 +385,8 @@ def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None)
             if backward is not None:  # i, or its mirror image in [head, end)
                 mirror = arith.SubIOp(arith.SubIOp(arith.AddIOp(head, end).result, step).result, i).result
                 i = arith.SelectOp(backward, mirror, i).result
+            if stream and prefetch:
+                _prefetch(flat_in, i, backward, n, prefetch)
             vec.emit(i, stream=stream, line=width * esize)  # (the stores' alignment: one iteration's bytes)
             scf.YieldOp([])
         masked_loop(end, _index(n))
@@ -383,6 +402,8 @@ class MiraxStreamingStores(MiraxPass):
                "vector-bytes": (0, "bytes of the output an iteration computes and stores, at most a line "
                                    "(0: tuning.py's loop_vector_bytes: one register on x86 without AVX-512, "
                                    "else a line)"),
+               "prefetch-bytes": (-1, "how far ahead the streamed loop prefetches its inputs into L1 "
+                                      "(0: not; -1: tuning.py's stream_prefetch_bytes, an eighth of the L1d)"),
                "min-constants": (-1, "smaller ops using this many constants get the vector loop too, with "
                                      "normal stores (0: none; -1: tuning.py's, half the vector registers "
                                      "where constants are pinned)")}
@@ -394,9 +415,11 @@ class MiraxStreamingStores(MiraxPass):
         vbytes = int(self.opts["vector-bytes"]) or cfg["loop_vector_bytes"]
         heavy = int(self.opts["min-constants"])
         heavy = cfg["vector_min_constants"] if heavy < 0 else heavy
+        ahead = int(self.opts["prefetch-bytes"])
+        ahead = cfg["stream_prefetch_bytes"] if ahead < 0 else ahead
         with module.context:
             for op in walk_ops(module, lambda n: n == "linalg.generic"):
                 if eligible(op, min_bytes):
-                    rewrite(op, line, vector_bytes=vbytes)
+                    rewrite(op, line, vector_bytes=vbytes, prefetch=ahead)
                 elif heavy and eligible(op, 0) and constants(op) >= heavy:
                     rewrite(op, line, stream=False, vector_bytes=vbytes)

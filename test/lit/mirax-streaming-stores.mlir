@@ -1,4 +1,5 @@
-// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64" | FileCheck %s
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64 prefetch-bytes=256" | FileCheck %s
+// RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64 prefetch-bytes=0" | FileCheck %s --check-prefix=NOPF
 // RUN: mirax-opt %s --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=64" --mirax-cpu-pipeline="threads=1 stream-bytes=-1" | FileCheck %s --check-prefix=LLVM
 // RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=3 line=64 vector-bytes=64" | FileCheck %s --check-prefix=SMALL
 // RUN: mirax-opt %s -split-input-file --mirax-streaming-stores="min-bytes=1024 min-constants=0 line=64 vector-bytes=32" | FileCheck %s --check-prefix=REG
@@ -24,6 +25,14 @@
 // CHECK:         scf.for %[[K:.+]] = %[[HEAD]] to %[[END]] step %[[C16]] {
 // CHECK:           %[[MIRROR:.+]] = arith.subi %{{.+}}, %[[K]] : index
 // CHECK:           %[[J:.+]] = arith.select %[[BACK]], %[[MIRROR]], %[[K]] : index
+// The input is prefetched into L1 256 bytes (64 elements) ahead of the loop's direction,
+// the index kept within it:
+// CHECK:           %[[FWD:.+]] = arith.addi %[[J]], %[[C64:.+]] : index
+// CHECK:           %[[AHEAD:.+]] = arith.minsi %[[FWD]], %[[LAST:.+]] : index
+// CHECK:           %[[BWD:.+]] = arith.subi %[[J]], %[[C64]] : index
+// CHECK:           %[[BEHIND:.+]] = arith.maxsi %[[BWD]], %{{.+}} : index
+// CHECK:           %[[PF:.+]] = arith.select %[[BACK]], %[[BEHIND]], %[[AHEAD]] : index
+// CHECK:           memref.prefetch %[[X]][%[[PF]]], read, locality<3>, data : memref<592xf32>
 // CHECK:           %[[V:.+]] = vector.load %[[X]][%[[J]]] : memref<592xf32>, vector<16xf32>
 // CHECK:           %[[C:.+]] = arith.cmpf olt, %{{.+}}, %[[V]] : vector<16xf32>
 // CHECK:           %[[R:.+]] = arith.select %[[C]], %{{.+}}, %[[V]] : vector<16xi1>, vector<16xf32>
@@ -62,6 +71,8 @@ func.func @large(%x: memref<16x37xf32>, %y: memref<16x37xf32, strided<[37, 1], o
 
 // Two outputs, a 0-d input (loaded once, broadcast) and an output read by the body;
 // f64: a cache line holds 8.
+// NOPF-LABEL: func.func @large
+// NOPF-NOT: memref.prefetch
 // CHECK-LABEL: func.func @two_outputs
 // CHECK:         %[[S:.+]] = memref.load %{{.+}}[] : memref<f64>
 // CHECK:         vector.broadcast %[[S]] : f64 to vector<8xf64>
