@@ -264,3 +264,24 @@ func.func @attention(%a: tensor<128x48x48xf32>, %b: tensor<128x48x32xf32>) -> te
   %r = linalg.batch_matmul ins(%a, %b : tensor<128x48x48xf32>, tensor<128x48x32xf32>) outs(%f : tensor<128x48x32xf32>) -> tensor<128x48x32xf32>
   return %r : tensor<128x48x32xf32>
 }
+
+// -----
+
+// x @ W.T (MLX's Linear): the transposed weight is not copied; B's nr-wide panels are
+// repacked from W's N x K layout (nr-row blocks of W, each transposed), whatever pack_b
+// the tiles ask for, and the micro kernel is the packed one.
+// CHECK-LABEL: func.func @linear
+// CHECK: %[[W3:.+]] = tensor.expand_shape %arg1 {{\[}}[0, 1], [2]] output_shape [16, 32, 1024] : tensor<512x1024xf32> into tensor<16x32x1024xf32>
+// CHECK: linalg.transpose ins(%[[W3]] : tensor<16x32x1024xf32>) outs(%{{.+}} : tensor<16x1024x32xf32>) permutation = [0, 2, 1]
+// CHECK: vector.transfer_read %{{.+}} : tensor<16x1024x32xf32>, vector<32xf32>
+// CHECK-COUNT-8: vector.fma {{.+}} : vector<32xf32>
+// CHECK-NOT: linalg.matmul
+func.func @linear(%x: tensor<256x1024xf32>, %w: tensor<512x1024xf32>) -> tensor<256x512xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1024x512xf32>
+  %t = linalg.transpose ins(%w : tensor<512x1024xf32>) outs(%e : tensor<1024x512xf32>) permutation = [1, 0]
+  %c0 = tensor.empty() : tensor<256x512xf32>
+  %c = linalg.fill ins(%z : f32) outs(%c0 : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %r = linalg.matmul ins(%x, %t : tensor<256x1024xf32>, tensor<1024x512xf32>) outs(%c : tensor<256x512xf32>) -> tensor<256x512xf32>
+  return %r : tensor<256x512xf32>
+}

@@ -357,6 +357,39 @@ func.func @f(%x: tensor<{k}x{m}xf32>, %g: tensor<{k}x{n}xf32>) -> tensor<{n}x{m}
                                w - 0.5 * (g.T.astype(np.float64) @ x), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("m,n,k", [(256, 512, 784), (100, 70, 130), (33, 65, 257)])
+@pytest.mark.parametrize("pack_a", [0, 1])
+def test_transposed_second_operand_is_repacked_in_place(rng, m, n, k, pack_a):
+    """x @ W.T (MLX's Linear) -- linalg.matmul(x, linalg.transpose(W)) -- becomes one
+    matmul reading W (N x K) transposed: B's panels are repacked from W's layout (no
+    transpose of W of its own), padded where the tile does not divide N; the values are
+    numpy's. With C not zero-filled (an accumulating product) it is left as it was."""
+    import mirax as mr
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    text = f"""
+func.func @f(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>, %acc: tensor<{m}x{n}xf32>) -> (tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>) {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{k}x{n}xf32>
+  %t = linalg.transpose ins(%w : tensor<{n}x{k}xf32>) outs(%e : tensor<{k}x{n}xf32>) permutation = [1, 0]
+  %c0 = tensor.empty() : tensor<{m}x{n}xf32>
+  %c = linalg.fill ins(%z : f32) outs(%c0 : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.matmul ins(%x, %t : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%c : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %e2 = tensor.empty() : tensor<{k}x{n}xf32>
+  %t2 = linalg.transpose ins(%w : tensor<{n}x{k}xf32>) outs(%e2 : tensor<{k}x{n}xf32>) permutation = [1, 0]
+  %s = linalg.matmul ins(%x, %t2 : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %r, %s : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>
+}}"""
+    cfg = dict(min_flops=0, max_pad=4, pack_a=pack_a, rows_outer=0)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        assert mc.fold_transposed_b(module.operation, cfg) == 1  # (not the accumulating one)
+        assert str(module).count("linalg.transpose") == 1 and mc.TRANSPOSED_B.split(", ")[1] in str(module)
+    f = mr.compile(lambda a, b: a @ b.T)
+    out = f(mr.array(x), mr.array(w))
+    check(np.asarray(out), x, w.T.copy())
+
+
 @pytest.mark.parametrize("pack_a,rows_outer", [(0, 0), (1, 0), (1, 1)])
 @pytest.mark.parametrize("transpose_a", [False, True])
 @pytest.mark.parametrize("m,n,k,split", [(256, 1024, 96, 0), (100, 130, 70, 0), (100, 130, 70, 1)])
