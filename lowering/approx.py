@@ -1,4 +1,4 @@
-"""`mirax-math-approx`: float32 exp, log, erf, tanh as polynomial arithmetic.
+"""`mirax-math-approx`: float32 exp, log, erf, tanh, expm1, log1p as polynomial arithmetic.
 
 LLVM turns a vector `math.exp` into one libm call per lane (30-100x slower than a
 vectorized polynomial), and the MLIR wheels have no approximation pass, so f32
@@ -230,8 +230,51 @@ def tanh(b, x, target="any"):
     return b.op(f"arith.select {isnan}, {x}, {y} : f32")
 
 
-APPROX = {"exp": exp, "log": log, "erf": erf, "tanh": tanh}
+def _exp_t(b, x, t, target):
+    return exp(b, x, target) if t == "f32" else b.op(f"math.exp {x} : {t}")
+
+
+def _log_t(b, x, t, target):
+    return log(b, x, target) if t == "f32" else b.op(f"math.log {x} : {t}")
+
+
+def log1p(b, x, target="any", t="f32"):
+    """log(1 + x) accurate for small x (Goldberg's form): with u = 1 + x rounded,
+    log(u) * x / (u - 1) (the division cancels u's rounding error), x itself where u is
+    1 and u where it is inf. MLIR's lowering computes log(1 + x): log1p(5.6e-7) came out
+    5.96e-7, 7% off. Relative error ~2e-7 with the f32 log above (f64: libm's log)."""
+    one = b.const(1.0, t)
+    u = b.op(f"arith.addf {x}, {one} : {t}")
+    um1 = b.op(f"arith.subf {u}, {one} : {t}")
+    q = b.op(f"arith.divf {x}, {um1} : {t}")
+    r = b.op(f"arith.mulf {_log_t(b, u, t, target)}, {q} : {t}")
+    exact = b.op(f"arith.cmpf oeq, {u}, {one} : {t}")
+    r = b.op(f"arith.select {exact}, {x}, {r} : {t}")
+    inf = b.op(f"arith.cmpf oeq, {u}, {b.const(math.inf, t)} : {t}")
+    return b.op(f"arith.select {inf}, {u}, {r} : {t}")
+
+
+def expm1(b, x, target="any", t="f32"):
+    """exp(x) - 1 accurate for small x (Kahan's form): with u = exp(x) rounded,
+    (u - 1) * x / log(u), x itself where u is 1, -1 where u - 1 is, u where it is inf.
+    MLIR's lowering computes exp(x) - 1 (expm1(5.6e-7) came out 5.96e-7). Relative error
+    ~3e-7 with the f32 exp and log above (f64: libm's)."""
+    one = b.const(1.0, t)
+    u = _exp_t(b, x, t, target)
+    um1 = b.op(f"arith.subf {u}, {one} : {t}")
+    q = b.op(f"arith.divf {x}, {_log_t(b, u, t, target)} : {t}")
+    r = b.op(f"arith.mulf {um1}, {q} : {t}")
+    exact = b.op(f"arith.cmpf oeq, {u}, {one} : {t}")
+    r = b.op(f"arith.select {exact}, {x}, {r} : {t}")
+    neg = b.op(f"arith.cmpf oeq, {um1}, {b.const(-1.0, t)} : {t}")
+    r = b.op(f"arith.select {neg}, {um1}, {r} : {t}")
+    inf = b.op(f"arith.cmpf oeq, {u}, {b.const(math.inf, t)} : {t}")
+    return b.op(f"arith.select {inf}, {u}, {r} : {t}")
+
+
+APPROX = {"exp": exp, "log": log, "erf": erf, "tanh": tanh, "expm1": expm1, "log1p": log1p}
 MATH_OPS = tuple(APPROX)  # the `math` ops the pass rewrites
+F64_OPS = ("expm1", "log1p")  # ...also in f64 (with libm's exp and log: MLIR's forms lose x)
 
 
 def emit(name, b, x, t, target="any"):
@@ -243,12 +286,12 @@ def emit(name, b, x, t, target="any"):
     return fn(b, x, target)
 
 
-def function_text(name: str, fname: str, target: str = "any", **affine) -> str:
-    """A private `func.func @fname(f32) -> f32` computing the approximation of `name`
-    (`affine`: erf's scale/mul/add, see `erf`)."""
+def function_text(name: str, fname: str, target: str = "any", t: str = "f32", **affine) -> str:
+    """A private `func.func @fname(t) -> t` computing the approximation of `name`
+    (`affine`: erf's scale/mul/add, see `erf`; `t` f64 only for F64_OPS)."""
     b = Emitter()
-    y = APPROX[name](b, "%x", target, **affine)
-    return f"func.func private @{fname}(%x: f32) -> f32 {{\n{b.text()}\n  return {y} : f32\n}}"
+    y = APPROX[name](b, "%x", target, **affine) if t == "f32" else APPROX[name](b, "%x", target, t=t)
+    return f"func.func private @{fname}(%x: {t}) -> {t} {{\n{b.text()}\n  return {y} : {t}\n}}"
 
 
 def _const_f32(v):
@@ -361,8 +404,9 @@ class MathApprox(MiraxPass):
                     for child in block.operations:
                         child = child.operation
                         nm = child.name
-                        if nm.startswith("math.") and nm[5:] in ops and len(child.results) == 1 \
-                                and str(child.results[0].type) == "f32":
+                        if nm.startswith("math.") and nm[5:] in ops and len(child.results) == 1 and (
+                                str(child.results[0].type) == "f32"
+                                or (nm[5:] in F64_OPS and str(child.results[0].type) == "f64")):
                             targets.append(child)
                         visit(child)
         visit(module)
@@ -372,15 +416,15 @@ class MathApprox(MiraxPass):
         block = module.regions[0].blocks[0]
         made = {}
         for op in targets:
-            fn = op.name[5:]
+            fn, t = op.name[5:], str(op.results[0].type)
             x, affine, w, chain = erf_affine(op) if fn == "erf" else (op.operands[0], {}, None, [op])
             plain = not affine or affine == dict(scale=1.0, mul=1.0, add=0.0)
-            key = (fn,) if plain else (fn,) + tuple(sorted(affine.items()))
+            key = (fn, t) if plain else (fn, t) + tuple(sorted(affine.items()))
             fname = made.get(key)
             if fname is None:
-                fname = f"__mirax_approx_{fn}_f32" + ("" if plain else f"_{len(made)}")
+                fname = f"__mirax_approx_{fn}_{t}" + ("" if plain else f"_{len(made)}")
                 with ctx, ir.Location.unknown():
-                    snippet = ir.Module.parse(function_text(fn, fname, str(self.opts["target"]),
+                    snippet = ir.Module.parse(function_text(fn, fname, str(self.opts["target"]), t,
                                                             **({} if plain else affine)))
                     block.append(snippet.body.operations[0])
                 made[key] = fname

@@ -2,7 +2,7 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,log,erf" | FileCheck %s --check-prefix=OPS
 // RUN: not %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,sin" 2>&1 | FileCheck %s --check-prefix=BADOPS
-// BADOPS: no approximation of sin (it has exp, log, erf, tanh)
+// BADOPS: no approximation of sin (it has exp, log, erf, tanh, expm1, log1p)
 
 // f32 exp becomes arithmetic: range reduction with floor and fmas, a polynomial, and
 // the 2^m scaling built in the exponent bits; no math.exp (a libm call per lane) is left.
@@ -111,4 +111,24 @@ func.func @erf_used_twice(%x: f32) -> f32 {
   %0 = math.erf %x : f32
   %1 = arith.mulf %0, %0 : f32
   return %1 : f32
+}
+
+// -----
+
+// expm1 and log1p keep their precision near 0 (MLIR's lowering writes exp(x) - 1 and
+// log(1 + x)): Kahan's (u - 1) * x / log(u) with u = exp(x), Goldberg's log(u) * x / (u - 1)
+// with u = 1 + x, x itself where u is 1; in f32 on the polynomial exp and log, in f64 on
+// math.exp and math.log (libm).
+// CHECK-LABEL: func.func @small_x
+// CHECK-NOT: math.expm1
+// CHECK-NOT: math.log1p
+// CHECK: math.exp %{{.+}} : f64
+// CHECK: math.log %{{.+}} : f64
+// CHECK: arith.cmpf oeq
+// CHECK: return
+func.func @small_x(%x: f32, %y: f64) -> (f32, f32, f64) {
+  %0 = math.expm1 %x : f32
+  %1 = math.log1p %x : f32
+  %2 = math.expm1 %y : f64
+  return %0, %1, %2 : f32, f32, f64
 }
