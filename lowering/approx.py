@@ -238,6 +238,15 @@ def _log_t(b, x, t, target):
     return log(b, x, target) if t == "f32" else b.op(f"math.log {x} : {t}")
 
 
+def _ends(b, r, x, u, t):
+    """expm1's and log1p's `r`, with x itself where u (exp(x) or 1 + x) is 1 and u where
+    it is inf (their forms divide by zero or inf there)."""
+    exact = b.op(f"arith.cmpf oeq, {u}, {b.const(1.0, t)} : {t}")
+    r = b.op(f"arith.select {exact}, {x}, {r} : {t}")
+    inf = b.op(f"arith.cmpf oeq, {u}, {b.const(math.inf, t)} : {t}")
+    return b.op(f"arith.select {inf}, {u}, {r} : {t}")
+
+
 def log1p(b, x, target="any", t="f32"):
     """log(1 + x) accurate for small x (Goldberg's form): with u = 1 + x rounded,
     log(u) * x / (u - 1) (the division cancels u's rounding error), x itself where u is
@@ -248,10 +257,7 @@ def log1p(b, x, target="any", t="f32"):
     um1 = b.op(f"arith.subf {u}, {one} : {t}")
     q = b.op(f"arith.divf {x}, {um1} : {t}")
     r = b.op(f"arith.mulf {_log_t(b, u, t, target)}, {q} : {t}")
-    exact = b.op(f"arith.cmpf oeq, {u}, {one} : {t}")
-    r = b.op(f"arith.select {exact}, {x}, {r} : {t}")
-    inf = b.op(f"arith.cmpf oeq, {u}, {b.const(math.inf, t)} : {t}")
-    return b.op(f"arith.select {inf}, {u}, {r} : {t}")
+    return _ends(b, r, x, u, t)
 
 
 def expm1(b, x, target="any", t="f32"):
@@ -264,12 +270,9 @@ def expm1(b, x, target="any", t="f32"):
     um1 = b.op(f"arith.subf {u}, {one} : {t}")
     q = b.op(f"arith.divf {x}, {_log_t(b, u, t, target)} : {t}")
     r = b.op(f"arith.mulf {um1}, {q} : {t}")
-    exact = b.op(f"arith.cmpf oeq, {u}, {one} : {t}")
-    r = b.op(f"arith.select {exact}, {x}, {r} : {t}")
     neg = b.op(f"arith.cmpf oeq, {um1}, {b.const(-1.0, t)} : {t}")
     r = b.op(f"arith.select {neg}, {um1}, {r} : {t}")
-    inf = b.op(f"arith.cmpf oeq, {u}, {b.const(math.inf, t)} : {t}")
-    return b.op(f"arith.select {inf}, {u}, {r} : {t}")
+    return _ends(b, r, x, u, t)
 
 
 APPROX = {"exp": exp, "log": log, "erf": erf, "tanh": tanh, "expm1": expm1, "log1p": log1p}

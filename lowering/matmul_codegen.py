@@ -521,7 +521,10 @@ def _packed_text(p) -> str:
     pad = (f"^bb0({idx}):\n    %zz = arith.constant 0.0 : f32\n    tensor.yield %zz : f32\n  }}")
     given = p.get("given_b") is not None  # B's panels from the divisible piece (a row remainder)
     bp_arg = f", %bp: {t(N1, K, nr)}" if given else ""
-    b_t = t(N, K) if p.get("transpose_b") else t(K, N)
+    # B stored K x N, or N x K (transpose_b, x @ W.T): its panels are nr-column blocks of
+    # it, or nr-row blocks of it transposed
+    tb = p.get("transpose_b")
+    b_t, bq_t = (t(N, K), t(Np, K)) if tb else (t(K, N), t(K, Np))
     lines = [f"func.func @packed(%a: {a_t}, %b: {b_t}, %cd: {t(M, N)}{bp_arg}) -> {t(M, N)} {{",
              "  %z = arith.constant 0.0 : f32"]
     a = "%a"
@@ -530,24 +533,16 @@ def _packed_text(p) -> str:
         lines.append(f"  %ap = tensor.pad %a low{zeros(2)} high{hi} {{\n  {pad} : {a_t} to {ap_t}")
         a = "%ap"
     b = "%b"
-    if p.get("transpose_b"):  # B stored N x K: its panels are nr-row blocks of it, transposed
+    if not given:
         if Np != N:
-            lines.append(f"  %bq = tensor.pad %b low{zeros(2)} high{high(Np - N, 0)} {{\n  {pad} : {t(N, K)} to {t(Np, K)}")
+            hi = high(Np - N, 0) if tb else high(0, Np - N)
+            lines.append(f"  %bq = tensor.pad %b low{zeros(2)} high{hi} {{\n  {pad} : {b_t} to {bq_t}")
             b = "%bq"
-        lines += [f"  %b3 = tensor.expand_shape {b} {groups([0, 1], [2])} output_shape {L + [N1, nr, K]} : "
-                  f"{t(Np, K)} into {t(N1, nr, K)}",
+        b3, b3_groups, b_perm = (([N1, nr, K], groups([0, 1], [2]), perm(0, 2, 1)) if tb
+                                 else ([K, N1, nr], groups([0], [1, 2]), perm(1, 0, 2)))
+        lines += [f"  %b3 = tensor.expand_shape {b} {b3_groups} output_shape {L + b3} : {bq_t} into {t(*b3)}",
                   f"  %eb = tensor.empty() : {t(N1, K, nr)}",
-                  f"  %bp = linalg.transpose ins(%b3 : {t(N1, nr, K)}) outs(%eb : {t(N1, K, nr)}) "
-                  f"permutation = {perm(0, 2, 1)}"]
-    elif not given:
-        if Np != N:
-            lines.append(f"  %bq = tensor.pad %b low{zeros(2)} high{high(0, Np - N)} {{\n  {pad} : {t(K, N)} to {t(K, Np)}")
-            b = "%bq"
-        lines += [f"  %b3 = tensor.expand_shape {b} {groups([0], [1, 2])} output_shape {L + [K, N1, nr]} : "
-                  f"{t(K, Np)} into {t(K, N1, nr)}",
-                  f"  %eb = tensor.empty() : {t(N1, K, nr)}",
-                  f"  %bp = linalg.transpose ins(%b3 : {t(K, N1, nr)}) outs(%eb : {t(N1, K, nr)}) "
-                  f"permutation = {perm(1, 0, 2)}"]
+                  f"  %bp = linalg.transpose ins(%b3 : {t(*b3)}) outs(%eb : {t(N1, K, nr)}) permutation = {b_perm}"]
     lead = "l, " * o
     if p.get("pack_a"):
         # A too, into mr-row panels [M/mr][K][mr]: the micro kernel reads its mr values of
