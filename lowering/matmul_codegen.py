@@ -754,52 +754,24 @@ def matmul_ops(module):
     return _walk(root, "linalg.matmul") + _walk(root, "linalg.batch_matmul")
 
 
-def fold_transposed_a(root, config=None) -> int:
-    """`linalg.matmul(linalg.transpose(x), b)` -> one linalg.matmul reading x transposed
-    (`indexing_maps` (k, m), (k, n), (m, n)), for the matmuls this code generator takes:
-    the micro kernel reads A's mr values of each k step contiguously from x, and the
-    transpose's copy goes (a gradient's `x.T @ g`). Returns how many were folded."""
+def _fold_transposed_operand(root, config, which: int, dims) -> int:
+    """Operand `which` of each default-layout linalg.matmul that is a 2-d
+    `linalg.transpose`, read in place instead: one linalg.matmul on the transpose's
+    input with `dims` ((i, j) of A, B, C over (m, n, k)) as its indexing maps, where the
+    plan takes it. Returns how many were folded."""
     from mlir.dialects import linalg
     folded = 0
     for op in _walk(root, "linalg.matmul"):
         if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != DEFAULT_MAPS:
             continue
-        t = defining_op(op.operands[0])
+        t = defining_op(op.operands[which])
         if t is None or t.name != "linalg.transpose" or list(ir.DenseI64ArrayAttr(t.attributes["permutation"])) != [1, 0]:
             continue
-        if plan(op, config) is None:
-            continue
-        maps = [ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(i), ir.AffineDimExpr.get(j)])
-                for i, j in ((2, 0), (2, 1), (0, 1))]
+        maps = [ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(i), ir.AffineDimExpr.get(j)]) for i, j in dims]
+        ins = [op.operands[0], op.operands[1]]
+        ins[which] = t.operands[0]
         with ir.InsertionPoint(op), op.location:
-            new = linalg.matmul(t.operands[0], op.operands[1], outs=[op.operands[2]], indexing_maps=maps)
-        op.results[0].replace_all_uses_with(new)
-        op.erase()
-        if not list(t.results[0].uses):
-            t.erase()
-        folded += 1
-    return folded
-
-
-def fold_transposed_b(root, config=None) -> int:
-    """`linalg.matmul(a, linalg.transpose(w))` -> one linalg.matmul reading w (N x K)
-    transposed (`indexing_maps` (m, k), (n, k), (m, n)), whose B panels are repacked
-    from w's layout: `x @ W.T` (MLX's Linear) without its transpose's copy (256x784 @
-    784x512 of an MLP step 5%, 256x512 @ 512x512 10% faster, Emerald Rapids). Only where
-    the plan repacks B (a zero-filled C), else the transpose stays. Returns how many
-    were folded."""
-    from mlir.dialects import linalg
-    folded = 0
-    for op in _walk(root, "linalg.matmul"):
-        if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != DEFAULT_MAPS:
-            continue
-        t = defining_op(op.operands[1])
-        if t is None or t.name != "linalg.transpose" or list(ir.DenseI64ArrayAttr(t.attributes["permutation"])) != [1, 0]:
-            continue
-        maps = [ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(i), ir.AffineDimExpr.get(j)])
-                for i, j in ((0, 2), (1, 2), (0, 1))]
-        with ir.InsertionPoint(op), op.location:
-            new = linalg.matmul(op.operands[0], t.operands[0], outs=[op.operands[2]], indexing_maps=maps)
+            new = linalg.matmul(*ins, outs=[op.operands[2]], indexing_maps=maps)
         new_op = defining_op(new)
         if plan(new_op, config) is None:
             new_op.erase()
@@ -810,6 +782,24 @@ def fold_transposed_b(root, config=None) -> int:
             t.erase()
         folded += 1
     return folded
+
+
+def fold_transposed_a(root, config=None) -> int:
+    """`linalg.matmul(linalg.transpose(x), b)` -> one linalg.matmul reading x transposed
+    (`indexing_maps` (k, m), (k, n), (m, n)), for the matmuls this code generator takes:
+    the micro kernel reads A's mr values of each k step contiguously from x, and the
+    transpose's copy goes (a gradient's `x.T @ g`). Returns how many were folded."""
+    return _fold_transposed_operand(root, config, 0, ((2, 0), (2, 1), (0, 1)))
+
+
+def fold_transposed_b(root, config=None) -> int:
+    """`linalg.matmul(a, linalg.transpose(w))` -> one linalg.matmul reading w (N x K)
+    transposed (`indexing_maps` (m, k), (n, k), (m, n)), whose B panels are repacked
+    from w's layout: `x @ W.T` (MLX's Linear) without its transpose's copy (256x784 @
+    784x512 of an MLP step 5%, 256x512 @ 512x512 10% faster, Emerald Rapids). Only where
+    the plan repacks B (a zero-filled C), else the transpose stays. Returns how many
+    were folded."""
+    return _fold_transposed_operand(root, config, 1, ((0, 2), (1, 2), (0, 1)))
 
 
 def fold_transposed_products(root, config=None) -> int:
