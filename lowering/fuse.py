@@ -32,7 +32,8 @@ from mlir import ir
 from mlir.dialects import tensor
 
 from .approx import MATH_OPS
-from .pass_base import MiraxPass, apply_transform, clone_mapped, defining_op, transform_script, user_op, walk_ops
+from .pass_base import (MiraxPass, apply_transform, clone_mapped, defining_op, is_transpose_2d, transform_script,
+                        user_op, walk_ops)
 
 NAME = "mirax-fuse"
 
@@ -147,20 +148,15 @@ def generalize_transposes_for_fusion(root) -> int:
     return 0 if err is not None else marked
 
 
-def _is_2d_transpose(op) -> bool:
-    return (op is not None and op.name == "linalg.transpose"
-            and list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) == [1, 0])
-
-
 def _folded_by_matmul_codegen(t) -> bool:
     """Whether transpose `t` is of `x.T @ g`, which matmul_codegen computes as `g.T @ x`
     (fold_transposed_products: no transpose at all). Fused into its user instead, a
     weight gradient's transpose became that user's strided reads (the MLP step's SGD
     update of its 512x784 weight: 4% of the step)."""
-    if not _is_2d_transpose(t):
+    if not is_transpose_2d(t):
         return False
     mm = defining_op(t.operands[0])
-    return mm is not None and mm.name == "linalg.matmul" and _is_2d_transpose(defining_op(mm.operands[0]))
+    return mm is not None and mm.name == "linalg.matmul" and is_transpose_2d(defining_op(mm.operands[0]))
 
 
 def _is_broadcast_map(m, n_loops):

@@ -50,7 +50,7 @@ from mlir import ir
 
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import (apply_transform, clone_mapped, constant_int, defining_op, inline_body, outside_values,
+from .pass_base import (apply_transform, clone_mapped, defining_op, inline_body, is_transpose_2d, outside_values,
                         transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
@@ -765,7 +765,7 @@ def _fold_transposed_operand(root, config, which: int, dims) -> int:
         if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != DEFAULT_MAPS:
             continue
         t = defining_op(op.operands[which])
-        if t is None or t.name != "linalg.transpose" or list(ir.DenseI64ArrayAttr(t.attributes["permutation"])) != [1, 0]:
+        if not is_transpose_2d(t):
             continue
         maps = [ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(i), ir.AffineDimExpr.get(j)]) for i, j in dims]
         ins = [op.operands[0], op.operands[1]]
@@ -812,7 +812,7 @@ def fold_transposed_products(root, config=None) -> int:
     from mlir.dialects import linalg, tensor
     folded = 0
     for t in _walk(root, "linalg.transpose"):
-        if list(ir.DenseI64ArrayAttr(t.attributes["permutation"])) != [1, 0]:
+        if not is_transpose_2d(t):
             continue
         mm = defining_op(t.operands[0])
         if mm is None or mm.name != "linalg.matmul" or len(list(mm.results[0].uses)) != 1:

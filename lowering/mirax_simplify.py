@@ -59,6 +59,13 @@ def _splat(v: ir.Value):
     return bool(ir.BoolAttr(s).value) if s is not None and isa(ir.BoolAttr, s) else None
 
 
+def _constant_behind_broadcast(v):
+    """(the mirax.broadcast_to defining `v` or None, the mirax.constant it or `v` is):
+    a Python scalar beside an array (`x / 2.0`, `x ** 2`) is a broadcast constant."""
+    bcast = _defining(v, "mirax.broadcast_to")
+    return bcast, _defining(bcast.operands[0] if bcast is not None else v, "mirax.constant")
+
+
 def _is_zero(v, kind, negative_zero_only):
     x = _splat(v)
     if x is None or x != 0:
@@ -127,8 +134,7 @@ def _reciprocal(op: ir.Operation):
     if d.kind != "f" or op.operands[0].type != op.results[0].type:
         return None
     rhs = op.operands[1]
-    bcast = _defining(rhs, "mirax.broadcast_to")
-    const = _defining(bcast.operands[0] if bcast is not None else rhs, "mirax.constant")
+    bcast, const = _constant_behind_broadcast(rhs)
     c = _splat(const.results[0]) if const is not None else None
     if not isinstance(c, float) or c == 0 or not math.isfinite(c):
         return None
@@ -157,9 +163,8 @@ def _power(op: ir.Operation):
         d = _aval(op.results[0].type).dtype
     except TypeError:
         return None
-    rhs = op.operands[1]
-    bcast = _defining(rhs, "mirax.broadcast_to")
-    c = _splat(bcast.operands[0] if bcast is not None else rhs)
+    _, const = _constant_behind_broadcast(op.operands[1])
+    c = _splat(const.results[0]) if const is not None else None
     if d.kind not in "iuf" or isinstance(c, bool) or c not in (1, 2):
         return None
     x = op.operands[0]

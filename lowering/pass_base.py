@@ -235,6 +235,12 @@ def constant_int(value):
     return None
 
 
+def is_transpose_2d(op) -> bool:
+    """Whether `op` is a `linalg.transpose` swapping the two dims of a matrix."""
+    return (op is not None and op.name == "linalg.transpose"
+            and list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) == [1, 0])
+
+
 def splat_attr(value, op_name: str = "arith.constant", broadcast: bool = False):
     """The scalar attribute constant `value` holds, else None: the `value` attribute of the
     `op_name` op defining it (the element of a dense splat; None for any other dense

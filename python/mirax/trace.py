@@ -124,10 +124,10 @@ def to_mlir_text(placeholders, outputs, name="main", lift=True, private=False, l
             names[id(node)] = f"%arg{len(placeholders) + len(lifted)}"
             lifted.append(node)
             return
-        if node._prim is FUSED:  # an eager composite (fused.py): its value, a constant here
+        if node._prim is FUSED:  # an eager composite (fused.py): its value (then a leaf), a constant here
             from .array import eval as _eval
             _eval(node)
-        if node._prim is None or node._prim is FUSED:
+        if node._prim is None:
             if node._data is None:
                 raise TraceError("a traced array was used outside its transform (stored in a "
                                  "variable and used after the transform returned?)")
