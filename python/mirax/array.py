@@ -17,6 +17,7 @@ import numpy as np
 from .dialect import PRIMITIVES, dtypes as dt
 from .dialect.core import Aval, MiraxError
 from . import device as _device
+from .runtime import buffers as _buffers
 
 _PKG_DIRS = None
 
@@ -511,7 +512,15 @@ def _from_python(obj, dtype=None) -> Array:
         return Array._leaf(np.asarray(bits, np.uint16).reshape(a.shape), d)
     if a.dtype.kind == "c" and d.kind != "c":
         raise TypeError(f"cannot make a {d.name} array from complex values")
-    return Array._leaf(np.array(a, dtype=d.storage, order="C", copy=True), d)
+    return Array._leaf(_copy(a, d.storage), d)
+
+
+def _copy(a: np.ndarray, storage) -> np.ndarray:
+    """A C-contiguous copy of `a` as `storage`, from a cache line (runtime/buffers.py:
+    vectors 16 bytes off a line span two, and numpy's arrays start so)."""
+    out = _buffers.aligned(a.shape, storage)
+    np.copyto(out, a, casting="unsafe")
+    return out
 
 
 def _short(obj, n=60):
