@@ -15,9 +15,10 @@ import dataclasses
 _NODES: dict = {}
 
 
-def register_tree_node(cls, flatten, unflatten):
-    """Make instances of `cls` tree nodes (see the module docstring)."""
-    _NODES[cls] = (flatten, unflatten)
+def register_tree_node(cls, flatten, unflatten, children=None):
+    """Make instances of `cls` tree nodes (see the module docstring). `children(obj)`, if
+    given, returns what `flatten(obj)[0]` does, cheaper: `tree_leaves` needs no aux."""
+    _NODES[cls] = (flatten, unflatten, children or (lambda x: flatten(x)[0]))
     _LEAF_TYPES.clear()  # (a type seen as a leaf may be a node now)
     _RESOLVED.clear()
 
@@ -50,7 +51,7 @@ def _node(x):
     t = type(x)
     reg = _registered(t)
     if reg is not None:
-        flatten, unflatten = reg
+        flatten, unflatten, _ = reg
         children, aux = flatten(x)
         return list(children), lambda cs: unflatten(aux, cs)
     if t is dict:  # (the common nodes first)
@@ -147,8 +148,42 @@ def tree_unflatten(treedef: TreeDef, leaves):
     return _build(treedef, iter(leaves))
 
 
+def _collect(x, is_leaf, leaves):
+    # tree_flatten's walk without its TreeDef (no keys, no rebuild closures): `mr.eval`
+    # of a model's and an optimizer's state ran it every training step (75 -> ~15 us for
+    # 14 leaves); the same order and the same leaves as tree_flatten
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return
+    t = type(x)
+    if t in _LEAF_TYPES:
+        leaves.append(x)
+        return
+    if x is None:
+        return
+    reg = _registered(t)
+    if reg is not None:
+        children = reg[2](x)
+    elif t is dict:
+        children = x.values()
+    elif t is list or t is tuple:
+        children = x
+    else:
+        node = _node(x)
+        if node is None:
+            _LEAF_TYPES.add(t)
+            leaves.append(x)
+            return
+        children = node[0]
+    for c in children:
+        _collect(c, is_leaf, leaves)
+
+
 def tree_leaves(tree, is_leaf=None):
-    return tree_flatten(tree, is_leaf)[0]
+    """The leaves of `tree`, in tree_flatten's order."""
+    leaves = []
+    _collect(tree, is_leaf, leaves)
+    return leaves
 
 
 def tree_map(fn, tree, *rest, is_leaf=None):

@@ -293,6 +293,41 @@ def test_a_type_flattened_as_a_leaf_can_be_registered_later():
     assert len(tree_flatten(Sub(1, 2))[0]) == 2
 
 
+def test_tree_leaves_walks_as_tree_flatten_does():
+    """tree_leaves (mr.eval's walk of a model's state every step) skips tree_flatten's
+    TreeDef but finds the same leaves in the same order: dicts, lists, tuples, None,
+    NamedTuples, dataclasses, modules and registered nodes, with and without `children`,
+    and is_leaf."""
+    import collections
+    import dataclasses
+    from mirax import nn
+    from mirax.tree import register_tree_node, tree_flatten, tree_leaves
+
+    Point = collections.namedtuple("Point", "x y")
+
+    @dataclasses.dataclass
+    class Cell:
+        a: object
+        b: object
+
+    class Tagged:
+        def __init__(self, v):
+            self.v = v
+
+    class Quick(Tagged):
+        pass
+    register_tree_node(Tagged, lambda t: ([t.v, 7], "tag"), lambda _, cs: Tagged(cs[0]))
+    register_tree_node(Quick, lambda t: ([t.v, 8], "q"), lambda _, cs: Quick(cs[0]), children=lambda t: [t.v, 8])
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    tree = {"m": model, "p": Point(1, [2, None]), "c": Cell((3,), {"z": 4, "a": 5}), "t": Tagged([6]),
+            "q": Quick({"k": 9}), "n": None, "s": "text", "e": [], "d": {}}
+    for is_leaf in (None, lambda x: isinstance(x, tuple)):
+        want = tree_flatten(tree, is_leaf)[0]
+        got = tree_leaves(tree, is_leaf)
+        assert len(got) == len(want) and all(g is w for g, w in zip(got, want))
+    assert len(tree_leaves(model)) == 4 and tree_leaves(None) == [] and tree_leaves(5) == [5]
+
+
 def test_closures_over_outer_traces_compose():
     # the inner grad closes over y, a value of the outer grad's trace
     f = lambda y: mr.grad(lambda x: (x * y) ** 2)(mr.array(1.0))  # d/dx = 2 x y^2  # noqa: E731

@@ -447,4 +447,4 @@ def _unflatten_module(aux, children):
 # the same attributes, so a transformed function called with a module gets a module
 # (`mr.grad(lambda m: m.layer(x).sum())(model)`, as MLX); `_node` in mirax.tree also
 # covers subclasses.
-register_tree_node(Module, _flatten_module, _unflatten_module)
+register_tree_node(Module, _flatten_module, _unflatten_module, children=lambda m: m.values())
