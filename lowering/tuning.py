@@ -43,7 +43,9 @@ import sys
 from . import host_cpu
 
 FORMAT = 1
-MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul")
+# (`linalg.matmul_transpose_b`: a linalg.matmul reading B stored N x K, `x @ W.T`, as
+# MLIR's former named op of that name; its B is always repacked, so it is tuned apart)
+MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul", "linalg.matmul_transpose_b")
 # what a measured matmul entry chooses (matmul_codegen.plan reads each)
 MATMUL_KEYS = ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer", "split")
 
@@ -175,7 +177,7 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # and layer norm unchanged); the L1 streamer brings the row in from L2.
         "row_fusion": dict(min_elements=1 << 16, block_elements=1, partial_sums=4 * lanes,
                            split_min=128 * lanes, prefetch_locality=2),
-        "matmul": {("linalg.matmul", "f32"): dict(mm), ("linalg.batch_matmul", "f32"): dict(mm)},
+        "matmul": {(op, "f32"): dict(mm) for op in MATMUL_OPS},
         # LLVM's optimization level in the JIT. O3 costs ~3x O2 on big functions (a
         # transformer training step, 143 KB of mirax IR: 10 s vs 3.3 s) for no measured
         # speed-up there; small kernels keep O3. (Compile time, not the host.)
@@ -306,7 +308,7 @@ def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
         # of equally near classes, the one of the same divisibility (1024^3: 1024's entry, not 1000's)
         d.append(0.5 * sum(x != y for x, y in zip(align or [-1, -1], want_align)))
         if "mr" in e and "shape" in e:
-            own = [int(x) for x in e["shape"].rpartition(":")[2].split("x")]
+            own = [int(x) for x in e["shape"].rpartition(":")[2].rstrip("Tt").split("x")]  # (T: x @ W.T)
             if (m % e["mr"] and not own[0] % e["mr"]) or (n % e["nr"] and not own[1] % e["nr"]):
                 continue
             # nor one that left B as it is where B's rows were not a page-multiple stride
@@ -329,6 +331,9 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     tuned = nearest_measured(op, dtype, batch, m, n, k)
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
+    if tuned is None and op == "linalg.matmul_transpose_b":
+        # unmeasured in this form: the plain product's measured tiles (B then repacked)
+        tuned = nearest_measured("linalg.matmul", dtype, batch, m, n, k)
     if tuned:
         cfg.update({x: tuned[x] for x in MATMUL_KEYS if x in tuned})
         return cfg
@@ -355,7 +360,7 @@ def _tune_now(op, batch, m, n, k, budget):
         return None
     _tried.add(cls)
     from mirax.tune import tune_matmul
-    spec = (f"{batch}:" if batch else "") + f"{m}x{n}x{k}"
+    spec = (f"{batch}:" if batch else "") + f"{m}x{n}x{k}" + ("T" if op == "linalg.matmul_transpose_b" else "")
     try:
         return tune_matmul(spec, budget=budget, log=lambda *_: None)
     except Exception:  # noqa: BLE001 - tuning is an optimisation: the derived tiles remain

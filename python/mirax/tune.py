@@ -3,6 +3,7 @@
     python -m mirax.tune                       # the default shape classes, ~2-4 minutes
     python -m mirax.tune --budget 60           # stop searching after 60 s
     python -m mirax.tune --matmul 1024x1024x1024 64:256x256x256   # M x N x K, batch:...
+    python -m mirax.tune --matmul 256x512x784T   # x @ W.T (W stored N x K: nn.Linear's form)
     python -m mirax.tune --show                # the host, the derived table, what was measured
     python -m mirax.tune --reset               # forget this host's measurements
 
@@ -16,7 +17,9 @@ later compiles of any matmul of that class
 sums of mirax-fuse-reductions) and the threads threshold of elementwise kernels are
 measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
 (`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
-each one's choices. `MIRAX_TUNING=off` ignores them.
+each one's choices. `MIRAX_TUNING=off` ignores them. A product reading B transposed in
+place (`x @ W.T`; its B always repacked from that layout) has classes of its own
+(`matmul_transpose_b:...`); unmeasured, it takes the plain product's measured tiles.
 """
 from __future__ import annotations
 
@@ -33,21 +36,32 @@ from .runtime import buffers
 # the shapes of bench/ and of the examples' training steps (MLP 784-512-512-10, batch 256;
 # transformer LM)
 DEFAULT_MATMULS = ["1024x1024x1024", "4096x4096x1024", "1000x1000x1000", "64:256x256x256",
-                   "256x512x784", "256x512x512", "512x512x256", "256x256x256"]
+                   "256x512x784", "256x512x512", "512x512x256", "256x256x256",
+                   "256x512x784T", "256x512x512T"]  # (T: x @ W.T, nn.Linear's forward)
 DEFAULT_ROWS = [(4096, 4096), (1024, 1024)]
 
 
 def parse_shape(s: str):
-    """'M x N x K' or 'batch:M x N x K' -> (batch or None, M, N, K)."""
+    """'MxNxK', 'batch:MxNxK' or 'MxNxKT' (B stored N x K: `x @ W.T`, see
+    `transposed_b`) -> (batch or None, M, N, K)."""
     batch, _, mnk = s.rpartition(":")
-    m, n, k = (int(x) for x in mnk.lower().split("x"))
+    m, n, k = (int(x) for x in mnk.lower().rstrip("t").split("x"))
     return (int(batch) if batch else None), m, n, k
 
 
-def matmul_text(batch, m, n, k) -> str:
+def transposed_b(s: str) -> bool:
+    """Whether shape `s` names the product with B stored N x K (a trailing T: 256x512x784T
+    is x @ W.T with W 512 x 784, as nn.Linear computes it)."""
+    return s.strip().lower().endswith("t")
+
+
+def matmul_text(batch, m, n, k, transpose_b: bool = False) -> str:
     lead = f"{batch}x" if batch else ""
-    a, b, c = (f"tensor<{lead}{x}x{y}xf32>" for x, y in ((m, k), (k, n), (m, n)))
+    a, b, c = (f"tensor<{lead}{x}x{y}xf32>" for x, y in ((m, k), ((n, k) if transpose_b else (k, n)), (m, n)))
     op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    if transpose_b:
+        from .lowering.matmul_codegen import TRANSPOSED_B
+        op += f" indexing_maps = {TRANSPOSED_B}"
     return f"""
 func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
   %z = arith.constant 0.0 : f32
@@ -136,17 +150,20 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     """Search the candidates for one matmul shape; store and return the winner."""
     from .lowering import matmul_codegen as mc
     batch, m, n, k = parse_shape(shape)
-    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    tb = transposed_b(shape)
+    if tb and batch:
+        raise ValueError(f"tune_matmul: {shape!r}: a transposed B (T) is tuned for 2-d products only")
+    op = "linalg.matmul_transpose_b" if tb else "linalg.batch_matmul" if batch else "linalg.matmul"
     rng = np.random.default_rng(0)
     lead = (batch,) if batch else ()
     # the operands start at a cache line, as mirax's arrays do (runtime/buffers.py): numpy's
     # 16 bytes off one slowed the candidates that read B in place most
-    a, b = buffers.aligned(lead + (m, k), np.float32), buffers.aligned(lead + (k, n), np.float32)
+    a, b = buffers.aligned(lead + (m, k), np.float32), buffers.aligned(lead + ((n, k) if tb else (k, n)), np.float32)
     a[...] = rng.standard_normal(a.shape, dtype=np.float32)
     b[...] = rng.standard_normal(b.shape, dtype=np.float32)
-    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    ref = np.matmul(a.astype(np.float64), (b.T if tb else b).astype(np.float64))
     c = buffers.aligned(lead + (m, n), np.float32)
-    text = matmul_text(batch, m, n, k)
+    text = matmul_text(batch, m, n, k, transpose_b=tb)
     deadline = time.monotonic() + budget
     flop = 2.0 * (batch or 1) * m * n * k
     calls = max(1, min(20, int(0.05 / max(flop / 100e9, 1e-6))))  # ~50 ms a round at 100 GFLOP/s
@@ -156,11 +173,23 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     key = tuning.shape_class(op, batch, m, n, k)
     incumbent = {x: v for x, v in tuning.measured().get("matmul", {}).get(key, {}).items()
                  if x in tuning.MATMUL_KEYS}
+    which = "the stored choice"
+    if tb and not incumbent:
+        # what a compile does without an entry of this form (the plain product's measured
+        # tiles, B repacked) races as the stored choice: a form entry is kept only if it
+        # beats that twice
+        plain = tuning.nearest_measured("linalg.matmul", "f32", None, m, n, k) or {}
+        incumbent = {x: v for x, v in plain.items() if x in tuning.MATMUL_KEYS}
+        if incumbent:
+            incumbent.update(pack_b=1, split=0)
+            which = "the plain product's choice"
     cands = matmul_candidates(m=m, n=n)
+    if tb:  # its B is always repacked, and the product padded, never split (matmul_codegen.plan)
+        cands = [dict(c, split=0) for c in cands if c["pack_b"] and not c.get("split")]
     if incumbent:
         cands = [c for c in cands if {x: c.get(x, 0) for x in incumbent} != {x: incumbent.get(x, 0) for x in incumbent}]
         cands.insert(0, incumbent)
-        log(f"  {shape}: the stored choice {incumbent} races again")
+        log(f"  {shape}: {which} {incumbent} races again")
     for i, cand in enumerate(cands):
         if time.monotonic() > deadline and fns:
             break
@@ -332,7 +361,8 @@ def show() -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mirax.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--matmul", nargs="*", default=None, help="shapes MxNxK or B:MxNxK (default: bench's)")
+    ap.add_argument("--matmul", nargs="*", default=None,
+                    help="shapes MxNxK, B:MxNxK, or MxNxKT for x @ W.T (W stored N x K) (default: bench's)")
     ap.add_argument("--rows", nargs="*", default=None, help="row reductions RxC (default: 4096x4096 1024x1024)")
     ap.add_argument("--no-threads", action="store_true", help="do not measure the threads threshold")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole search")

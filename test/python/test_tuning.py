@@ -447,6 +447,54 @@ def test_a_challenger_must_beat_the_stored_choice_twice(store, monkeypatch):
     assert {x: entry[x] for x in stored} != stored
 
 
+def test_transposed_b_products_are_tuned_in_their_own_form(store, rng, monkeypatch):
+    """`x @ W.T` (B stored N x K, always repacked) has shape classes of its own: the tuner
+    times that form (every candidate it keeps is correct, B repacked, never split), races
+    the plain product's stored tiles as the incumbent, and a compile of the form uses its
+    entry; without one, the plain product's."""
+    assert tune.parse_shape("256x512x784T") == (None, 256, 512, 784) and tune.transposed_b("256x512x784T")
+    assert not tune.transposed_b("64:256x256x256")
+    with pytest.raises(ValueError, match="2-d products only"):
+        tune.tune_matmul("3:16x16x16T", budget=1, log=lambda *_: None)
+    m, n, k = 96, 128, 64
+    plain_cls = tuning.shape_class("linalg.matmul", None, m, n, k)
+    lanes = host_cpu.host().f32_lanes
+    plain = dict(mr=4, nr=lanes, kc=32, nc=lanes, forall_m=16, pack_b=0, pack_a=0, rows_outer=0)
+    tuning.save("matmul", plain_cls, dict(plain, dtype="f32", shape=f"{m}x{n}x{k}"))
+    got = tuning.matmul_config("linalg.matmul_transpose_b", "f32", None, m, n, k)
+    assert {x: got[x] for x in plain} == plain  # unmeasured form: the plain product's tiles
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    compiled, compile_standalone = [], mc.compile_standalone
+
+    def spy(text, name, **kw):  # each candidate, checked against numpy like the tuner does
+        fn = compile_standalone(text, name, **kw)
+        out = np.full((m, n), np.nan, np.float32)
+        fn([a, w], [out])
+        np.testing.assert_allclose(out, a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-3)
+        cfg = tuning.measured()["matmul"]
+        compiled.append(next(iter(cfg.values())))
+        return fn
+    monkeypatch.setattr(mc, "compile_standalone", spy)
+    logs = []
+    entry = tune.tune_matmul(f"{m}x{n}x{k}T", budget=60, log=logs.append)
+    assert compiled and all(c["pack_b"] == 1 and not c.get("split") for c in compiled)
+    assert {x: compiled[0][x] for x in plain if x != "pack_b"} == {x: plain[x] for x in plain if x != "pack_b"}
+    assert any("the plain product's choice" in line for line in logs)
+    cls = tuning.shape_class("linalg.matmul_transpose_b", None, m, n, k)
+    assert cls.startswith("matmul_transpose_b:") and tuning.measured()["matmul"][cls]["shape"] == f"{m}x{n}x{k}T"
+    got = tuning.matmul_config("linalg.matmul_transpose_b", "f32", None, m, n, k)
+    assert {x: got[x] for x in ("mr", "nr", "kc")} == {x: entry[x] for x in ("mr", "nr", "kc")}
+    assert tuning.matmul_config("linalg.matmul", "f32", None, m, n, k)["kc"] == plain["kc"]  # untouched
+    # and a compile of x @ W.T plans with the form's entry
+    op_text = tune.matmul_text(None, m, n, k, transpose_b=True)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(op_text)
+        op = mc.matmul_ops(module.operation)[0]
+        p = mc.plan(op)
+    assert p["transpose_b"] and p["pack"] and (p["mr"], p["nr"], p["kc"]) == (entry["mr"], entry["nr"], min(entry["kc"], k))
+
+
 def test_candidates_compile_as_later_compiles_plan_them(store, monkeypatch):
     """The tuner compiles each candidate as the class's stored entry, with no explicit
     config: what it times is what a later compile of that class builds."""
