@@ -24,7 +24,7 @@ MIN_BYTES = 1 << 20
 # stores of whole lines need it (numpy's large arrays start 16 bytes into a page), and
 # every vector load or store of an array 16 bytes off a line spans two lines: a compiled
 # 256x784 @ 784x512 ran at 108-113 GFLOP/s with A and B 16 bytes off, 134-146 aligned
-# (Emerald Rapids, AVX-512; the MLP step's 512 KiB activations came from numpy so)
+# (Emerald Rapids, AVX-512; mr.array's copies and outputs under 1 MiB came from numpy so)
 ALIGN = 64
 ALIGN_MIN = 4096  # (smaller arrays: numpy's own, ~1 us less an eager op; a line or two split)
 _LIMIT = int(os.environ.get("MIRAX_BUFFER_CACHE_MB", "2048")) << 20
@@ -92,24 +92,25 @@ def empty(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, recycled from the pool when possible."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize  # (np.prod costs 3 us: this runs per eager op)
-    if nbytes < ALIGN_MIN:  # tiny: straight from numpy
-        return _counted(np.empty(shape, dtype), nbytes)
-    return _counted(_empty(shape, dtype, nbytes), nbytes)
+    if nbytes < MIN_BYTES or _LIMIT <= 0:  # (the pool holds only large arrays)
+        return _counted(_fresh(shape, dtype, nbytes), nbytes)
+    return _counted(_pooled(shape, dtype, nbytes), nbytes)
 
 
 def aligned(shape, dtype) -> np.ndarray:
     """An uninitialised C-contiguous array starting at a cache line (not pooled, not
     counted): `mr.array`'s copy of the caller's data."""
     dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < ALIGN_MIN:
+    return _fresh(shape, dtype, math.prod(shape) * dtype.itemsize)
+
+
+def _fresh(shape, dtype, nbytes) -> np.ndarray:
+    if nbytes < ALIGN_MIN:  # tiny: numpy's own
         return np.empty(shape, dtype)
     return _aligned(np.empty(nbytes + ALIGN, np.uint8), nbytes, dtype, shape)
 
 
-def _empty(shape, dtype, nbytes) -> np.ndarray:
-    if nbytes < MIN_BYTES or _LIMIT <= 0:  # (the pool holds only large arrays)
-        return _aligned(np.empty(nbytes + ALIGN, np.uint8), nbytes, dtype, shape)
+def _pooled(shape, dtype, nbytes) -> np.ndarray:
     with _lock:
         for i in range(len(_pool)):
             if _pool[i].nbytes == nbytes + ALIGN and sys.getrefcount(_pool[i]) == _FREE:
