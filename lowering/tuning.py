@@ -279,6 +279,21 @@ def shape_class(op: str, batch, m: int, n: int, k: int) -> str:
     return f"{op.split('.')[-1]}:{b}{_bucket(m)}x{_bucket(n)}x{_bucket(k)}/{_align(m)}x{_align(n)}"
 
 
+def parse_shape(s: str):
+    """'MxNxK', 'batch:MxNxK' or 'MxNxKT' (B stored N x K: `x @ W.T`, see
+    `transposed_b`) -> (batch or None, M, N, K): `python -m mirax.tune`'s shapes, as an
+    entry's "shape" keeps them."""
+    batch, _, mnk = s.rpartition(":")
+    m, n, k = (int(x) for x in mnk.lower().rstrip("t").split("x"))
+    return (int(batch) if batch else None), m, n, k
+
+
+def transposed_b(s: str) -> bool:
+    """Whether shape `s` names the product with B stored N x K (a trailing T: 256x512x784T
+    is x @ W.T with W 512 x 784, as nn.Linear computes it)."""
+    return s.strip().lower().endswith("t")
+
+
 def _class_dims(key: str):
     """(op, batch bucket or None, [m, n, k buckets], [m, n alignments] or None) of a class."""
     op, _, rest = key.partition(":")
@@ -308,7 +323,7 @@ def nearest_measured(op: str, dtype: str, batch, m: int, n: int, k: int):
         # of equally near classes, the one of the same divisibility (1024^3: 1024's entry, not 1000's)
         d.append(0.5 * sum(x != y for x, y in zip(align or [-1, -1], want_align)))
         if "mr" in e and "shape" in e:
-            own = [int(x) for x in e["shape"].rpartition(":")[2].rstrip("Tt").split("x")]  # (T: x @ W.T)
+            own = parse_shape(e["shape"])[1:]
             if (m % e["mr"] and not own[0] % e["mr"]) or (n % e["nr"] and not own[1] % e["nr"]):
                 continue
             # nor one that left B as it is where B's rows were not a page-multiple stride

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from .lowering import host_cpu, tuning
+from .lowering.tuning import parse_shape, transposed_b
 from .runtime import buffers
 
 # the shapes of bench/ and of the examples' training steps (MLP 784-512-512-10, batch 256;
@@ -39,20 +40,6 @@ DEFAULT_MATMULS = ["1024x1024x1024", "4096x4096x1024", "1000x1000x1000", "64:256
                    "256x512x784", "256x512x512", "512x512x256", "256x256x256",
                    "256x512x784T", "256x512x512T"]  # (T: x @ W.T, nn.Linear's forward)
 DEFAULT_ROWS = [(4096, 4096), (1024, 1024)]
-
-
-def parse_shape(s: str):
-    """'MxNxK', 'batch:MxNxK' or 'MxNxKT' (B stored N x K: `x @ W.T`, see
-    `transposed_b`) -> (batch or None, M, N, K)."""
-    batch, _, mnk = s.rpartition(":")
-    m, n, k = (int(x) for x in mnk.lower().rstrip("t").split("x"))
-    return (int(batch) if batch else None), m, n, k
-
-
-def transposed_b(s: str) -> bool:
-    """Whether shape `s` names the product with B stored N x K (a trailing T: 256x512x784T
-    is x @ W.T with W 512 x 784, as nn.Linear computes it)."""
-    return s.strip().lower().endswith("t")
 
 
 def matmul_text(batch, m, n, k, transpose_b: bool = False) -> str:
