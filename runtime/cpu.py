@@ -25,7 +25,7 @@ from mlir.passmanager import PassManager
 
 from ..lowering.cpu_pipeline import MiraxCpuPipeline
 from ..lowering.pass_base import run_verifying_ours
-from . import disk_cache, llvm_codegen
+from . import buffers, disk_cache, llvm_codegen
 from .backend import Backend
 from .context import context
 from .kernel_cache import LRU
@@ -192,28 +192,8 @@ class _Slots:
 _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _libdl = ctypes.CDLL(None)
 _ndarray = np.ndarray
-_void_at = ctypes.c_void_p.from_address
-
-
-def _data_offset():
-    """Where an ndarray's data pointer lies from the object's address (`PyArrayObject.data`
-    follows the object header), checked here against `a.ctypes.data`; None where that does
-    not hold (another Python implementation or layout): calls then use `a.ctypes.data`.
-    Reading it costs ~0.1 us, `a.ctypes.data` ~0.85 us (it builds a helper object)."""
-    if sys.implementation.name != "cpython":
-        return None
-    off = object.__basicsize__
-    base = np.arange(12, dtype=np.float64).reshape(3, 4)
-    try:
-        for a in (base, base[1:, 2:], base.T, np.empty(0, np.int8), np.zeros((), np.int32), base.view(np.uint8)):
-            if _void_at(id(a) + off).value != a.ctypes.data:
-                return None
-    except (ValueError, OverflowError):
-        return None
-    return off
-
-
-_DATA = _data_offset()
+_void_at = buffers.void_at
+_DATA = buffers.DATA_OFFSET  # (where an ndarray holds its data pointer: buffers.data_offset)
 
 
 def _dlclose(handle):
@@ -514,7 +494,6 @@ class CpuBackend(Backend):
         self.kernels = KernelCache()  # one-op kernels by (op, attributes, avals)
 
     def empty(self, shape, dtype):
-        from . import buffers
         return buffers.empty(shape, dtype)
 
     def upload(self, a):

@@ -362,7 +362,7 @@ class Compiled:
         for x in leaves:
             if type(x) is Array and x._tracer is not None:
                 return self.fun(*args, **kwargs)  # called on traced values: inline
-        exe, arrays = self._specialization(args, leaves, treedef)
+        exe, arrays, state_slots = self._specialization(args, leaves, treedef)
         if fast is not None and not kwargs and exe.n_state_out == 0:
             fk = _fast_key(args)
             if fk is not None:
@@ -373,7 +373,9 @@ class Compiled:
         outs = exe.run(arrays)
         n = len(outs) - exe.n_state_out
         if exe.n_state_out:
-            out_slots = _slots(self.outputs)
+            # the state's slots as read for this call when inputs= is outputs= and no
+            # trace ran since (no Python of the user's between the two walks)
+            out_slots = state_slots if state_slots is not None and self.outputs is self.inputs else _slots(self.outputs)
             if len(out_slots) != exe.n_state_out:
                 raise MiraxError(f"compile: the outputs= state changed structure since it was traced "
                                  f"({len(out_slots)} arrays now, {exe.n_state_out} then){where_text()}")
@@ -399,7 +401,7 @@ class Compiled:
                 leaves, treedef = tree_flatten(list(args))
             if any(type(x) is Array and x._tracer is not None for x in leaves):
                 return None
-            exe, arrays = self._specialization(args, leaves, treedef)
+            exe, arrays, _ = self._specialization(args, leaves, treedef)
             if exe.n_state_out or exe.passthrough or exe.out_tree.kind != "leaf" or exe.host_program is not None:
                 return None
             if fk is not None:
@@ -408,18 +410,23 @@ class Compiled:
 
     def _specialization(self, args, leaves, treedef):
         """(the executable for these arguments, building it if needed; the input arrays:
-        the array leaves, then the captured state)."""
+        the array leaves, then the captured state; the state's slots, None when the
+        function was traced now: its Python may have changed the state's structure)."""
         state_slots = _slots(self.inputs) if self.inputs is not None else []
         state_in = [c[k] for c, k in state_slots]
-        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves),
-               tuple(_leaf_key(x, self.shapeless) for x in state_in))
+        if self.shapeless:
+            state_key = tuple(_leaf_key(x, True) for x in state_in)
+        else:  # (state leaves are arrays: _leaf_key's key for one, without a call per leaf)
+            state_key = tuple([("a", v.shape, v.dtype.name) for v in [x.aval for x in state_in]])
+        key = (treedef, tuple(_leaf_key(x, self.shapeless) for x in leaves), state_key)
         arrays = [x if isinstance(x, Array) else Array(x) for x in leaves if isinstance(x, (Array, np.ndarray))]
         arrays += state_in
         cache = _CACHE[self._key]
         exe = cache.get(key)
         if exe is None or (self.shapeless and exe.in_avals != [a.aval for a in arrays]):
             exe = self._build(args, leaves, treedef, state_slots, arrays, key, cache)
-        return exe, arrays
+            state_slots = None
+        return exe, arrays, state_slots
 
     def _build(self, args, leaves, treedef, state_slots, arrays, key, cache):
         avals = tuple(a.aval for a in arrays)
@@ -479,7 +486,7 @@ class Compiled:
     def lower(self, *args):
         """The IR of this function for `args` at each stage: `.as_text(stage)`."""
         leaves, treedef = tree_flatten(list(args))
-        exe, _ = self._specialization(args, leaves, treedef)
+        exe, _, _ = self._specialization(args, leaves, treedef)
         return Lowered(exe.stages)
 
 

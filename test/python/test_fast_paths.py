@@ -245,6 +245,17 @@ def test_buffers_start_at_a_cache_line():
     assert isinstance(mr.array(np.float32(2)).item(), float)  # 0-d and tiny: numpy's own
 
 
+def test_data_pointer_reads_what_ctypes_reads():
+    """buffers.data_pointer (the address every kernel call and aligned output reads from
+    the array object) is `a.ctypes.data` for views, transposes, empty and 0-d arrays,
+    other dtypes and ndarray subclasses (those take the slow path)."""
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    arrays = [base, base[1:, 2:], base.T, base[::2], base.view(np.uint8), np.empty(0, np.int8),
+              np.zeros((), np.int32), np.ma.masked_array(base), buffers.empty((64, 64), np.float32)]
+    for a in arrays:
+        assert buffers.data_pointer(a) == a.ctypes.data
+
+
 # ---- compiled calls: the specialization found by shapes and dtypes ---------------------------
 
 def test_compiled_call_cache_hits_and_new_specializations():
