@@ -3,6 +3,7 @@
     .venv/bin/python bench/elementwise.py            # gelu on 32x1000x4096 f32 (512 MB an array)
     .venv/bin/python bench/elementwise.py --small    # 8x1000x4096
     .venv/bin/python bench/elementwise.py --rowwise  # only softmax / layer norm / logsumexp
+    .venv/bin/python bench/elementwise.py --transcendental   # only sin, cos, tan, arctan2, power
 
 Prints medians of interleaved rounds (a pause of BENCH_PAUSE s, default 0.3, before each
 call, so no contender runs beside another one's spinning threads) and ratios to the compiled mirax kernel for:
@@ -16,7 +17,10 @@ and jax.jit against the targets (TARGETS: compiled at least 2.5x faster than jax
 Each target is judged on its own pair (the compiled kernel and that peer only) over
 BENCH_TARGET_ROUNDS interleaved rounds (default 21): a shared host's bursts (the same
 kernel 21 or 53 ms within one run) moved the 7-round medians of the full table by 1.5x.
-Gelu's target: at most 1.1x the time of the two-thread copy (GELU_TARGET).
+Gelu's target: at most 1.1x the time of the two-thread copy (GELU_TARGET). Then sin, cos,
+tan, arctan2 and power on 4M f32 (the functions a vector math library computes: glibc's
+libmvec, lowering/tuning.py `vector_math_library`), compiled against numpy and jax.jit,
+with the compiled kernel's speed-up over numpy (at least 1x: TRANSCENDENTAL_TARGETS).
 scipy and jax are bench-only extras, not dependencies.
 """
 from __future__ import annotations
@@ -55,6 +59,8 @@ TARGET_ROUNDS = int(os.environ.get("BENCH_TARGET_ROUNDS", "21"))
 TARGETS = {"jax.jit": 2.5, "numpy": 2.5}
 # the compiled gelu's time over the two-thread copy's of the same bytes, at most
 GELU_TARGET = 1.1
+# sin, cos, ...: compiled at least as fast as numpy's own SIMD loops
+TRANSCENDENTAL_TARGETS = {"numpy": 1.0}
 
 
 def compiled(fun, x):
@@ -190,9 +196,14 @@ def main():
     print(describe())
     print(f"threads {tuning.threads()} (OpenMP: {tuning.openmp_library()}), rounds {ROUNDS}, "
           f"scipy {'yes' if sp_erf else 'no'}, jax {'yes' if jax else 'no'}")
+    if "--transcendental" in sys.argv:
+        bench_transcendental()
+        return
     if "--rowwise" not in sys.argv:
         bench_gelu(shape)
     bench_rowwise()
+    if "--rowwise" not in sys.argv:
+        bench_transcendental()
 
 
 def bench_gelu(shape):
@@ -230,6 +241,34 @@ def bench_rowwise():
         report(f"{name} (4096, 4096) f32, first call {build * 1e3:.0f} ms", res, x2.nbytes + out().nbytes)
         judge(cands, TARGETS)
         print(f"  max |compiled - numpy|: {np.abs(out() - npf(x2.astype(np.float64))).max():.2e}")
+
+
+def bench_transcendental(n=4 << 20):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-50, 50, n).astype(np.float32)
+    y = rng.uniform(0.1, 3, n).astype(np.float32)
+    print(f"\nvector math library: {tuning.vector_math_library() or 'none (one libm call a lane)'}")
+    for name, f, npf, jf, args in [
+            ("sin", mr.sin, np.sin, lambda v: jnp.sin(v), (x,)),
+            ("cos", mr.cos, np.cos, lambda v: jnp.cos(v), (x,)),
+            ("tan", mr.tan, np.tan, lambda v: jnp.tan(v), (x,)),
+            ("arctan2", mr.arctan2, np.arctan2, lambda a, b: jnp.arctan2(a, b), (x, y)),
+            ("power", mr.power, np.power, lambda a, b: jnp.power(a, b), (y, x / 10))]:
+        c = mr.compile(f)
+        ins = [mr.array(a) for a in args]
+        out = np.asarray(c(*ins))
+        cands = {"mirax compiled": lambda c=c, ins=ins: mr.eval(c(*ins)), "numpy": lambda npf=npf, args=args: npf(*args)}
+        if jax is not None:
+            jins = [jnp.asarray(a) for a in args]
+            jfn = jax.jit(jf)
+            jfn(*jins).block_until_ready()
+            cands["jax.jit"] = lambda jfn=jfn, jins=jins: jfn(*jins).block_until_ready()
+        res = measure(cands)
+        report(f"{name} ({n},) f32", res, (len(args) + 1) * 4 * n)
+        judge(cands, TRANSCENDENTAL_TARGETS)
+        ref = npf(*[a.astype(np.float64) for a in args])
+        print(f"  max relative error of compiled vs float64 numpy: "
+              f"{np.max(np.abs(out - ref) / np.maximum(np.abs(ref), 1.0)):.2e}")
 
 
 if __name__ == "__main__":

@@ -63,14 +63,17 @@ def lower_to_llvm(module: ir.Module) -> None:
 
 
 def _shared_libs():
-    """Libraries kernels link against: MLIR's runner utils and, when kernels may use
-    threads, the LLVM OpenMP runtime (`__kmpc_*`, see lowering/tuning.py)."""
+    """Libraries kernels link against: MLIR's runner utils, when kernels may use threads
+    the LLVM OpenMP runtime (`__kmpc_*`), and the vector math library (lowering/tuning.py)."""
     from ..lowering import tuning
     libdir = os.path.join(os.path.dirname(ir.__file__), "lib")
     libs = [os.path.join(libdir, "libmlir_c_runner_utils.so")]
     omp = tuning.openmp_library() if tuning.threads() > 1 else None
     if omp:
         libs.append(omp)
+    vector_library = tuning.vector_math_library()
+    if vector_library and llvm_codegen.available():  # (only runtime/llvm_codegen.py's code calls it)
+        libs.append(vector_library[1])
     return libs
 
 

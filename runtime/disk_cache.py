@@ -159,7 +159,7 @@ def _source_files() -> list:
     except Exception:
         pass
     out = []
-    for p in (here / "cpu.py", here / "disk_cache.py"):
+    for p in (here / "cpu.py", here / "disk_cache.py", here / "llvm_codegen.py"):
         try:
             out.append((p, p.stat()))
         except OSError:

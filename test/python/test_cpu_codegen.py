@@ -380,3 +380,81 @@ def test_no_empty_tensor_has_more_than_a_group_of_uses():
         module.operation.verify()
         empties = walk_ops(module.operation, lambda name: name == "tensor.empty")
         assert [len(list(e.results[0].uses)) for e in empties] == [k, k, k, 5]
+
+
+# ---- the vector math library (glibc's libmvec) -------------------------------------------
+
+SIN_LOOP = b"""
+define void @f(ptr noalias %a, ptr noalias %b, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %p = getelementptr inbounds float, ptr %a, i64 %i
+  %x = load float, ptr %p
+  %y = call float @llvm.sin.f32(float %x)
+  %q = getelementptr inbounds float, ptr %b, i64 %i
+  store float %y, ptr %q
+  %i1 = add nuw nsw i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  ret void
+}
+define void @_mlir_ciface_f(ptr %args) { ret void }
+declare float @llvm.sin.f32(float)
+"""
+
+
+def _vector_library_or_skip():
+    from mirax.runtime import llvm_codegen
+    if tuning.vector_math_library() is None or not llvm_codegen.available():
+        pytest.skip("no vector math library here (glibc's libmvec on Linux) or no libLLVM")
+    return llvm_codegen
+
+
+def test_vectorized_math_calls_the_vector_library(monkeypatch):
+    """A loop calling sin, vectorized by LLVM, calls the library's vector sin (one call a
+    vector), not libm's sinf once a lane; MIRAX_VECTOR_LIBRARY=none keeps libm's."""
+    llvm_codegen = _vector_library_or_skip()
+    obj = llvm_codegen.compile_partition(SIN_LOOP, None, True, b"_mlir_ciface_f", 2)
+    assert re.search(rb"_ZGV[bden]N(4|8|16)v_sinf", obj) and b"\0sinf\0" not in obj
+    monkeypatch.setenv("MIRAX_VECTOR_LIBRARY", "none")
+    obj = llvm_codegen.compile_partition(SIN_LOOP, None, True, b"_mlir_ciface_f", 2)
+    assert b"_ZGV" not in obj and b"sinf" in obj
+
+
+VECTOR_MATH = {  # mirax name: (numpy reference, arguments from x (-50..50) and y (0.1..3))
+    "sin": (np.sin, lambda x, y: (x,)), "cos": (np.cos, lambda x, y: (x,)),
+    "tan": (np.tan, lambda x, y: (x,)), "arctan": (np.arctan, lambda x, y: (x,)),
+    "arcsin": (np.arcsin, lambda x, y: (x / 60,)), "arccos": (np.arccos, lambda x, y: (x / 60,)),
+    "arctan2": (np.arctan2, lambda x, y: (x, y)), "power": (np.power, lambda x, y: (y, x / 10)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(VECTOR_MATH))
+def test_vector_math_matches_numpy(name, dtype):
+    """The library's functions (compiled: the loops are long enough to vectorize) within a
+    few ulp of numpy over wide ranges, huge arguments included, and numpy's special values."""
+    ref_fn, args = VECTOR_MATH[name]
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-50, 50, 4099).astype(dtype)
+    y = rng.uniform(0.1, 3, 4099).astype(dtype)
+    if name in ("sin", "cos", "tan"):
+        x[:64] *= np.asarray(1e30 if dtype == "float64" else 1e30, dtype)  # Payne-Hanek's range
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -1e-30] * 2, dtype)
+    f = mr.compile(getattr(mr, name))
+    d = mr.float64 if dtype == "float64" else mr.float32
+    for a in (args(x, y), args(special[:9], special[9:]) if name in ("arctan2", "power") else args(special, special)):
+        got = np.asarray(f(*[mr.array(v, d) for v in a]))
+        with np.errstate(all="ignore"):
+            ref = ref_fn(*[v.astype(np.float64) for v in a])
+        assert got.dtype == np.dtype(dtype)
+        assert np.array_equal(np.isnan(got), np.isnan(ref.astype(dtype))), name
+        ok = np.isfinite(ref)
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=2e-6 if dtype == "float32" else 4e-15,
+                                   atol=1e-37 if dtype == "float32" else 1e-300)
+        assert np.array_equal(np.isinf(got), np.isinf(ref.astype(dtype)))
+        zero = ok & (ref == 0)
+        assert np.array_equal(np.signbit(got[zero]), np.signbit(ref[zero])), name
