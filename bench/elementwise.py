@@ -152,7 +152,8 @@ def judge(cands, targets, ref="mirax compiled", at_most=False):
                   f"{'met' if got <= want else 'NOT met'}")
         else:
             got = res[peer] / res[ref]
-            print(f"  {ref} is {got:.2f}x faster than {peer} {pair}; target >= {want}x): "
+            how = f"{got:.2f}x faster than" if got >= 1 else f"only {got:.2f}x as fast as"
+            print(f"  {ref} is {how} {peer} {pair}; target >= {want}x): "
                   f"{'met' if got >= want else 'NOT met'}")
 
 
