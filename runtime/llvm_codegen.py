@@ -100,6 +100,10 @@ def _load():
     _sig(L.LLVMDisposePassBuilderOptions, None, _VP)
     _sig(L.LLVMPassBuilderOptionsSetLoopUnrolling, None, _VP, i32)
     _sig(L.LLVMGetFirstUse, _VP, _VP)
+    for f in (L.LLVMGetUser, L.LLVMGetInstructionParent, L.LLVMGetBasicBlockParent):
+        _sig(f, _VP, _VP)
+    _sig(L.LLVMCreateStringAttribute, _VP, _VP, cp, u32, cp, u32)
+    _sig(L.LLVMAddAttributeAtIndex, None, _VP, u32, _VP)
     _sig(L.LLVMGetNextUse, _VP, _VP)
     _sig(L.LLVMRunPasses, _VP, _VP, cp, _VP, _VP)
     _sig(L.LLVMGetErrorMessage, _VP, _VP)
@@ -323,6 +327,39 @@ _VECTOR_MATH = re.compile(rb"llvm\.(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|t
 _BINARY_MATH = (b"atan2", b"pow")
 
 
+_SCALAR_MATH = re.compile(rb"llvm\.(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|exp|exp2|exp10|log|log2|"
+                          rb"log10|pow)\.f(32|64)$")
+_FUNCTION_INDEX = 0xFFFFFFFF  # LLVMAttributeFunctionIndex
+
+
+def wide_vector_math(L, mod) -> int:
+    """Before the optimizer: the functions calling a math intrinsic the vector math library
+    implements get `prefer-vector-width` = the tuning table's `vector_math_bits` (the
+    registers' width), so LLVM's loop vectorizer may call the library's widest functions
+    (16 lanes on AVX-512, where LLVM prefers 256-bit vectors on Intel's server cores).
+    Other loops keep LLVM's preference. Returns how many functions."""
+    from ..lowering import tuning
+    bits = tuning.table()["elementwise"]["vector_math_bits"]
+    if bits <= 256 or not tuning.vector_math_library():
+        return 0
+    value = str(bits).encode()
+    kind = b"prefer-vector-width"
+    done = set()
+    for f in list(_values(L.LLVMGetFirstFunction, L.LLVMGetNextFunction, mod)):
+        if not L.LLVMIsDeclaration(f) or not _SCALAR_MATH.match(_name(L, f)):
+            continue
+        use = L.LLVMGetFirstUse(f)
+        while use:
+            block = L.LLVMGetInstructionParent(L.LLVMGetUser(use))
+            fn = L.LLVMGetBasicBlockParent(block) if block else None
+            if fn and fn not in done:
+                attr = L.LLVMCreateStringAttribute(L.LLVMGetModuleContext(mod), kind, len(kind), value, len(value))
+                L.LLVMAddAttributeAtIndex(fn, _FUNCTION_INDEX, attr)
+                done.add(fn)
+            use = L.LLVMGetNextUse(use)
+    return len(done)
+
+
 @functools.lru_cache(maxsize=4)
 def _vector_functions(path: str) -> frozenset:
     """The functions the library at `path` defines (empty if it cannot tell)."""
@@ -454,6 +491,7 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
         # vectorizer's output again — 20-35% of a small kernel's LLVM time, for no
         # measured speed (README "How it works").
         L.LLVMPassBuilderOptionsSetLoopUnrolling(options, 0)
+        wide_vector_math(L, mod)
         err = L.LLVMRunPasses(mod, f"default<O{min(max(opt_level, 0), 3)}>".encode(), tm, options)
         if err:
             raise CodegenError("LLVM's optimizer failed: " + _error(L, err))

@@ -419,6 +419,8 @@ def test_vectorized_math_calls_the_vector_library(monkeypatch):
     llvm_codegen = _vector_library_or_skip()
     obj = llvm_codegen.compile_partition(SIN_LOOP, None, True, b"_mlir_ciface_f", 2)
     assert re.search(rb"_ZGV[bden]N(4|8|16)v_sinf", obj) and b"\0sinf\0" not in obj
+    if tuning.table()["elementwise"]["vector_math_bits"] >= 512:  # AVX-512: its widest, 16 lanes
+        assert b"_ZGVeN16v_sinf" in obj
     monkeypatch.setenv("MIRAX_VECTOR_LIBRARY", "none")
     obj = llvm_codegen.compile_partition(SIN_LOOP, None, True, b"_mlir_ciface_f", 2)
     assert b"_ZGV" not in obj and b"sinf" in obj
