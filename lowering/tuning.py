@@ -469,9 +469,10 @@ LIBMVEC_GLIBC = {"x86_64": (2, 35), "aarch64": (2, 40)}
 
 
 def vector_math_library():
-    """(name, path) of the vector math library kernels call, or None. With it, a loop calling sin, cos, tan, pow, atan2... calls the library's 4-,
-    8- or 16-lane versions (runtime/llvm_codegen.py `vector_library_calls`); without,
-    each lane calls libm (4M floats: sin 18.7 ms against numpy's own SIMD sin, 3.6 ms).
+    """(name, path) of the vector math library kernels call, or None. With it, a loop
+    calling sin, cos, tan, pow, atan2... calls the library's 4-, 8- or 16-lane versions
+    (runtime/llvm_codegen.py `vector_library_calls`); without, each lane calls libm (4M
+    floats: sin 18.7 ms against numpy's own SIMD sin, 3.6 ms).
     The functions mirax-math-approx writes out (f32 exp, log, erf, tanh...) never reach
     it. Linux: glibc's libmvec (at most 4 ulp). `MIRAX_VECTOR_LIBRARY=none` turns it off."""
     if os.environ.get("MIRAX_VECTOR_LIBRARY", "").lower() in ("none", "off", "0"):

@@ -320,15 +320,13 @@ def _keep_only(L, mod, mine, first: bool) -> None:
         L.LLVMSetValueName2(decl, name, len(name))
 
 
-# LLVM's vector math intrinsics that glibc's libmvec implements (`llvm.sin.v8f32` ->
-# `_ZGVdN8v_sinf`; its names follow the x86-64 and AArch64 vector function ABIs)
-_VECTOR_MATH = re.compile(rb"llvm\.(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|exp|exp2|exp10|log|log2|"
-                          rb"log10|pow)\.v(\d+)f(32|64)$")
+# LLVM's math intrinsics that glibc's libmvec implements, scalar (`llvm.sin.f32`: the
+# functions calling them prefer wide vectors) and vector (`llvm.sin.v8f32` ->
+# `_ZGVdN8v_sinf`; the names follow the x86-64 and AArch64 vector function ABIs)
+_LIBRARY_MATH = rb"(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|exp|exp2|exp10|log|log2|log10|pow)"
+_SCALAR_MATH = re.compile(rb"llvm\." + _LIBRARY_MATH + rb"\.f(32|64)$")
+_VECTOR_MATH = re.compile(rb"llvm\." + _LIBRARY_MATH + rb"\.v(\d+)f(32|64)$")
 _BINARY_MATH = (b"atan2", b"pow")
-
-
-_SCALAR_MATH = re.compile(rb"llvm\.(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|exp|exp2|exp10|log|log2|"
-                          rb"log10|pow)\.f(32|64)$")
 _FUNCTION_INDEX = 0xFFFFFFFF  # LLVMAttributeFunctionIndex
 
 
