@@ -260,12 +260,28 @@ def log1p(b, x, target="any", t="f32"):
     return _ends(b, r, x, u, t)
 
 
+# expm1(x) = x P(x) for |x| < 1: Taylor's coefficients 1/(k+1)!, k = 0..10 (the next
+# term, x^12/12!, is 2e-9 of the result at |x| = 1), highest degree first
+EXPM1_P = [1 / math.factorial(k + 1) for k in range(10, -1, -1)]
+
+
 def expm1(b, x, target="any", t="f32"):
-    """exp(x) - 1 accurate for small x (Kahan's form): with u = exp(x) rounded,
-    (u - 1) * x / log(u), x itself where u is 1, -1 where u - 1 is, u where it is inf.
+    """exp(x) - 1 accurate for small x. f32: x P(x) for |x| < 1 (the product keeps x's
+    sign, -0.0 included, and denormals), exp(x) - 1 beyond, where the subtraction
+    cancels at most ~1.3 bits (exp(-1) = 0.37): one exp, 11 multiply-adds and a select,
+    where Kahan's form below took an exp, a log and a divide (4M f32: 5.95 ms against
+    exp's 1.59). f64 (libm's exp and log): Kahan's form, (u - 1) * x / log(u) with
+    u = exp(x) rounded, x itself where u is 1, -1 where u - 1 is, u where it is inf.
     MLIR's lowering computes exp(x) - 1 (expm1(5.6e-7) came out 5.96e-7). Relative error
-    ~3e-7 with the f32 exp and log above (f64: libm's)."""
+    ~2e-7 (f32), libm's (f64)."""
     one = b.const(1.0, t)
+    if t == "f32":
+        p = _horner(b, x, EXPM1_P)
+        small = b.op(f"arith.mulf {x}, {p} : f32")
+        big = b.op(f"arith.subf {exp(b, x, target)}, {one} : f32")
+        ax = b.op(f"math.absf {x} : f32")
+        near = b.op(f"arith.cmpf olt, {ax}, {one} : f32")
+        return b.op(f"arith.select {near}, {small}, {big} : f32")
     u = _exp_t(b, x, t, target)
     um1 = b.op(f"arith.subf {u}, {one} : {t}")
     q = b.op(f"arith.divf {x}, {_log_t(b, u, t, target)} : {t}")

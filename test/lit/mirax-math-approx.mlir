@@ -116,12 +116,18 @@ func.func @erf_used_twice(%x: f32) -> f32 {
 // -----
 
 // expm1 and log1p keep their precision near 0 (MLIR's lowering writes exp(x) - 1 and
-// log(1 + x)): Kahan's (u - 1) * x / log(u) with u = exp(x), Goldberg's log(u) * x / (u - 1)
-// with u = 1 + x, x itself where u is 1; in f32 on the polynomial exp and log, in f64 on
-// math.exp and math.log (libm).
+// log(1 + x)). f32 expm1: x P(x) for |x| < 1, exp(x) - 1 beyond (no log, no divide);
+// Goldberg's log(u) * x / (u - 1) with u = 1 + x for log1p, and Kahan's
+// (u - 1) * x / log(u) with u = exp(x) for f64 expm1, x itself where u is 1; in f32 on the
+// polynomial exp and log, in f64 on math.exp and math.log (libm).
 // CHECK-LABEL: func.func @small_x
 // CHECK-NOT: math.expm1
 // CHECK-NOT: math.log1p
+// CHECK: %[[XP:.+]] = arith.mulf %arg0, %{{.+}} : f32
+// CHECK: %[[EM1:.+]] = arith.subf %{{.+}}, %[[ONE:.+]] : f32
+// CHECK: %[[AX:.+]] = math.absf %arg0 : f32
+// CHECK: %[[NEAR:.+]] = arith.cmpf olt, %[[AX]], %[[ONE]] : f32
+// CHECK: arith.select %[[NEAR]], %[[XP]], %[[EM1]] : f32
 // CHECK: math.exp %{{.+}} : f64
 // CHECK: math.log %{{.+}} : f64
 // CHECK: arith.cmpf oeq
