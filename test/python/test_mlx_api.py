@@ -214,6 +214,9 @@ def test_sinh_cosh_f32_one_exp():
     np.testing.assert_array_equal(g, [1, 1, np.inf, np.inf, np.nan, np.inf, np.inf])
     xs = np.linspace(-3, 3, 13).astype(np.float32)
     np.testing.assert_allclose(np.asarray(mr.grad(lambda a: mr.cosh(a).sum())(mr.array(xs))), np.sinh(xs), rtol=1e-6)
+    z = (xs + 1j * xs[::-1]).astype(np.complex64)  # complex: e^z's forms (|z| and z < 0 mean nothing there)
+    np.testing.assert_allclose(np.asarray(mr.sinh(mr.array(z))), np.sinh(z), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(mr.cosh(mr.array(z))), np.cosh(z), rtol=1e-5, atol=1e-5)
 
 
 def test_dlpack_asarray_async_eval_array_equal_sinh_cosh_tree_merge():
