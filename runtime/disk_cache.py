@@ -309,6 +309,18 @@ def _dynamic_symbols(elf: bytes, undefined: bool):
 _lib_symbols: dict = {}  # library path -> the set of symbols it defines (or None)
 
 
+def defined_symbols(path: str):
+    """The set of global symbols the shared library at `path` defines (read once a
+    process), or None if it cannot tell."""
+    if path not in _lib_symbols:
+        try:
+            syms = _dynamic_symbols(Path(path).read_bytes(), undefined=False)
+        except OSError:
+            syms = None
+        _lib_symbols[path] = None if syms is None else set(syms)
+    return _lib_symbols[path]
+
+
 def _needed_libs(elf: bytes, shared_libs):
     """The runtime libraries that define symbols the kernel leaves undefined (None: all)."""
     undefined = _dynamic_symbols(elf, undefined=True)
@@ -316,13 +328,7 @@ def _needed_libs(elf: bytes, shared_libs):
         return None
     needs = []
     for p in shared_libs:
-        if p not in _lib_symbols:
-            try:
-                syms = _dynamic_symbols(Path(p).read_bytes(), undefined=False)
-            except OSError:
-                syms = None
-            _lib_symbols[p] = None if syms is None else set(syms)
-        syms = _lib_symbols[p]
+        syms = defined_symbols(p)
         if syms is None:
             return None
         if syms.intersection(undefined):

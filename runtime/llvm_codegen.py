@@ -24,7 +24,6 @@ turns this path off.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import platform
 import re
@@ -340,8 +339,8 @@ def wide_vector_math(L, mod) -> int:
     bits = tuning.table()["elementwise"]["vector_math_bits"]
     if bits <= 256 or not tuning.vector_math_library():
         return 0
-    value = str(bits).encode()
-    kind = b"prefer-vector-width"
+    value, kind = str(bits).encode(), b"prefer-vector-width"
+    attr = L.LLVMCreateStringAttribute(L.LLVMGetModuleContext(mod), kind, len(kind), value, len(value))
     done = set()
     for f in list(_values(L.LLVMGetFirstFunction, L.LLVMGetNextFunction, mod)):
         if not L.LLVMIsDeclaration(f) or not _SCALAR_MATH.match(_name(L, f)):
@@ -351,22 +350,10 @@ def wide_vector_math(L, mod) -> int:
             block = L.LLVMGetInstructionParent(L.LLVMGetUser(use))
             fn = L.LLVMGetBasicBlockParent(block) if block else None
             if fn and fn not in done:
-                attr = L.LLVMCreateStringAttribute(L.LLVMGetModuleContext(mod), kind, len(kind), value, len(value))
                 L.LLVMAddAttributeAtIndex(fn, _FUNCTION_INDEX, attr)
                 done.add(fn)
             use = L.LLVMGetNextUse(use)
     return len(done)
-
-
-@functools.lru_cache(maxsize=4)
-def _vector_functions(path: str) -> frozenset:
-    """The functions the library at `path` defines (empty if it cannot tell)."""
-    from .disk_cache import _dynamic_symbols
-    try:
-        names = _dynamic_symbols(open(path, "rb").read(), undefined=False)
-    except OSError:
-        names = None
-    return frozenset(n.encode() for n in names or ())
 
 
 def vector_library_calls(L, mod, features: bytes) -> int:
@@ -380,8 +367,9 @@ def vector_library_calls(L, mod, features: bytes) -> int:
     library defines for the ISA the code targets (`features`: SSE 128-bit `b`, AVX2
     256-bit `d`, AVX-512 512-bit `e`; AArch64 Advanced SIMD `n`). Returns how many."""
     from ..lowering import tuning
+    from .disk_cache import defined_symbols
     lib = tuning.vector_math_library()
-    defined = _vector_functions(lib[1]) if lib else frozenset()
+    defined = defined_symbols(lib[1]) if lib else None
     if not defined:
         return 0
     arm = platform.machine().lower() in ("aarch64", "arm64")
@@ -400,7 +388,7 @@ def vector_library_calls(L, mod, features: bytes) -> int:
         letter = isa.get(lanes * bits)
         name = b"_ZGV%sN%d%s_%s%s" % (letter or b"", lanes, b"vv" if fn in _BINARY_MATH else b"v", fn,
                                        b"f" if bits == 32 else b"")
-        if letter is None or name not in defined:
+        if letter is None or name.decode() not in defined:
             continue
         g = L.LLVMGetNamedFunction(mod, name) or L.LLVMAddFunction(mod, name, L.LLVMGlobalGetValueType(f))
         L.LLVMReplaceAllUsesWith(f, g)

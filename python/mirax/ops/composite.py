@@ -173,10 +173,11 @@ def sinh(a):
     m = ew.abs(a)
     e = ew.exp(m)
     big = (e - 1 / e) * 0.5
-    small_x = ew.where(m <= 0.5, a, 0)  # (the branch not taken stays finite: its gradient is 0, not 0 * inf)
+    near = m <= 0.5
+    small_x = ew.where(near, a, 0)  # (the branch not taken stays finite: its gradient is 0, not 0 * inf)
     t = small_x * small_x
     small = small_x + small_x * t * (1 / 6 + t * (1 / 120 + t * (1 / 5040 + t * (1 / 362880))))
-    return ew.where(m <= 0.5, small, ew.where(a < 0, -big, big))
+    return ew.where(near, small, ew.where(a < 0, -big, big))
 
 
 def cosh(a):
