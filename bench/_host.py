@@ -14,16 +14,22 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
-# the peers' settings for each MIRAX_CPU_MAX_ISA: OpenBLAS's kernels of that ISA, XLA capped alike
-PEER_CAPS = {"avx2": ("Haswell", "AVX2"), "sse": ("Nehalem", "SSE4_2")}
+# the peers' settings for each MIRAX_CPU_MAX_ISA: OpenBLAS's kernels of that ISA, XLA capped
+# alike, and numpy's own loops (sin, add, ...) kept off the wider ISAs' dispatch targets
+# (NPY_DISABLE_CPU_FEATURES; names of numpy 1.x and 2.x: unknown ones are ignored). Without
+# the last, numpy's ufuncs ran AVX-512 in "AVX2" runs (f32 sin 2.4 ms, 6.2 capped).
+_NPY_AVX512 = "X86_V4 AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR AVX512_FP16"
+PEER_CAPS = {"avx2": ("Haswell", "AVX2", _NPY_AVX512),
+             "sse": ("Nehalem", "SSE4_2", _NPY_AVX512 + " X86_V3 AVX AVX2 FMA3 F16C")}
 
 
 def cap_peers(env) -> None:
     """Set the peers' environment (a mapping, in place) for a fair run: the machine's own
     OpenBLAS settings removed (some of these machines set OPENBLAS_CORETYPE and
     OPENBLAS_L2_SIZE, which slow it: DESIGN.md), and under `MIRAX_CPU_MAX_ISA` the peers
-    capped to the same ISA as our code (OpenBLAS reads its variables when numpy loads it,
-    XLA when jax starts: call this before either, or for a worker's environment)."""
+    capped to the same ISA as our code (OpenBLAS and numpy's ufunc dispatch read their
+    variables when numpy loads, XLA when jax starts: call this before either, or for a
+    worker's environment)."""
     for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         env.pop(v, None)
     cap = PEER_CAPS.get(env.get("MIRAX_CPU_MAX_ISA", "").strip().lower())
@@ -31,6 +37,7 @@ def cap_peers(env) -> None:
         env["OPENBLAS_CORETYPE"] = cap[0]
         flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_cpu_max_isa" not in f]
         env["XLA_FLAGS"] = " ".join(flags + [f"--xla_cpu_max_isa={cap[1]}"])
+        env["NPY_DISABLE_CPU_FEATURES"] = cap[2]
 
 
 cap_peers(os.environ)  # (the benchmarks import this module before numpy and jax)
@@ -73,7 +80,8 @@ def peers() -> str:
     except (OSError, AttributeError, ImportError):
         pass
     xla = [f for f in os.environ.get("XLA_FLAGS", "").split() if "max_isa" in f]
-    return f"peers: numpy's OpenBLAS {core} kernels; XLA {xla[0] if xla else 'for the host'}"
+    loops = "numpy's loops capped alike" if os.environ.get("NPY_DISABLE_CPU_FEATURES") else "numpy's loops for the host"
+    return f"peers: numpy's OpenBLAS {core} kernels, {loops}; XLA {xla[0] if xla else 'for the host'}"
 
 
 def speed_now() -> str:
