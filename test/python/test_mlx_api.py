@@ -196,7 +196,8 @@ def test_numpy_reductions_on_mirax_arrays():
 
 def test_sinh_cosh_f32_one_exp():
     """f32 sinh and cosh from one exp of |x| (sinh: an odd polynomial for |x| <= 1/2):
-    within a few ulp of numpy across the branch point and wide ranges, signed zeros,
+    within a few ulp of numpy across the branch point and wide ranges (up to 89.4, where
+    e^|x| alone would overflow), signed zeros,
     infinities and NaN as numpy, and gradients finite where the branch not taken would
     overflow (|x| = 1e6: sinh's polynomial of x)."""
     x = np.concatenate([np.linspace(-0.6, 0.6, 2001), np.geomspace(1e-38, 80, 500), -np.geomspace(1e-38, 80, 500),
@@ -210,6 +211,11 @@ def test_sinh_cosh_f32_one_exp():
         np.testing.assert_array_equal(s, np.sinh(special))
         np.testing.assert_array_equal(c, np.cosh(special))
     assert np.signbit(s[1]) and not np.signbit(s[0])
+    # finite where e^|x| alone overflows (|x| in (88.7, 89.4]), as numpy's
+    big = np.array([88.75, 89.0, 89.4, -89.4, 89.42], np.float32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(np.asarray(mr.sinh(mr.array(big))), np.sinh(big), rtol=4e-7)
+        np.testing.assert_allclose(np.asarray(mr.cosh(mr.array(big))), np.cosh(big), rtol=4e-7)
     g = np.asarray(mr.grad(lambda a: mr.sinh(a).sum())(mr.array(special)))
     np.testing.assert_array_equal(g, [1, 1, np.inf, np.inf, np.nan, np.inf, np.inf])
     xs = np.linspace(-3, 3, 13).astype(np.float32)
