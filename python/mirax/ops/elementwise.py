@@ -176,8 +176,9 @@ def _prepare(name, a, b, dtype=None):
         c = _eager_scalar(a, d, b)
         if c is not None:
             return c, b
-    a = astype(_arr(a) if isinstance(a, Array) else array(a, d), d)
-    b = astype(_arr(b) if isinstance(b, Array) else array(b, d), d)
+    if not (type(a) is Array and type(b) is Array and a.aval.dtype is d and b.aval.dtype is d):
+        a = astype(_arr(a) if isinstance(a, Array) else array(a, d), d)
+        b = astype(_arr(b) if isinstance(b, Array) else array(b, d), d)
     sa, sb = a.aval.shape, b.aval.shape
     if sa[len(sa) - len(sb):] == sb:  # (the common cases, without the general rule: b's shape ends a's)
         shape = sa
