@@ -162,9 +162,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
                             vector_min_constants=h.vector_registers // 2 if few_registers else 0,
                             # loops calling the vector math library (sin, pow...) vectorized
                             # at the registers' full width: LLVM prefers 256-bit vectors on
-                            # Intel's AVX-512 server cores, and the library's 16-lane
-                            # functions ran pow 5.9 -> 3.6 ms and sin 0.89 -> 0.64 ms on 4M
-                            # f32 (Emerald Rapids); runtime/llvm_codegen.py
+                            # Intel's AVX-512 server cores; the library's 16-lane
+                            # functions took pow on 4M f32 from 0.65x to 1.05x numpy's speed
+                            # (Emerald Rapids; two separate runs, not one interleaved
+                            # A/B); runtime/llvm_codegen.py
                             vector_math_bits=h.vector_bits),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
