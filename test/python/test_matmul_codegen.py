@@ -769,3 +769,29 @@ def test_a_remainder_takes_the_tile_that_fits_and_both_threads(rng):
         a = rng.standard_normal((256, 784), dtype=np.float32)
         b = rng.standard_normal((784, 512), dtype=np.float32)
         check(run(matmul_text(256, 512, 784), a, b, (256, 512)), a, b)
+
+
+def test_an_eight_column_remainder_takes_eight_wide_tiles(rng):
+    """The last 8 columns of a split product (1000 = 31 x 32 + 8) run in 8-wide tiles:
+    on a 16-lane host half-register vectors (`register_tiles(every=True)`), not 16-wide
+    ones half zeros; on an 8-lane host one vector. The product is right either way, with
+    the rows' remainder too."""
+    from mirax.lowering import tuning
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(matmul_text(120, 8, 512))
+        op = mc.matmul_ops(module.operation)[0]
+        op.attributes[mc.REMAINDER] = ir.UnitAttr.get()
+        p = mc.plan(op)
+    assert p["pad"] == (120, 8) and p["nr"] == 8
+    m, n, k = 126, 72, 512  # 72 = 2 x 32 + 8 columns; 126 = 12 x 10 + 6 rows
+    cfg = dict(mr=10, nr=32, kc=64, nc=64, forall_m=40, split=1, pack_b=1, threads=2)
+    key = tuning.shape_class("linalg.matmul", None, m, n, k)
+    with tuning.override(matmul={key: dict(cfg, dtype="f32", shape=f"{m}x{n}x{k}")}):
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(matmul_text(m, n, k))
+            mc.optimize_matmuls(module)
+            text = str(module)
+        assert re.search(r"vector<\d+x8xf32>", text)  # the column remainder's 8-wide tile
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        check(run(matmul_text(m, n, k), a, b, (m, n)), a, b)
