@@ -2,7 +2,7 @@
 
     python -m mirax.tune                       # the default shape classes, ~2-4 minutes
     python -m mirax.tune --budget 60           # stop searching after 60 s
-    python -m mirax.tune --matmul 1024x1024x1024 64:256x256x256   # M x N x K, batch:...
+    python -m mirax.tune --matmul 1024x1024x1024 64:256x256x256   # M x N x K, batch:... (only these)
     python -m mirax.tune --matmul 256x512x784T   # x @ W.T (W stored N x K: nn.Linear's form)
     python -m mirax.tune --show                # the host, the derived table, what was measured
     python -m mirax.tune --reset               # forget this host's measurements
@@ -380,8 +380,14 @@ def main(argv=None) -> int:
     h = host_cpu.host()
     print(f"host: {h.describe()}\nstore: {path}\nclock: {clock} (load average {os.getloadavg()[0]:.1f})")
     start = time.monotonic()
-    shapes = DEFAULT_MATMULS if args.matmul is None else args.matmul
-    rows = DEFAULT_ROWS if args.rows is None else [tuple(int(x) for x in r.lower().split("x")) for r in args.rows]
+    # what was asked for only: `--matmul 1000x1000x1000` alone re-measured the row
+    # reductions and the threads threshold too, and replaced their stored choices
+    picked = args.matmul is not None or args.rows is not None
+    shapes = (DEFAULT_MATMULS if not picked else []) if args.matmul is None else args.matmul
+    rows = (DEFAULT_ROWS if not picked else []) if args.rows is None else \
+        [tuple(int(x) for x in r.lower().split("x")) for r in args.rows]
+    if picked:
+        args.no_threads = True
     jobs = len(shapes) + len(rows) + (0 if args.no_threads else 1)
     for i, s in enumerate(shapes):
         left = args.budget - (time.monotonic() - start)

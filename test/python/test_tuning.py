@@ -555,10 +555,13 @@ def test_tuner_rows_and_threads(store):
 
 def test_command_line(store):
     env = dict(os.environ, MIRAX_CACHE_DIR=str(store))
-    out = subprocess.run([sys.executable, "-m", "mirax.tune", "--matmul", "64x64x128", "--rows",
-                          "--no-threads", "--budget", "60"], capture_output=True, text=True, env=env, timeout=300)
+    # the shape asked for only: not the row reductions nor the threads threshold besides
+    out = subprocess.run([sys.executable, "-m", "mirax.tune", "--matmul", "64x64x128", "--budget", "60"],
+                         capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "host:" in out.stdout and "64x64x128" in out.stdout
+    assert "rows " not in out.stdout and "threads:" not in out.stdout
+    assert set(json.loads(tuning.store_path().read_text())) - {"format", "host"} == {"matmul"}
     shown = subprocess.run([sys.executable, "-m", "mirax.tune", "--show"], capture_output=True, text=True,
                            env=env, timeout=120)
     assert "matmul:6x6x7" in shown.stdout and host_cpu.host().name in shown.stdout
