@@ -626,3 +626,23 @@ def test_every_benchmark_sets_the_peers_environment_before_numpy_loads():
         peers = [i for i, m in enumerate(order) if m in ("numpy", "jax", "scipy")]
         if peers:
             assert "_host" in order and order.index("_host") < peers[0], path.name
+
+
+def test_the_avx2_cap_keeps_numpy_off_its_avx512_loops():
+    """Under MIRAX_CPU_MAX_ISA=avx2 bench/_host.py also caps numpy's own loops
+    (NPY_DISABLE_CPU_FEATURES): its sin, tan, atan2, pow have AVX-512 (SVML) loops that an
+    AVX2 host does not, and with them the 'AVX2' comparison was against a faster numpy
+    (f32 sin 2.4 ms, 6.2 capped). On a host without AVX-512 nothing changes."""
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import _host, os, numpy as np\n"
+            "m = getattr(np, '_core', None) or np.core\n"
+            "u = m._multiarray_umath\n"
+            "on = [t for t in u.__cpu_dispatch__ if u.__cpu_features__.get(t)]\n"
+            "print(os.environ['NPY_DISABLE_CPU_FEATURES'] != '', [t for t in on if t.startswith('AVX512') or t == 'X86_V4'])")
+    env = dict(os.environ, MIRAX_CPU_MAX_ISA="avx2")
+    env.pop("NPY_DISABLE_CPU_FEATURES", None)
+    out = subprocess.run([sys.executable, "-c", code, str(bench)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "[]"]
