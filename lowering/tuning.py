@@ -445,8 +445,24 @@ def openmp_library():
     lacks the symbols. `MIRAX_OPENMP_LIB` names one explicitly ("" disables OpenMP)."""
     env = os.environ.get("MIRAX_OPENMP_LIB")
     if env is not None:
-        return env or None
+        return _checked_openmp_library(env) if env else None
     return _find_openmp_library()
+
+
+@functools.lru_cache(maxsize=None)
+def _checked_openmp_library(path: str):
+    """`path` if it loads and defines the LLVM OpenMP entry points, else None with a
+    warning: a kernel linked against a missing library aborted the process in the JIT
+    (MLIR's ExecutionEngine: "Symbols not found: __kmpc_fork_call"), so the kernels run
+    on one thread instead."""
+    import warnings
+    try:
+        ctypes.CDLL(path).__kmpc_fork_call  # noqa: B018 - the lookup is the check
+    except (OSError, AttributeError) as err:
+        warnings.warn(f"mirax: MIRAX_OPENMP_LIB={path!r} is not an LLVM OpenMP runtime ({err}); "
+                      "kernels run on one thread", RuntimeWarning, stacklevel=2)
+        return None
+    return path
 
 
 @functools.lru_cache(maxsize=1)

@@ -646,3 +646,21 @@ def test_the_avx2_cap_keeps_numpy_off_its_avx512_loops():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "[]"]
+
+
+def test_a_missing_openmp_library_named_by_the_environment_warns_and_runs_on_one_thread(tmp_path):
+    """MIRAX_OPENMP_LIB naming a file that is not there (or not an LLVM OpenMP runtime):
+    a warning naming the variable, and the kernels on one thread. A kernel linked against
+    it had aborted the interpreter in the JIT ("Symbols not found: __kmpc_fork_call")."""
+    code = ("import warnings, numpy as np, mirax as mr\n"
+            "from mirax.lowering import tuning\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    x = mr.array(np.ones((512, 512), np.float32))\n"
+            "    y = float(mr.compile(lambda a: (a @ a + 1).sum())(x))\n"
+            "print(tuning.threads(), y, any('MIRAX_OPENMP_LIB' in str(m.message) for m in w))")
+    env = dict(os.environ, MIRAX_OPENMP_LIB=str(tmp_path / "libomp.so.5"), MIRAX_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", str(512.0 * 512 * 513), "True"]
