@@ -37,6 +37,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, replace
 
+from ..runtime.environment import number
+
 FORMAT = 3  # 2: the cache line size; 3: the L1d ways
 
 
@@ -298,7 +300,7 @@ def usable_cpus(cap_env: str | None = None) -> int:
     n = _cores()
     cap = os.environ.get(cap_env) if cap_env else None
     if cap:
-        n = min(n, max(1, int(cap)))
+        n = min(n, max(1, number(cap_env, n, int)))
     return n
 
 

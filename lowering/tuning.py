@@ -42,6 +42,7 @@ import platform
 import sys
 
 from . import host_cpu
+from ..runtime.environment import number
 
 FORMAT = 1
 # (`linalg.matmul_transpose_b`: a linalg.matmul reading B stored N x K, `x @ W.T`, as
@@ -358,7 +359,7 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     cfg = dict(base)
     tuned = nearest_measured(op, dtype, batch, m, n, k)
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
-        tuned = _tune_now(op, batch, m, n, k, float(os.environ["MIRAX_TUNE_ON_FIRST_USE"]))
+        tuned = _tune_now(op, batch, m, n, k, number("MIRAX_TUNE_ON_FIRST_USE", 0.0, minimum=0))
     if tuned is None and op == "linalg.matmul_transpose_b":
         # unmeasured in this form: the plain product's measured tiles (B then repacked)
         tuned = nearest_measured("linalg.matmul", dtype, batch, m, n, k)

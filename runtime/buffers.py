@@ -20,6 +20,8 @@ import weakref
 
 import numpy as np
 
+from .environment import number
+
 MIN_BYTES = 1 << 20
 # the arrays start at a cache line (and an AVX-512 vector): the row kernels' streaming
 # stores of whole lines need it (numpy's large arrays start 16 bytes into a page), and
@@ -28,7 +30,7 @@ MIN_BYTES = 1 << 20
 # (Emerald Rapids, AVX-512; mr.array's copies and outputs under 1 MiB came from numpy so)
 ALIGN = 64
 ALIGN_MIN = 4096  # (smaller arrays: numpy's own, ~1 us less an eager op; a line or two split)
-_LIMIT = int(os.environ.get("MIRAX_BUFFER_CACHE_MB", "2048")) << 20
+_LIMIT = number("MIRAX_BUFFER_CACHE_MB", 2048, int, minimum=0) << 20
 _pool: list = []  # owning uint8 arrays, oldest first
 _lock = threading.Lock()
 

@@ -28,6 +28,7 @@ from ..lowering.pass_base import run_verifying_ours
 from . import buffers, disk_cache, llvm_codegen
 from .backend import Backend
 from .context import context
+from .environment import number
 from .kernel_cache import LRU
 
 _DESCRIPTORS = {}
@@ -259,8 +260,8 @@ class CpuKernel:
 
 # compile_module's own memory cache: disk-cache key -> CpuKernel (loaded .so or JIT engine),
 # bounded in entries and bytes, least recently used out
-MEMORY_CAPACITY = int(os.environ.get("MIRAX_KERNEL_MEMORY_CAPACITY", "1024"))
-MEMORY_BYTES = int(float(os.environ.get("MIRAX_KERNEL_MEMORY_MB", "256")) * 2**20)
+MEMORY_CAPACITY = number("MIRAX_KERNEL_MEMORY_CAPACITY", 1024, int, minimum=0)
+MEMORY_BYTES = int(number("MIRAX_KERNEL_MEMORY_MB", 256.0, minimum=0) * 2**20)
 ENGINE_BYTES = 2_500_000  # what an ExecutionEngine keeps, measured (kernels that could not link)
 _loaded = LRU(MEMORY_CAPACITY, MEMORY_BYTES)
 

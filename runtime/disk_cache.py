@@ -39,6 +39,8 @@ import threading
 import time
 from pathlib import Path
 
+from .environment import number
+
 log = logging.getLogger("mirax.cache")
 
 FORMAT_VERSION = 1
@@ -100,9 +102,11 @@ def size_limit() -> int:
     `MIRAX_CACHE_SIZE_MB` (MB), else 1 GiB."""
     try:
         if os.environ.get("MIRAX_CACHE_MAX_BYTES"):
-            return int(float(os.environ["MIRAX_CACHE_MAX_BYTES"]))
-        return int(float(os.environ.get("MIRAX_CACHE_SIZE_MB", DEFAULT_SIZE_MB)) * 2**20)
-    except ValueError:
+            return int(number("MIRAX_CACHE_MAX_BYTES", 0.0, minimum=0))
+        return int(number("MIRAX_CACHE_SIZE_MB", float(DEFAULT_SIZE_MB), minimum=0) * 2**20)
+    except ValueError as err:  # (read at eviction, in the writer thread too: a warning, not an error)
+        import warnings
+        warnings.warn(f"{err}; the disk cache keeps its default {DEFAULT_SIZE_MB} MB", RuntimeWarning, stacklevel=2)
         return DEFAULT_SIZE_MB * 2**20
 
 
@@ -576,7 +580,7 @@ class _Writer:
 _writer = _Writer()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_writer._after_fork)
-atexit.register(lambda: _writer.flush(timeout=float(os.environ.get("MIRAX_CACHE_EXIT_WAIT_S", "60"))))
+atexit.register(lambda: _writer.flush(timeout=number("MIRAX_CACHE_EXIT_WAIT_S", 60.0, minimum=0)))
 
 
 def flush(timeout=None) -> bool:

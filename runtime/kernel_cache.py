@@ -16,6 +16,8 @@ import os
 import threading
 from collections import OrderedDict
 
+from .environment import number
+
 
 class LRU:
     """A map of at most `capacity` entries (and `max_bytes` of their `nbytes`), least
@@ -84,7 +86,7 @@ class LRU:
 
 
 def default_capacity() -> int:
-    return int(os.environ.get("MIRAX_KERNEL_CACHE_CAPACITY", "4096"))
+    return number("MIRAX_KERNEL_CACHE_CAPACITY", 4096, int, minimum=0)
 
 
 class KernelCache(LRU):

@@ -20,6 +20,8 @@ import ctypes.util
 import os
 import sys
 
+from .environment import number
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 _done = []
 
@@ -36,7 +38,7 @@ def configure() -> bool:
         except (OSError, AttributeError):  # musl has no mallopt
             mallopt = None
         if mallopt is not None:
-            retain = int(float(os.environ.get("MIRAX_MALLOC_RETAIN_MB", "256")) * 2**20)
+            retain = int(number("MIRAX_MALLOC_RETAIN_MB", 256.0, minimum=0) * 2**20)
             ok = bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, max(retain, 128 << 10)))
     _done.append(ok)
     return ok

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from .environment import number
+
 # variables the MPI launchers (Open MPI's mpirun, MPICH's hydra, PMIx) set in each rank
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 _DESC_BYTES = 96  # what each rank tells the others before a collective
@@ -117,7 +119,7 @@ def split(gid, color, key=-1):
 
 
 def timeout() -> float:
-    return float(os.environ.get("MIRAX_DISTRIBUTED_TIMEOUT", "600"))
+    return number("MIRAX_DISTRIBUTED_TIMEOUT", 600.0, minimum=0)
 
 
 def _abort_on_uncaught_exception():

@@ -2,6 +2,7 @@
 gathers clamp, scatters drop, constants raise), integer division by zero gives numpy's
 results, numpy views cannot write into mirax arrays, Python ints are never cut to a
 narrower dtype, and wrapping mirax ops in the MLIR bindings costs no import."""
+import os
 import sys
 
 import numpy as np
@@ -175,3 +176,28 @@ def test_compiled_function_returning_a_value_twice(dev):
         want = [[2, 3], [2, 4], [2, 3], [1, 2], [1, 2]]
         for o, w in zip(outs, want):
             np.testing.assert_array_equal(np.asarray(o), w)
+
+
+def test_a_bad_number_in_a_mirax_variable_names_the_variable(monkeypatch):
+    """`MIRAX_*` numbers (threads, cache sizes, capacities) that are not numbers raise a
+    ValueError naming the variable and its value; `int('abc')` alone named neither."""
+    from mirax.runtime.environment import number
+    monkeypatch.setenv("MIRAX_TEST_NUMBER", "abc")
+    with pytest.raises(ValueError, match=r"MIRAX_TEST_NUMBER='abc': expected an integer"):
+        number("MIRAX_TEST_NUMBER", 1, int)
+    for text, kind, want in (("", int, 7), ("12", int, 12), ("1e3", int, 1000), ("2.5", float, 2.5)):
+        monkeypatch.setenv("MIRAX_TEST_NUMBER", text)
+        assert number("MIRAX_TEST_NUMBER", 7, kind) == want
+    monkeypatch.setenv("MIRAX_TEST_NUMBER", "-1")
+    with pytest.raises(ValueError, match="expected at least 0"):
+        number("MIRAX_TEST_NUMBER", 1, int, minimum=0)
+    # read where kernels are compiled (the threads): the message, not a bare int() error
+    import subprocess
+    code = ("import numpy as np, mirax as mr\n"
+            "try:\n"
+            "    mr.eval(mr.compile(lambda a: a @ a)(mr.array(np.ones((256, 256), np.float32))))\n"
+            "except ValueError as e:\n"
+            "    print(e)\n")
+    env = dict(os.environ, MIRAX_NUM_THREADS="two", PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert "MIRAX_NUM_THREADS='two': expected an integer" in out.stdout, out.stderr[-2000:]

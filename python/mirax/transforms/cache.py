@@ -39,13 +39,14 @@ from collections import OrderedDict
 import numpy as np
 
 from ..array import STATE, Array, eval as _eval
+from ..runtime.environment import number
 from ..dialect.dtypes import Dtype as _Dtype
 
 __all__ = ["cache_info", "clear", "capacity", "set_capacity", "enabled", "set_enabled"]
 
-_CAPACITY = [int(os.environ.get("MIRAX_TRANSFORM_CACHE_CAPACITY", "128"))]
+_CAPACITY = [number("MIRAX_TRANSFORM_CACHE_CAPACITY", 128, int, minimum=0)]
 _ENABLED = [True]
-_JIT_AFTER = [int(os.environ.get("MIRAX_TRANSFORM_JIT_AFTER", "8"))]
+_JIT_AFTER = [number("MIRAX_TRANSFORM_JIT_AFTER", 8, int)]
 _MAX_OBJECTS = 4096  # values one walk of a function's state may visit
 _MAX_DEPTH = 48
 _SMALL_NUMPY = 1 << 16  # numpy arrays up to this many bytes are keyed by value, larger ones by identity
