@@ -640,11 +640,15 @@ def _dump(name, stages):
     d = os.environ.get("MIRAX_DUMP_IR")
     if not d:
         return
-    os.makedirs(d, exist_ok=True)
     _DUMPS[0] += 1
-    for stage, text in stages.items():
-        with open(os.path.join(d, f"{name}.{_DUMPS[0]}.{stage}.mlir"), "w") as f:
-            f.write(text)
+    try:
+        os.makedirs(d, exist_ok=True)
+        for stage, text in stages.items():
+            with open(os.path.join(d, f"{name}.{_DUMPS[0]}.{stage}.mlir"), "w") as f:
+                f.write(text)
+    except OSError as err:
+        raise OSError(err.errno, f"MIRAX_DUMP_IR={d!r}: cannot write the IR dumps there ({err.strerror})",
+                      err.filename) from None
 
 
 def compile(fun=None, inputs=None, outputs=None, shapeless=False, *, in_shardings=None, out_shardings=None):

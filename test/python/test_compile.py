@@ -298,6 +298,11 @@ def test_lower_prints_each_stage(tmp_path):
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     names = sorted(p.name.split(".")[-2] for p in tmp_path.iterdir())
     assert names == ["linalg", "llvm", "mirax", "optimized", "simplified"]
+    blocked = tmp_path / "a file"  # a directory that cannot be made: the error names the variable
+    blocked.write_text("")
+    env["MIRAX_DUMP_IR"] = str(blocked / "dumps")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode != 0 and "MIRAX_DUMP_IR=" in out.stderr and "cannot write the IR dumps" in out.stderr
 
 
 def test_compiling_training_graphs_as_in_the_guide():
