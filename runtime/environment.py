@@ -18,7 +18,8 @@ def number(name: str, default, kind=float, minimum=None):
     if not text:
         return default
     try:
-        value = kind(float(text)) if kind is int and "." in text or "e" in text.lower() else kind(text)
+        # (an int written as 1e3 or 2.0 is taken as a float first, then cut to int)
+        value = kind(float(text)) if kind is int and ("." in text or "e" in text.lower()) else kind(text)
     except ValueError:
         what = "an integer" if kind is int else "a number"
         raise ValueError(f"mirax: {name}={text!r}: expected {what}") from None
