@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
 # the peers' settings for each MIRAX_CPU_MAX_ISA: OpenBLAS's kernels of that ISA, XLA capped
 # alike, and numpy's own loops (sin, add, ...) kept off the wider ISAs' dispatch targets
-# (NPY_DISABLE_CPU_FEATURES; names of numpy 1.x and 2.x: unknown ones are ignored). Without
+# (NPY_DISABLE_CPU_FEATURES; the names of numpy 1.x and 2.x: those a version does not
+# dispatch on draw an ImportWarning, which Python ignores unless -W error). Without
 # the last, numpy's ufuncs ran AVX-512 in "AVX2" runs (f32 sin 2.4 ms, 6.2 capped).
 _NPY_AVX512 = "X86_V4 AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR AVX512_FP16"
 PEER_CAPS = {"avx2": ("Haswell", "AVX2", _NPY_AVX512),
