@@ -472,11 +472,13 @@ def _find_openmp_library():
     plan asks.)"""
     candidates = [os.path.join(sys.prefix, "lib", n) for n in ("libomp.so", "libomp.so.5", "libiomp5.so")]
     candidates += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
-    candidates += sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True)
     candidates += ["/opt/homebrew/opt/libomp/lib/libomp.dylib", "/usr/local/opt/libomp/lib/libomp.dylib"]
     for c in candidates:
         if os.path.exists(c):
             return c
+    # (a glob only when those are missing: it is a warm process's first compiled call's time)
+    for c in sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True):
+        return c
     for name in ("omp", "iomp5"):
         found = ctypes.util.find_library(name)
         if found:

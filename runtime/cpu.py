@@ -73,7 +73,7 @@ def _shared_libs():
     if omp:
         libs.append(omp)
     vector_library = tuning.vector_math_library()
-    if vector_library and llvm_codegen.available():  # (only runtime/llvm_codegen.py's code calls it)
+    if vector_library and llvm_codegen.expected():  # (only runtime/llvm_codegen.py's code calls it)
         libs.append(vector_library[1])
     return libs
 

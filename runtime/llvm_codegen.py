@@ -183,6 +183,19 @@ def available() -> bool:
     return os.environ.get("MIRAX_LLVM_CODEGEN", "") != "engine" and _llvm() is not None
 
 
+def expected() -> bool:
+    """`available()` without loading libLLVM when it has not been loaded yet (its wheel's
+    library is there, the path not turned off): what a kernel-cache hit needs to know to
+    name the libraries of its key (runtime/cpu.py `_shared_libs`), where loading libLLVM
+    and its targets took ~2 ms of a warm process's first compiled call (of ~5)."""
+    if os.environ.get("MIRAX_LLVM_CODEGEN", "") == "engine":
+        return False
+    if _api is not None:
+        return _api is not False
+    from ..lowering.host_cpu import _llvm_library
+    return _llvm_library() is not None
+
+
 def threads() -> int:
     """Compile threads: the CPUs this process may use, capped by `MIRAX_JIT_THREADS`."""
     from ..lowering.host_cpu import usable_cpus
