@@ -298,8 +298,7 @@ def usable_cpus(cap_env: str | None = None) -> int:
     """The CPUs this process may run on, capped by the environment variable `cap_env`
     (kernel threads: `MIRAX_NUM_THREADS`; LLVM's compile threads: `MIRAX_JIT_THREADS`)."""
     n = _cores()
-    cap = os.environ.get(cap_env) if cap_env else None
-    if cap:
+    if cap_env:  # (unset or empty: n itself)
         n = min(n, max(1, number(cap_env, n, int)))
     return n
 

@@ -477,8 +477,9 @@ def _find_openmp_library():
         if os.path.exists(c):
             return c
     # (a glob only when those are missing: it is a warm process's first compiled call's time)
-    for c in sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True):
-        return c
+    versioned = sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True)
+    if versioned:
+        return versioned[0]
     for name in ("omp", "iomp5"):
         found = ctypes.util.find_library(name)
         if found:

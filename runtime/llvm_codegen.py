@@ -180,7 +180,7 @@ def _llvm():
 
 def available() -> bool:
     """Whether this path can compile here (libLLVM loads; not turned off)."""
-    return os.environ.get("MIRAX_LLVM_CODEGEN", "") != "engine" and _llvm() is not None
+    return expected() and _llvm() is not None
 
 
 def expected() -> bool:

@@ -383,9 +383,8 @@ def main(argv=None) -> int:
     # what was asked for only: `--matmul 1000x1000x1000` alone re-measured the row
     # reductions and the threads threshold too, and replaced their stored choices
     picked = args.matmul is not None or args.rows is not None
-    shapes = (DEFAULT_MATMULS if not picked else []) if args.matmul is None else args.matmul
-    rows = (DEFAULT_ROWS if not picked else []) if args.rows is None else \
-        [tuple(int(x) for x in r.lower().split("x")) for r in args.rows]
+    shapes = (args.matmul or []) if picked else DEFAULT_MATMULS
+    rows = [tuple(int(x) for x in r.lower().split("x")) for r in args.rows or []] if picked else DEFAULT_ROWS
     if picked:
         args.no_threads = True
     jobs = len(shapes) + len(rows) + (0 if args.no_threads else 1)

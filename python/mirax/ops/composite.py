@@ -170,10 +170,11 @@ _HALF_EXP_K = 0.9999985694885254
 
 
 def _half_exp_abs(a):
-    """(|a|, e^|a| / 2) for f32 `a`; (|a|, None) for other dtypes (their own exp)."""
+    """(|a|, e^|a| / 2) for real `a`: f32 as above, other dtypes e^|a| in their own type
+    halved (exact: a power of two)."""
     m = ew.abs(a)
     if a.dtype != dt.float32:
-        return m, None
+        return m, ew.exp(m) * 0.5
     return m, ew.exp(m - _LN2_HI) * _HALF_EXP_K
 
 
@@ -188,11 +189,7 @@ def sinh(a):
     if a.dtype == dt.float64 or a.dtype.kind == "c":  # (|z| and z < 0 mean nothing here for complex z)
         return (ew.expm1(a) - ew.expm1(-a)) * 0.5
     m, h = _half_exp_abs(a)
-    if h is None:
-        e = ew.exp(m)
-        big = (e - 1 / e) * 0.5
-    else:
-        big = h - 0.25 / h
+    big = h - 0.25 / h
     near = m <= 0.5
     small_x = ew.where(near, a, 0)  # (the branch not taken stays finite: its gradient is 0, not 0 * inf)
     t = small_x * small_x
@@ -206,10 +203,7 @@ def cosh(a):
     a = _float(a)
     if a.dtype.kind == "c":
         return (ew.exp(a) + ew.exp(-a)) * 0.5
-    m, h = _half_exp_abs(a)
-    if h is None:
-        e = ew.exp(m)
-        return (e + 1 / e) * 0.5
+    _, h = _half_exp_abs(a)
     return h + 0.25 / h
 
 
