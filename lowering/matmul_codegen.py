@@ -251,7 +251,7 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
         # one n-block: a task's row tiles share each kc x N slice of B, fetched from L3
         # once per task, so one task per thread (1024^3 on Zen 4, 2 threads, 4x64 tiles:
         # 32-row tasks 145-153 GFLOP/s, 512-row tasks 158-186). A's strip is read once per
-        # k-slice whatever its height.
+        # k-slice whatever its height. (But see `_balanced_rows` below.)
         n = max(2, threads)  # (two at least: a one-trip forall folds away)
         if Mp % (n * mr) == 0:  # (else tasks of unequal height: the slowest thread decides)
             forall_m = max(forall_m, Mp // n)
@@ -270,8 +270,15 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
     if transpose_b and not pack:
         return None
     pack_a = pack and batch is None and bool(cfg.get("pack_a"))  # (rows_outer: only with A packed)
+    rows_outer = pack_a and bool(cfg.get("rows_outer"))
     if pack and batch:
         forall_m = Mp  # a task a whole product of the batch: it repacks its own B once
+    elif tasks == 1 and threads > 1 and "forall_m" not in (config or {}):
+        # what a task reads of B: the kc x N slice of its parallel loop, or (the threads'
+        # rows outermost) all of B's panels
+        b_bytes = (K * Np if rows_outer else min(cfg["kc"], K) * Np) * 4
+        if (rows_outer or nc == Np) and b_bytes <= cfg["l2_bytes"] // 2:
+            forall_m = _balanced_rows(Mp, mr, threads, cfg["tasks_per_thread"]) or forall_m
     # one task of rows (a remainder's few rows, a product of few rows): the threads
     # split its columns instead, in blocks of whole register tiles (a 4x512x784 remainder
     # of an MLP step ran on one thread while the other waited)
@@ -282,7 +289,7 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
             nc = max(d for d in range(nr, min(nc, forall_n) + 1, nr) if forall_n % d == 0)
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, forall_n=forall_n, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
-                rows_outer=pack_a and bool(cfg.get("rows_outer")), transpose_a=transpose_a,
+                rows_outer=rows_outer, transpose_a=transpose_a,
                 transpose_b=transpose_b, threads=threads,
                 split=split, init_op=_linalg_producer(op.operands[2]) is not None,
                 tiles={x: cfg[x] for x in tuning.MATMUL_KEYS if x in cfg})
@@ -294,6 +301,22 @@ REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padd
 def _up(x: int, t: int) -> int:
     """x rounded up to a multiple of t."""
     return -(-x // t) * t
+
+
+def _balanced_rows(Mp: int, mr: int, threads: int, per_thread: int) -> int:
+    """Rows a task when a product's B stays in each core's L2 from one task to the next
+    (one n-block of it, or all of it with the threads' rows outermost): the tallest task
+    of whole register tiles dividing Mp with `per_thread` tasks a thread or more, two
+    tiles at least (one makes a one-trip loop, folded away under a live handle of the
+    script); 0 when Mp has no such divisor. Scheduled dynamically, the tasks let threads of
+    unequal speed end together: an MLP step's 256-row products in 128-row halves, the
+    worker ran its halves 1.4-1.5x as long as the main thread (two vCPUs of unequal speed
+    while both compute) and the main thread waited 23% of the step; in 16-row tasks (8 a
+    thread) the step's median was 7-11% lower in five interleaved runs of six, 3% higher
+    in one quiet one (Emerald Rapids KVM guest)."""
+    target = max(2 * mr, Mp // (max(2, threads) * per_thread))
+    fine = [d for d in range(2 * mr, min(target, Mp // 2) + 1, mr) if Mp % d == 0]
+    return max(fine, default=0)
 
 
 def _slowest_share(total: int, d: int, threads: int) -> int:

@@ -688,6 +688,31 @@ def test_tasks_the_threads_share_evenly(m, threads, rows):
     assert re.search(rf"tile_using_forall \S+ tile_sizes \[{rows}, 0\]", script)
 
 
+@pytest.mark.parametrize("k,pack,rows", [
+    (64, dict(pack_b=1), 16),                           # B's 64 x 512 slice stays in L2: 16 tasks
+    (64, dict(pack_b=1, pack_a=1, rows_outer=1), 16),   # all of B stays in L2 (rows outermost)
+    (64, dict(pack_b=0), 16),
+    (8192, dict(pack_b=1, kc=8192), 128)])              # a 16 MiB slice of B: one task a thread
+def test_rows_balance_threads_when_b_stays_in_cache(rng, k, pack, rows):
+    """A product of one n-block whose slice of B each core keeps in L2 from one task to
+    the next is cut into `tasks_per_thread` row tasks a thread (two register tiles at
+    least): on two vCPUs of unequal speed the faster thread takes over the slower one's
+    rows. A slice of B beyond L2 keeps one task a thread (a task refetches it from L3).
+    The product is right either way."""
+    cfg = dict(dict(mr=8, nr=32, kc=64, nc=512, min_flops=0, split=0, threads=2), **pack)
+    with ir.Context(), ir.Location.unknown():
+        script = mc.optimize_matmuls(ir.Module.parse(matmul_text(256, 512, k)), config=cfg, return_script=True)
+    per_task = rows // 8 if pack.get("pack_a") else rows  # (A's panels: mr rows each)
+    assert re.search(rf"tile_using_forall \S+ tile_sizes \[0, {per_task}, 0, 0(, 0)?\]"
+                     rf"|tile_using_forall \S+ tile_sizes \[{per_task}, 0\]", script), script
+    if k == 64:
+        a = rng.standard_normal((256, k), dtype=np.float32)
+        b = rng.standard_normal((k, 512), dtype=np.float32)
+        out = np.full((256, 512), np.nan, np.float32)
+        mc.compile_standalone(matmul_text(256, 512, k), "mm", config=cfg)([a, b], [out])
+        check(out, a, b)
+
+
 SHARED_EMPTY = """
 func.func @mm(%a: tensor<256x784xf32>, %b: tensor<784x512xf32>, %c: tensor<784x512xf32>)
     -> (tensor<256x512xf32>, tensor<256x512xf32>) attributes {llvm.emit_c_interface} {
