@@ -51,6 +51,7 @@ from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, walk_ops
 from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
+from .task_counter import MiraxTaskCounter
 from .stable_shift import MiraxStableShift
 from .streaming_stores import STREAMED, MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
@@ -256,6 +257,7 @@ class MiraxCpuPipeline(MiraxPass):
             pm.add(p)
             if p == "convert-scf-to-openmp":
                 pm.add(_dynamic_schedule, name="mirax-omp-dynamic-schedule")
+                MiraxTaskCounter().add_to(pm)  # (those loops' iterations from a counter of their own)
             if p == "func.func(convert-linalg-to-loops)":
                 pm.add(_annotate_loops, name="mirax-annotate-loops")
 

@@ -18,14 +18,19 @@
 // SERIAL: llvm.return
 // An output streamed to memory (8 MiB, over `stream-bytes`) is split into up to 8 tasks a
 // thread, as many as divide its outermost dim (32: 16 tasks of 2x256x256), and the CPU
-// pipeline hands them out dynamically: a thread whose core another process holds takes
+// pipeline hands them out dynamically (mirax-task-counter: each thread takes the next
+// task by an atomic add on a counter): a thread whose core another process holds takes
 // fewer. Below that size (the default: the last-level cache) the split and the static
 // schedule stay as above.
 // TASKS-LABEL: func.func @big
 // TASKS: scf.forall (%{{.+}}) in (16)
 // TASKS: linalg.generic {{.*}} ins(%{{.+}} : tensor<2x256x256xf32>)
 // DYN-LABEL: llvm.func @big
-// DYN: omp.wsloop schedule(dynamic)
+// DYN: %[[NT:.+]] = llvm.mlir.constant(16 : index) : i64
+// DYN: omp.parallel {
+// DYN-NOT: omp.wsloop
+// DYN: %[[K:.+]] = llvm.atomicrmw add
+// DYN-NEXT: llvm.icmp "slt" %[[K]], %[[NT]] : i64
 // DYN: llvm.intr.masked.store
 // DYN: llvm.store {{.*}}nontemporal
 func.func @big(%x: tensor<32x256x256xf32>) -> tensor<32x256x256xf32> attributes {llvm.emit_c_interface} {

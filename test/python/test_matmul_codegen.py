@@ -274,14 +274,20 @@ def test_lowering_helpers(rng):
 
 
 def test_only_matmul_tasks_are_dynamically_scheduled():
-    """In a compiled program, the matmul's loop gets schedule(dynamic); the row loop of a
-    softmax beside it stays static (one dispatch call an iteration otherwise)."""
+    """In a compiled program, the matmul's tasks are handed out dynamically (schedule
+    dynamic, then mirax-task-counter: an atomic counter in place of the OpenMP loop); the
+    row loop of a softmax beside it stays a static OpenMP loop (one dispatch call an
+    iteration otherwise)."""
     import mirax as mr
+    from mirax.lowering import tuning
+    if tuning.threads() < 2:
+        pytest.skip("one thread: no OpenMP loops")
     x = mr.array(np.ones((256, 512), np.float32))
     w = mr.array(np.ones((512, 512), np.float32))
     text = mr.compile(lambda x, w: mr.softmax(x @ w, axis=-1)).lower(x, w).as_text("llvm")
     loops = [line.strip() for line in text.splitlines() if "omp.wsloop" in line]
-    assert "omp.wsloop schedule(dynamic) {" in loops and "omp.wsloop {" in loops, loops
+    assert loops == ["omp.wsloop {"] * len(loops) and loops, loops
+    assert text.count("omp.parallel") == len(loops) + 1 and "llvm.atomicrmw add" in text
 
 
 def test_small_matmul_tasks_stay_static():
