@@ -591,14 +591,23 @@ def test_repacking_rule():
 
 
 def test_one_task_per_thread_when_b_is_one_block(store):
-    """With one n-block (nc covers N) each task re-reads all of B: one task per thread."""
+    """With one n-block (nc covers N) each task re-reads B's kc x N slice: one task per
+    thread when that slice outgrows half of L2 (a task refetches it from L3); within
+    it, `tasks_per_thread` tasks a thread (threads of unequal speed end together)."""
     lanes = host_cpu.host().f32_lanes
-    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
-                dict(mr=4, nr=2 * lanes, kc=64, nc=2048, forall_m=32, dtype="f32", shape="1024x1024x1024", pack_b=0))
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(tune.matmul_text(None, 1024, 1024, 1024))
-        (p,) = [mc.plan(op) for op in mc.matmul_ops(module.operation)]
-    assert p["forall_m"] == 1024 // max(2, tuning.threads())
+    cfg = tuning.table()["matmul"][("linalg.matmul", "f32")]
+    for kc in (64, 1024):
+        tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
+                    dict(mr=4, nr=2 * lanes, kc=kc, nc=2048, forall_m=32, dtype="f32", shape="1024x1024x1024",
+                         pack_b=0))
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(tune.matmul_text(None, 1024, 1024, 1024))
+            (p,) = [mc.plan(op) for op in mc.matmul_ops(module.operation)]
+        n = max(2, tuning.threads())
+        if tuning.threads() > 1 and kc * 1024 * 4 <= cfg["l2_bytes"] // 2:  # (kc 64: 256 KiB)
+            assert p["forall_m"] == max(8, 1024 // (n * cfg["tasks_per_thread"])), kc
+        else:
+            assert p["forall_m"] == 1024 // n, kc
     tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024),
                 dict(mr=4, nr=2 * lanes, kc=64, nc=4 * lanes, forall_m=32, dtype="f32", shape="1024x1024x1024", pack_b=0))
     with ir.Context(), ir.Location.unknown():
