@@ -66,17 +66,16 @@ def _entry_block(op):
 
 def rewrite(module) -> int:
     """Rewrite the eligible loops of `module` (see the module doc); returns how many."""
-    from mlir.dialects import arith, memref, scf
     root = getattr(module, "operation", module)
+    todo = [(w, _eligible(w), _entry_block(w)) for w in walk_ops(root, lambda n: n == "omp.wsloop")]
+    todo = [(w, found, entry) for w, found, entry in todo if found is not None and entry is not None]
+    if not todo:
+        return 0
+    from mlir.dialects import arith, memref, scf  # (~10 ms the first time: only when needed)
     done = 0
     with root.context, ir.Location.unknown():
         index, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
-        for wsloop in walk_ops(root, lambda n: n == "omp.wsloop"):
-            found = _eligible(wsloop)
-            entry = _entry_block(wsloop)
-            if found is None or entry is None:
-                continue
-            par, nest = found
+        for wsloop, (par, nest), entry in todo:
             lb, ub, step = nest.operands[0], nest.operands[1], nest.operands[2]
             with ir.InsertionPoint.at_block_begin(entry):
                 counter = memref.AllocaOp(ir.MemRefType.get([], i64), [], []).result
