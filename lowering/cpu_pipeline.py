@@ -32,6 +32,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     loops, OpenMP, LLVM         scf.forall -> scf.parallel -> omp.wsloop (dynamic: matmul
                                 tasks, streamed tasks; else static); LLVM's loop
                                 vectorizer widens the fused loops at JIT time (O3)
+    mirax-task-counter          (after convert-scf-to-openmp) a dynamic omp.wsloop -> its
+                                threads take iterations from an atomic counter
 
 `threads=1` (or no OpenMP runtime on the machine) leaves everything serial.
 """
