@@ -39,6 +39,8 @@ def _matmul_shape(avals):
 def _matmul_lower(e, ins, in_avals, out):
     a, b = in_avals
     x, y = ins
+    if a.ndim == 2 and b.shape[1] == 1 and a.dtype is dt.float32:
+        return _matrix_times_column(e, x, y, a, b, out)
     if a.ndim == 2:
         init = e.fill(0, out)
         return e.op(f"linalg.matmul ins({x}, {y} : {ttype(a)}, {ttype(b)}) outs({init} : {ttype(out)}) "
@@ -52,6 +54,22 @@ def _matmul_lower(e, ins, in_avals, out):
     r = e.op(f"linalg.batch_matmul ins({x3}, {y3} : {ttype(a3)}, {ttype(b3)}) outs({init} : {ttype(o3)}) "
              f"-> {ttype(o3)}")
     return _reshape(e, r, o3, out)
+
+
+def _matrix_times_column(e, x, y, a, b, out):
+    """(M, K) @ (K, 1) as the row reduction sum_k x[m, k] * y[k]: the form
+    `mirax-fuse-reductions` vectorizes with partial sums and splits over the threads (a
+    linalg.matmul with N = 1 was left to the generic lowering, a strict in-order f32 sum
+    an element at a time: 4096x4096 by a vector 16 ms against numpy's 1.4; as a row
+    reduction 1.45, Emerald Rapids, 2 threads)."""
+    m, k = a.shape
+    col = Aval((k,), b.dtype)
+    v = e.op(f"tensor.collapse_shape {y} [[0, 1]] : {ttype(b)} into {ttype(col)}")
+    rows = Aval((m,), out.dtype)
+    r = e.generic([x, v], [a, col], rows, lambda b_, p, q, acc: b_.op(f"arith.addf {acc}, {b_.op(f'arith.mulf {p}, {q} : f32')} : f32"),
+                  ["affine_map<(d0, d1) -> (d0, d1)>", "affine_map<(d0, d1) -> (d1)>", "affine_map<(d0, d1) -> (d0)>"],
+                  ["parallel", "reduction"], init=e.fill(0, rows))
+    return e.op(f"tensor.expand_shape {r} [[0, 1]] output_shape [{m}, 1] : {ttype(rows)} into {ttype(out)}")
 
 
 def _matmul_ref(a, b):

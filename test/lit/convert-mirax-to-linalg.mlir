@@ -226,3 +226,35 @@ func.func @argmax_flat(%x: tensor<131072xf32>) -> tensor<ui32> {
   %0 = "mirax.argmax"(%x) {axes = array<i64: 0>, keepdims = false} : (tensor<131072xf32>) -> tensor<ui32>
   return %0 : tensor<ui32>
 }
+
+// -----
+
+// A matrix times one column (f32): the row reduction sum_k x[m, k] * y[k], not a
+// linalg.matmul with N = 1 (left to the generic lowering, a strict in-order sum an
+// element at a time); mirax-fuse-reductions vectorizes it with partial sums.
+// CHECK-LABEL: func.func @matrix_times_column
+// CHECK-SAME:    (%[[X:.+]]: tensor<64x32xf32>, %[[Y:.+]]: tensor<32x1xf32>)
+// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[V:.+]] = tensor.collapse_shape %[[Y]] {{\[\[}}0, 1]] : tensor<32x1xf32> into tensor<32xf32>
+// CHECK:         %[[Z:.+]] = linalg.fill {{.*}} -> tensor<64xf32>
+// CHECK:         %[[R:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #{{.+}}, #{{.+}}], iterator_types = ["parallel", "reduction"]} ins(%[[X]], %[[V]] : tensor<64x32xf32>, tensor<32xf32>) outs(%[[Z]] : tensor<64xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK:         tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [64, 1] : tensor<64xf32> into tensor<64x1xf32>
+// Other products (N > 1, or integers) stay linalg.matmul.
+// CHECK-LABEL: func.func @matrix_times_columns
+// CHECK:         linalg.matmul
+// CHECK-LABEL: func.func @int_matrix_times_column
+// CHECK:         linalg.matmul
+func.func @matrix_times_column(%x: tensor<64x32xf32>, %y: tensor<32x1xf32>) -> tensor<64x1xf32> {
+  %0 = "mirax.matmul"(%x, %y) : (tensor<64x32xf32>, tensor<32x1xf32>) -> tensor<64x1xf32>
+  return %0 : tensor<64x1xf32>
+}
+func.func @matrix_times_columns(%x: tensor<64x32xf32>, %y: tensor<32x2xf32>) -> tensor<64x2xf32> {
+  %0 = "mirax.matmul"(%x, %y) : (tensor<64x32xf32>, tensor<32x2xf32>) -> tensor<64x2xf32>
+  return %0 : tensor<64x2xf32>
+}
+func.func @int_matrix_times_column(%x: tensor<64x32xi32>, %y: tensor<32x1xi32>) -> tensor<64x1xi32> {
+  %0 = "mirax.matmul"(%x, %y) : (tensor<64x32xi32>, tensor<32x1xi32>) -> tensor<64x1xi32>
+  return %0 : tensor<64x1xi32>
+}
