@@ -326,9 +326,9 @@ def test_matrix_times_vector_is_a_vectorized_row_reduction(rng, m, k, column):
     """x @ v (v of shape (K,) or (K, 1)) compiles to a row reduction, not a linalg.matmul
     left to the generic lowering (a strict in-order sum an element at a time, on one
     thread: 4096x4096 by a vector 16 ms, numpy 1.5); with v 1-D the reduction is
-    vectorized with partial sums (mirax-fuse-reductions: 1.9 ms), a (K, 1) column's
-    keeps its (M, 1) reshape after it and runs over the threads unvectorized (9.4 ms);
-    the result is numpy's to f32 rounding."""
+    vectorized with partial sums (mirax-fuse-reductions: 1.9 ms); a (K, 1) column,
+    collapsed to (K,) before the reduction, is not vectorized by that pass and runs over
+    the threads element by element (9.4 ms); the result is numpy's to f32 rounding."""
     import mirax as mr
     x = rng.standard_normal((m, k), dtype=np.float32)
     v = rng.standard_normal((k, 1) if column else (k,), dtype=np.float32)
