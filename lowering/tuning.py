@@ -131,8 +131,9 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
     # tasks of fewer multiply-adds (~20 us of one core at 2 vector FMAs a cycle, 3 GHz)
     # are scheduled statically: a dynamic dispatch call a task costs more than it balances
     mm.update(dynamic_min_task_macs=lanes << 17)
-    # a product of one n-block whose B slice fits half of L2 is cut into this many row
-    # tasks a thread (matmul_codegen.plan): threads of unequal speed end together
+    # a product whose slice of B a task reads (its one n-block's kc x N, or all of B with
+    # the rows outermost) fits half of L2 is cut into this many row tasks a thread
+    # (matmul_codegen._balanced_rows): threads of unequal speed end together
     mm.update(tasks_per_thread=8, l2_bytes=h.l2)
     # elements from which a kernel runs on the threads: its f32 input and output (8 bytes
     # an element) outgrow one core's L2 (131072 with 1 MiB; the tuner measured 49152-98304
