@@ -12,7 +12,6 @@ here counts misses of this cache, `runtime.cpu.stats` says how many were really 
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
