@@ -16,7 +16,8 @@ ops of its causal mask and positions, 0.45 s of its first compile when they all 
 `optimization_barrier` is never folded, merged or seen through (dialect/barrier.py).
 A division by a float splat constant becomes a multiplication by its reciprocal, as
 XLA's algebraic simplifier does (exact for powers of two, else within an ulp); `x ** 2`
-becomes `x * x` and `x ** 1` x (exact).
+becomes `x * x` and `x ** 1` x (exact). `transpose(a.T @ b)` becomes `b.T @ a` (a
+weight gradient in the weight's layout).
 """
 from __future__ import annotations
 
@@ -193,6 +194,48 @@ def _compose_transpose(op: ir.Operation):
     return new.results[0]
 
 
+def _swaps_last_two(perm) -> bool:
+    n = len(perm)
+    return n >= 2 and list(perm) == list(range(n - 2)) + [n - 1, n - 2]
+
+
+def _transposed_product(op: ir.Operation):
+    """`transpose(a @ b)` (the last two dims swapped) as `b.T @ a.T` when the product
+    has no other use and one of its operands is itself such a transpose, which then
+    folds away (`_compose_transpose`): the weight gradient of `x @ W.T`, `(x.T @ g).T`,
+    becomes `g.T @ x`, the product written in W's own layout, and the SGD update after
+    it reads it row by row instead of through a transpose (a 512x784 step ~5-14%
+    faster, product and update). No more transposes than before, and the same terms
+    summed over k (the tiled CPU kernels in the same order: equal bit for bit)."""
+    if op.name != "mirax.transpose" or not _swaps_last_two(ir.DenseI64ArrayAttr(op.attributes["permutation"])):
+        return None
+    mm = _defining(op.operands[0], "mirax.matmul")
+    if mm is None or len(list(mm.results[0].uses)) != 1:
+        return None
+    a, b = mm.operands
+    rank = ir.RankedTensorType(op.results[0].type).rank
+    if ir.RankedTensorType(a.type).rank != rank or ir.RankedTensorType(b.type).rank != rank:
+        return None
+
+    def transposed(v):
+        t = _defining(v, "mirax.transpose")
+        return t is not None and _swaps_last_two(ir.DenseI64ArrayAttr(t.attributes["permutation"]))
+    if not (transposed(a) or transposed(b)):
+        return None
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+
+    def swap(v):
+        vt = ir.RankedTensorType(v.type)
+        shape = list(vt.shape)
+        shape[-2:] = shape[-1], shape[-2]
+        rt = ir.RankedTensorType.get(shape, vt.element_type, vt.encoding)
+        return ir.Operation.create("mirax.transpose", results=[rt], operands=[v],
+                                   attributes={"permutation": ir.DenseI64ArrayAttr.get(perm)}).results[0]
+    with op.context, mm.location, ir.InsertionPoint(op):
+        new = ir.Operation.create("mirax.matmul", results=[op.results[0].type], operands=[swap(b), swap(a)])
+    return new.results[0]
+
+
 def _broadcast_splat(const: ir.Operation, op: ir.Operation):
     """A broadcast of a splat constant (a Python scalar beside an array: `x * 2`) as the
     same splat at the new shape: no kernel to compile and run (a cold one costs ~40 ms,
@@ -312,7 +355,8 @@ def _simplify_block(block: ir.Block) -> bool:
             continue
         repl = None
         if op.name[len("mirax."):] not in KEEP:
-            repl = _identity(op) or _compose_transpose(op) or _fold(op) or _reciprocal(op) or _power(op)
+            repl = (_identity(op) or _compose_transpose(op) or _transposed_product(op) or _fold(op) or _reciprocal(op)
+                        or _power(op))
         if repl is None:
             key = _cse_key(op)
             repl = seen.get(key)

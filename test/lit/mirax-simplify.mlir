@@ -188,3 +188,43 @@ func.func @power(%x: tensor<2048xf32>, %i: tensor<8xi32>) -> (tensor<2048xf32>, 
   %3 = "mirax.power"(%x, %three) : (tensor<2048xf32>, tensor<2048xf32>) -> tensor<2048xf32>
   return %0, %1, %2, %3 : tensor<2048xf32>, tensor<2048xf32>, tensor<8xi32>, tensor<2048xf32>
 }
+
+// -----
+
+// A transposed product with a transposed operand, (x.T @ g).T (the weight gradient of
+// x @ W.T), becomes g.T @ x: the product in the weight's layout, one transpose fewer.
+// CHECK-LABEL: func.func @transposed_product
+// CHECK-SAME: (%[[X:.+]]: tensor<4x3xf32>, %[[G:.+]]: tensor<4x5xf32>, %[[A:.+]]: tensor<2x3x4xf32>, %[[B:.+]]: tensor<2x5x4xf32>)
+// CHECK-NEXT: %[[GT:.+]] = "mirax.transpose"(%[[G]]) {permutation = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT: %[[P:.+]] = "mirax.matmul"(%[[GT]], %[[X]]) : (tensor<5x4xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-NEXT: %[[AT:.+]] = "mirax.transpose"(%[[A]]) {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+// CHECK-NEXT: %[[Q:.+]] = "mirax.matmul"(%[[B]], %[[AT]]) : (tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+// CHECK-NEXT: return %[[P]], %[[Q]]
+func.func @transposed_product(%x: tensor<4x3xf32>, %g: tensor<4x5xf32>, %a: tensor<2x3x4xf32>, %b: tensor<2x5x4xf32>) -> (tensor<5x3xf32>, tensor<2x5x3xf32>) {
+  %0 = "mirax.transpose"(%x) {permutation = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %1 = "mirax.matmul"(%0, %g) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %2 = "mirax.transpose"(%1) {permutation = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %3 = "mirax.transpose"(%b) {permutation = array<i64: 0, 2, 1>} : (tensor<2x5x4xf32>) -> tensor<2x4x5xf32>
+  %4 = "mirax.matmul"(%a, %3) : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  %5 = "mirax.transpose"(%4) {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x5xf32>) -> tensor<2x5x3xf32>
+  return %2, %5 : tensor<5x3xf32>, tensor<2x5x3xf32>
+}
+
+// -----
+
+// Kept: a transposed product of plain operands (it would need two transposes for one),
+// one whose product has another use, one transposed over a batch dim.
+// CHECK-LABEL: func.func @transposed_product_kept
+// CHECK-COUNT-3: "mirax.matmul"
+// CHECK-NOT: "mirax.matmul"
+func.func @transposed_product_kept(%x: tensor<3x4xf32>, %g: tensor<4x5xf32>, %y: tensor<4x3xf32>, %a: tensor<2x3x4xf32>, %b: tensor<2x3x5xf32>) -> (tensor<5x3xf32>, tensor<5x3xf32>, tensor<3x5xf32>, tensor<4x2x5xf32>) {
+  %0 = "mirax.matmul"(%x, %g) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %1 = "mirax.transpose"(%0) {permutation = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %2 = "mirax.transpose"(%y) {permutation = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %3 = "mirax.matmul"(%2, %g) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %4 = "mirax.transpose"(%3) {permutation = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %5 = "mirax.transpose"(%a) {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %6 = "mirax.matmul"(%5, %b) : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %7 = "mirax.transpose"(%6) {permutation = array<i64: 1, 0, 2>} : (tensor<2x4x5xf32>) -> tensor<4x2x5xf32>
+  return %1, %4, %3, %7 : tensor<5x3xf32>, tensor<5x3xf32>, tensor<3x5xf32>, tensor<4x2x5xf32>
+}

@@ -89,6 +89,23 @@ def test_division_by_a_constant_is_within_an_ulp_and_keeps_inf_and_nan():
         np.testing.assert_array_equal(by_zero, x[4:] / np.float32(0.0))
 
 
+
+def test_linear_weight_gradient_is_computed_in_the_weights_layout():
+    # grad of x @ W.T wrt W traces as (x.T @ g).T; mirax-simplify makes it g.T @ x (no
+    # transpose of the 784x512 result before the update reads it), values as numpy's
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    w = rng.standard_normal((32, 48)).astype(np.float32)
+
+    def loss(w, x):
+        return mr.sum(mr.tanh(x @ w.T))
+    step = mr.compile(lambda w, x: w - 0.5 * mr.grad(loss)(w, x))
+    text = step.lower(mr.array(w), mr.array(x)).as_text("simplified")
+    assert "tensor<48x32xf32>) -> tensor<32x48xf32>" not in text  # (the transposed product gone)
+    assert text.count('"mirax.matmul"') == 2
+    g = (1 - np.tanh(x @ w.T) ** 2).T @ x
+    np.testing.assert_allclose(np.asarray(step(mr.array(w), mr.array(x))), w - 0.5 * g, rtol=1e-5, atol=1e-4)
+
 def test_printing_inside_a_compiled_function_is_an_error_naming_the_line():
     @mr.compile
     def fun(x):
