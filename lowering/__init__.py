@@ -20,6 +20,7 @@ from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
 from .stable_shift import MiraxStableShift
+from .static_partition import MiraxStaticPartition
 from .task_counter import MiraxTaskCounter
 from .shard import MiraxMpiCpuPipeline, MiraxShard, MiraxShardToMpi
 from .vectorize_transposes import MiraxVectorizeTransposes
@@ -31,6 +32,6 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
                                MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
                                MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants,
-                               MiraxStableShift, MiraxTaskCounter]}
+                               MiraxStableShift, MiraxTaskCounter, MiraxStaticPartition]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -34,6 +34,8 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
                                 vectorizer widens the fused loops at JIT time (O3)
     mirax-task-counter          (after convert-scf-to-openmp) a dynamic omp.wsloop -> its
                                 threads take iterations from an atomic counter
+    mirax-static-partition      a static omp.wsloop -> each thread its block by thread number
+                                (no __kmpc_for_static_init, no loop barrier before the join)
 
 `threads=1` (or no OpenMP runtime on the machine) leaves everything serial.
 """
@@ -53,8 +55,9 @@ from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, walk_ops
 from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
-from .task_counter import MiraxTaskCounter
 from .stable_shift import MiraxStableShift
+from .static_partition import MiraxStaticPartition
+from .task_counter import MiraxTaskCounter
 from .streaming_stores import STREAMED, MiraxStreamingStores
 from .vectorize_transposes import MiraxVectorizeTransposes
 
@@ -260,6 +263,7 @@ class MiraxCpuPipeline(MiraxPass):
             if p == "convert-scf-to-openmp":
                 pm.add(_dynamic_schedule, name="mirax-omp-dynamic-schedule")
                 MiraxTaskCounter().add_to(pm)  # (those loops' iterations from a counter of their own)
+                MiraxStaticPartition().add_to(pm)  # (the others' blocks from the thread number)
             if p == "func.func(convert-linalg-to-loops)":
                 pm.add(_annotate_loops, name="mirax-annotate-loops")
 

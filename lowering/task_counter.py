@@ -39,7 +39,14 @@ def _dynamic(loop) -> bool:
 def _eligible(wsloop):
     """The (omp.parallel, omp.loop_nest) of a dynamically scheduled omp.wsloop this pass
     can rewrite, else None."""
-    if not _dynamic(wsloop) or len(wsloop.operands) or "nowait" in wsloop.attributes:
+    return lone_loop(wsloop) if _dynamic(wsloop) else None
+
+
+def lone_loop(wsloop):
+    """(omp.parallel, omp.loop_nest) when `wsloop` has no clauses, one dim with an
+    exclusive bound and a one-block body, and is alone in a region of its own; else None
+    (also mirax-static-partition's test)."""
+    if len(wsloop.operands) or "nowait" in wsloop.attributes:
         return None
     par = wsloop.parent
     if par is None or par.name != "omp.parallel" or len(par.operands):
@@ -57,7 +64,7 @@ def _eligible(wsloop):
     return par, nest
 
 
-def _entry_block(op):
+def entry_block(op):
     f = op.parent
     while f is not None and f.name not in ("func.func", "llvm.func"):
         f = f.parent
@@ -67,7 +74,7 @@ def _entry_block(op):
 def rewrite(module) -> int:
     """Rewrite the eligible loops of `module` (see the module doc); returns how many."""
     root = getattr(module, "operation", module)
-    todo = [(w, _eligible(w), _entry_block(w)) for w in walk_ops(root, lambda n: n == "omp.wsloop")]
+    todo = [(w, _eligible(w), entry_block(w)) for w in walk_ops(root, lambda n: n == "omp.wsloop")]
     todo = [(w, found, entry) for w, found, entry in todo if found is not None and entry is not None]
     if not todo:
         return 0

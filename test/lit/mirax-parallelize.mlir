@@ -5,14 +5,17 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-cpu-pipeline="threads=2 stream-bytes=1048576" | FileCheck %s --check-prefix=DYN
 
 // A large elementwise op is split over its outermost loop between the two threads;
-// the CPU pipeline makes the forall an OpenMP parallel loop.
+// the CPU pipeline makes the forall an OpenMP parallel region whose threads take their
+// share by thread number (mirax-static-partition: no __kmpc_for_static_init).
 // CHECK-LABEL: func.func @big
 // CHECK: scf.forall (%{{.+}}) in (2)
 // CHECK: linalg.generic {{.*}} ins(%{{.+}} : tensor<16x256x256xf32>)
 // CHECK: scf.forall.in_parallel
 // OMP-LABEL: llvm.func @big
 // OMP: omp.parallel
-// OMP: omp.wsloop {
+// OMP-NEXT: llvm.call @omp_get_thread_num()
+// OMP-NOT: omp.wsloop
+// OMP: omp.terminator
 // SERIAL-LABEL: llvm.func @big
 // SERIAL-NOT: omp.
 // SERIAL: llvm.return

@@ -240,7 +240,7 @@ def test_streamed_ops_are_split_into_dynamic_tasks(rows, tasks):
     """A streamed elementwise op over two threads is split into up to 8 tasks a thread on
     its outermost dim (as many as divide it), handed out dynamically, with the values of
     the unsplit, unstreamed kernel bit for bit; without streaming, one static task a
-    thread."""
+    thread (its block from the thread number)."""
     shape = (rows, 4099)  # 4099 columns: each task has a head and a masked tail
     plain = _kernel(gelu, (shape, mr.float32), stream_bytes=-1, threads=2)
     with _elementwise(parallel_min_elements=4096):
@@ -251,7 +251,8 @@ def test_streamed_ops_are_split_into_dynamic_tasks(rows, tasks):
     assert "omp.wsloop" not in text and "nontemporal" in text
     upper = re.search(r"llvm\.atomicrmw add [^\n]*\n\s*%\w+ = llvm\.icmp \"slt\" %\w+, (%\w+) : i64", text).group(1)
     assert f"{upper} = llvm.mlir.constant({tasks} : index)" in text
-    assert "omp.wsloop {" in unstreamed and "schedule(dynamic)" not in unstreamed
+    # (static: mirax-static-partition's block a thread, by thread number)
+    assert "llvm.call @omp_get_thread_num()" in unstreamed and "llvm.atomicrmw" not in unstreamed
     _same_values_at_offsets(split, plain, np.random.default_rng(7).standard_normal(shape).astype(np.float32) * 3)
 
 
