@@ -747,17 +747,17 @@ def _rules():
     defvjp("power", lambda ct, x, y, out: ct * conj(pow_dx(x, y, out)),
            lambda ct, x, y, out: ct * conj(pow_dy(x, y, out)))
 
-    def select_share(x, y, mine, other):
-        # ties share the gradient equally, as JAX
-        return mr.where(mine, 1.0, mr.where(other, 0.0, 0.5)).astype(x.dtype)
-    defjvp("maximum", lambda g, x, y, out: g * select_share(x, y, x > y, x < y),
-           lambda g, x, y, out: g * select_share(x, y, y > x, y < x))
-    defvjp("maximum", lambda ct, x, y, out: ct * select_share(x, y, x > y, x < y),
-           lambda ct, x, y, out: ct * select_share(x, y, y > x, y < x))
-    defjvp("minimum", lambda g, x, y, out: g * select_share(x, y, x < y, x > y),
-           lambda g, x, y, out: g * select_share(x, y, y < x, y > x))
-    defvjp("minimum", lambda ct, x, y, out: ct * select_share(x, y, x < y, x > y),
-           lambda ct, x, y, out: ct * select_share(x, y, y < x, y > x))
+    def mask(cond, x):
+        # MLX's rule: the first operand's share where it wins strictly, the second's
+        # where x <= y (x >= y for minimum): ties go to the second (relu = maximum(x, 0)
+        # has gradient 0 at 0), a NaN to neither. One comparison, which mirax-simplify
+        # reads off the result (`_won`): a compiled relu keeps only its output for the
+        # backward pass, not its input too
+        return cond.astype(x.dtype)
+    defjvp("maximum", lambda g, x, y, out: g * mask(x > y, x), lambda g, x, y, out: g * mask(x <= y, x))
+    defvjp("maximum", lambda ct, x, y, out: ct * mask(x > y, x), lambda ct, x, y, out: ct * mask(x <= y, x))
+    defjvp("minimum", lambda g, x, y, out: g * mask(x < y, x), lambda g, x, y, out: g * mask(x >= y, x))
+    defvjp("minimum", lambda ct, x, y, out: ct * mask(x < y, x), lambda ct, x, y, out: ct * mask(x >= y, x))
     defjvp("floor_divide", None, None)
     defvjp("floor_divide", None, None)
     defjvp("remainder", lambda g, x, y, out: g, lambda g, x, y, out: -g * mr.floor(x / y))

@@ -17,7 +17,8 @@ ops of its causal mask and positions, 0.45 s of its first compile when they all 
 A division by a float splat constant becomes a multiplication by its reciprocal, as
 XLA's algebraic simplifier does (exact for powers of two, else within an ulp); `x ** 2`
 becomes `x * x` and `x ** 1` x (exact). `transpose(a.T @ b)` becomes `b.T @ a` (a
-weight gradient in the weight's layout).
+weight gradient in the weight's layout); `x > y` beside `maximum(x, y)` becomes
+`maximum(x, y) > y` (relu's gradient mask from relu's output).
 """
 from __future__ import annotations
 
@@ -236,6 +237,35 @@ def _transposed_product(op: ir.Operation):
     return new.results[0]
 
 
+# x > y is max(x, y) > y, and x < y is min(x, y) < y, for every float (NaN and signed
+# zeros included: both sides false) and integer
+_WINNER = {"mirax.greater": "mirax.maximum", "mirax.less": "mirax.minimum"}
+
+
+def _won(op: ir.Operation):
+    """`x > y` as `maximum(x, y) > y` (`x < y` as `minimum(x, y) < y`; either
+    operand order of the extreme) when that maximum (minimum) is computed earlier in the
+    block, else None: the mask of
+    maximum's gradient (MLX's rule: `x > y`) then reads relu's output, which the backward
+    pass keeps anyway, and a compiled MLP no longer keeps each layer's input to relu too
+    (the forward kernel wrote both)."""
+    extreme = _WINNER.get(op.name)
+    if extreme is None:
+        return None
+    x, y = op.operands
+    if x == y:
+        return None
+    for use in x.uses:
+        m = use.owner
+        m = m.operation if hasattr(m, "operation") else m
+        if (m.name == extreme and set(m.operands) == {x, y} and len(m.operands) == 2
+                and m.results[0].type == x.type and m.block == op.block and m.is_before_in_block(op)):
+            with op.context, op.location, ir.InsertionPoint(op):
+                new = ir.Operation.create(op.name, results=[op.results[0].type], operands=[m.results[0], y])
+            return new.results[0]
+    return None
+
+
 def _broadcast_splat(const: ir.Operation, op: ir.Operation):
     """A broadcast of a splat constant (a Python scalar beside an array: `x * 2`) as the
     same splat at the new shape: no kernel to compile and run (a cold one costs ~40 ms,
@@ -356,7 +386,7 @@ def _simplify_block(block: ir.Block) -> bool:
         repl = None
         if op.name[len("mirax."):] not in KEEP:
             repl = (_identity(op) or _compose_transpose(op) or _transposed_product(op) or _fold(op) or _reciprocal(op)
-                        or _power(op))
+                        or _power(op) or _won(op))
         if repl is None:
             key = _cse_key(op)
             repl = seen.get(key)

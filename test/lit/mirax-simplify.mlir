@@ -228,3 +228,38 @@ func.func @transposed_product_kept(%x: tensor<3x4xf32>, %g: tensor<4x5xf32>, %y:
   %7 = "mirax.transpose"(%6) {permutation = array<i64: 1, 0, 2>} : (tensor<2x4x5xf32>) -> tensor<4x2x5xf32>
   return %1, %4, %3, %7 : tensor<5x3xf32>, tensor<5x3xf32>, tensor<3x5xf32>, tensor<4x2x5xf32>
 }
+
+// -----
+
+// x > y beside maximum(x, y) reads the maximum (relu's gradient mask from relu's output);
+// x < y likewise beside minimum(x, y); y > x is max(x, y) > x.
+// CHECK-LABEL: func.func @won
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32>, %[[Y:.+]]: tensor<4xf32>)
+// CHECK-NEXT: %[[M:.+]] = "mirax.maximum"(%[[X]], %[[Y]])
+// CHECK-NEXT: %[[G:.+]] = "mirax.greater"(%[[M]], %[[Y]])
+// CHECK-NEXT: %[[N:.+]] = "mirax.minimum"(%[[Y]], %[[X]])
+// CHECK-NEXT: %[[L:.+]] = "mirax.less"(%[[N]], %[[Y]])
+// CHECK-NEXT: %[[K:.+]] = "mirax.greater"(%[[M]], %[[X]])
+// CHECK-NEXT: return %[[M]], %[[G]], %[[N]], %[[L]], %[[K]]
+func.func @won(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>, tensor<4xf32>, tensor<4xi1>, tensor<4xi1>) {
+  %0 = "mirax.maximum"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = "mirax.greater"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %2 = "mirax.minimum"(%y, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %3 = "mirax.less"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %4 = "mirax.greater"(%y, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0, %1, %2, %3, %4 : tensor<4xf32>, tensor<4xi1>, tensor<4xf32>, tensor<4xi1>, tensor<4xi1>
+}
+
+// -----
+
+// Kept: a comparison before its extreme, one beside the other extreme.
+// CHECK-LABEL: func.func @won_kept
+// CHECK-NEXT: "mirax.greater"(%arg0, %arg1)
+// CHECK-NEXT: "mirax.maximum"(%arg0, %arg1)
+// CHECK-NEXT: "mirax.less"(%arg0, %arg1)
+func.func @won_kept(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xi1>, tensor<4xf32>, tensor<4xi1>) {
+  %0 = "mirax.greater"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %1 = "mirax.maximum"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %2 = "mirax.less"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0, %1, %2 : tensor<4xi1>, tensor<4xf32>, tensor<4xi1>
+}

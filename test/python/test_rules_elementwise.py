@@ -115,3 +115,25 @@ def test_vmap_matches_a_loop(name, in_axis, rng):
         ex = [(a[b] if ax == 0 else a[:, b]) if ax is not None else a for a, ax in zip(args, axes)]
         loop.append(np.asarray(f(*ex)))
     np.testing.assert_allclose(np.asarray(got), np.stack(loop), rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,first,second", [("maximum", [0, 0, 1, 0], [1, 1, 0, 0]),
+                                               ("minimum", [1, 0, 0, 0], [0, 1, 1, 0])])
+def test_extremes_give_ties_to_the_second_operand_as_mlx(name, first, second):
+    # MLX's rule: the first operand's share where it wins strictly (x > y for maximum),
+    # the second's where x <= y: ties go to the second (relu = maximum(x, 0) has gradient
+    # 0 at 0), a NaN to neither; jvp and vjp agree, compiled too
+    x = A(np.array([-1.0, 2.0, 3.0, np.nan], np.float32))
+    y = A(np.array([0.0, 2.0, 1.0, 0.0], np.float32))
+    f = _fn(name)
+    for grad in (mr.grad(lambda a, b: f(a, b).sum(), argnums=(0, 1)),
+                 mr.compile(mr.grad(lambda a, b: f(a, b).sum(), argnums=(0, 1)))):
+        gx, gy = grad(x, y)
+        np.testing.assert_array_equal(np.asarray(gx), first)
+        np.testing.assert_array_equal(np.asarray(gy), second)
+    _, (tx,) = mr.jvp(lambda a: f(a, y), [x], [A(np.ones(4, np.float32))])
+    _, (ty,) = mr.jvp(lambda b: f(x, b), [y], [A(np.ones(4, np.float32))])
+    np.testing.assert_array_equal(np.asarray(tx), first)
+    np.testing.assert_array_equal(np.asarray(ty), second)
+    relu_grad = mr.grad(lambda a: mr.maximum(a, 0.0).sum())(A(np.array([-1.0, 0.0, 2.0], np.float32)))
+    np.testing.assert_array_equal(np.asarray(relu_grad), [0, 0, 1])
