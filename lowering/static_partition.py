@@ -28,7 +28,7 @@ from __future__ import annotations
 from mlir import ir
 
 from .pass_base import MiraxPass, body_ops, walk_ops
-from .task_counter import lone_loop
+from .task_counter import lone_loop, move_body
 
 NAME = "mirax-static-partition"
 RUNTIME = ("omp_get_thread_num", "omp_get_num_threads")  # (libomp's, as the region's other calls)
@@ -87,18 +87,7 @@ def rewrite(module) -> int:
                 loop = scf.ForOp(begin, end, one)
             with ir.InsertionPoint(loop.body):
                 iv = arith.AddIOp(lb, arith.MulIOp(loop.induction_variable, step).result).result
-                # the body in an scf.execute_region: lowered, it may take several blocks
-                # (memref.alloca_scope's stack save and restore), which scf.for's may not
-                region = scf.ExecuteRegionOp([])
-                scf.YieldOp([])
-            inner = region.region.blocks.append()
-            with ir.InsertionPoint(inner):
-                end_op = scf.YieldOp([])
-            body = nest.regions[0].blocks[0]
-            ops = body_ops(nest)
-            body.arguments[0].replace_all_uses_with(iv)
-            for o in ops[:-1]:  # (the last: omp.yield)
-                o.move_before(end_op)
+            move_body(nest, iv, loop.body)  # (in an scf.execute_region)
             wsloop.erase()
     return len(todo)
 

@@ -71,6 +71,25 @@ def entry_block(op):
     return None if f is None else f.regions[0].blocks[0]
 
 
+def move_body(nest, iv, block) -> None:
+    """Move the body of omp.loop_nest `nest` (less its omp.yield), its induction
+    variable replaced by `iv`, into an scf.execute_region appended to `block`, then end
+    `block` with scf.yield (also mirax-static-partition's). The execute_region because,
+    lowered, the body may take several blocks (memref.alloca_scope's stack save and
+    restore), which the regions of scf.while and scf.for may not have."""
+    from mlir.dialects import scf
+    with ir.InsertionPoint(block):
+        region = scf.ExecuteRegionOp([])
+        scf.YieldOp([])
+    inner = region.region.blocks.append()
+    with ir.InsertionPoint(inner):
+        end = scf.YieldOp([])
+    ops = body_ops(nest)
+    nest.regions[0].blocks[0].arguments[0].replace_all_uses_with(iv)
+    for o in ops[:-1]:  # (the last: omp.yield)
+        o.move_before(end)
+
+
 def rewrite(module) -> int:
     """Rewrite the eligible loops of `module` (see the module doc); returns how many."""
     root = getattr(module, "operation", module)
@@ -99,20 +118,7 @@ def rewrite(module) -> int:
                 iv = arith.AddIOp(lb, arith.MulIOp(k, step).result).result
                 more = arith.CmpIOp(arith.CmpIPredicate.slt, iv, ub).result
                 scf.ConditionOp(more, [iv])
-            body = nest.regions[0].blocks[0]
-            ops = body_ops(nest)
-            body.arguments[0].replace_all_uses_with(after.arguments[0])
-            # the body in an scf.execute_region: lowered, it may take several blocks
-            # (memref.alloca_scope's stack save and restore), which scf.while's region
-            # may not have
-            with ir.InsertionPoint(after):
-                region = scf.ExecuteRegionOp([])
-                scf.YieldOp([])
-            inner = region.region.blocks.append()
-            with ir.InsertionPoint(inner):
-                end = scf.YieldOp([])
-            for o in ops[:-1]:  # (the last: omp.yield)
-                o.move_before(end)
+            move_body(nest, after.arguments[0], after)
             wsloop.erase()
             done += 1
     return done
