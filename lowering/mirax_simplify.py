@@ -245,10 +245,9 @@ _WINNER = {"mirax.greater": "mirax.maximum", "mirax.less": "mirax.minimum"}
 def _won(op: ir.Operation):
     """`x > y` as `maximum(x, y) > y` (`x < y` as `minimum(x, y) < y`; either
     operand order of the extreme) when that maximum (minimum) is computed earlier in the
-    block, else None: the mask of
-    maximum's gradient (MLX's rule: `x > y`) then reads relu's output, which the backward
-    pass keeps anyway, and a compiled MLP no longer keeps each layer's input to relu too
-    (the forward kernel wrote both)."""
+    block, else None: the mask of maximum's gradient (MLX's rule: `x > y`) then reads
+    relu's output, which the backward pass keeps anyway, and a compiled MLP no longer
+    keeps each layer's input to relu too (the forward kernel wrote both)."""
     extreme = _WINNER.get(op.name)
     if extreme is None:
         return None
