@@ -57,8 +57,8 @@ from .pin_constants import MiraxPinConstants
 from .results_in_place import MiraxResultsInPlace
 from .stable_shift import MiraxStableShift
 from .static_partition import MiraxStaticPartition
-from .task_counter import MiraxTaskCounter
 from .streaming_stores import STREAMED, MiraxStreamingStores
+from .task_counter import MiraxTaskCounter
 from .vectorize_transposes import MiraxVectorizeTransposes
 
 NAME = "mirax-cpu-pipeline"

@@ -68,9 +68,13 @@ def rewrite(module) -> int:
     from mlir.dialects import arith, scf  # (only when a loop qualifies)
     with root.context, ir.Location.unknown():
         index, i32 = ir.IndexType.get(), ir.IntegerType.get_signless(32)
-        for m in {id(_module(w)): _module(w) for w, _ in todo}.values():
+        modules = {}
+        for w, _ in todo:
+            m = _module(w)
+            modules[id(m)] = m
+        for m in modules.values():
             _declare(m, i32)
-        for wsloop, (par, nest) in todo:
+        for wsloop, (_, nest) in todo:
             lb, ub, step = nest.operands[0], nest.operands[1], nest.operands[2]
             with ir.InsertionPoint(wsloop):
                 def call(name):

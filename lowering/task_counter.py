@@ -64,7 +64,7 @@ def lone_loop(wsloop):
     return par, nest
 
 
-def entry_block(op):
+def _entry_block(op):
     f = op.parent
     while f is not None and f.name not in ("func.func", "llvm.func"):
         f = f.parent
@@ -93,7 +93,7 @@ def move_body(nest, iv, block) -> None:
 def rewrite(module) -> int:
     """Rewrite the eligible loops of `module` (see the module doc); returns how many."""
     root = getattr(module, "operation", module)
-    todo = [(w, _eligible(w), entry_block(w)) for w in walk_ops(root, lambda n: n == "omp.wsloop")]
+    todo = [(w, _eligible(w), _entry_block(w)) for w in walk_ops(root, lambda n: n == "omp.wsloop")]
     todo = [(w, found, entry) for w, found, entry in todo if found is not None and entry is not None]
     if not todo:
         return 0
