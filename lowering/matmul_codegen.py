@@ -48,6 +48,7 @@ import warnings
 
 from mlir import ir
 
+from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
 from .pass_base import (apply_transform, clone_mapped, defining_op, inline_body, is_transpose_2d, outside_values,
@@ -363,6 +364,11 @@ def split_remainders(op, p):
         t = ir.RankedTensorType.get(lead + sizes, ir.RankedTensorType(v.type).element_type)
         return tensor.ExtractSliceOp(t, v, [], [], [], z + offsets, lead + sizes, [1] * (len(lead) + 2)).result
 
+    # an elementwise reader of the whole product goes to each piece (matmul_epilogue.py)
+    e = epilogue.consumer(op.results[0]) if p.get("epilogues", True) else None
+    if e is not None and not all(epilogue.available_at(x, op) for x in e.operands[:-1] if x != op.results[0]):
+        e = None
+    ci = next(i for i, x in enumerate(e.operands) if x == op.results[0]) if e is not None else None
     pieces = []
     with ir.InsertionPoint(op), op.location:
         # one slice of B per column range (and of A per row range): a row remainder finds
@@ -383,8 +389,13 @@ def split_remainders(op, p):
                 if (r0, c0) != (0, 0):
                     new.attributes[REMAINDER] = ir.UnitAttr.get()
                 pieces.append(new)
+                if e is not None:
+                    r = epilogue.piece_epilogue(e, ci, r, [r0, c0])
                 c = tensor.InsertSliceOp(r, c, [], [], [], z + [r0, c0], lead + [r1 - r0, c1 - c0],
                                          [1] * (len(lead) + 2)).result
+    if e is not None:
+        e.results[0].replace_all_uses_with(c)
+        e.erase()
     op.results[0].replace_all_uses_with(c)
     op.erase()
     if filled and not list(fill.results[0].uses):
@@ -1132,10 +1143,13 @@ def skip_zero_fill(kernel, kc: int, k: int) -> int:
             done += 1
         fill.results[0].replace_all_uses_with(fill.operands[1])
         fill.erase()
+    return done
+
+
+def _drop_k_slice_marks(kernel) -> None:
     for loop in walk_ops(kernel, lambda n: n == "scf.for"):  # (the mark has served)
         if K_SLICE in loop.attributes:
             del loop.attributes[K_SLICE]
-    return done
 
 
 def scalar_broadcast_reads(kernel) -> int:
@@ -1216,13 +1230,15 @@ def _inline(root, kernels):
         raise RuntimeError(f"optimize_matmuls: clean-up failed: {err}")
 
 
-def optimize_matmuls(module, *, return_script: bool = False, config=None):
+def optimize_matmuls(module, *, return_script: bool = False, config=None, epilogues: bool = True):
     """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
 
     Ops it cannot help (dtype, dynamic or small shapes, transposed maps) are left as they
     are. If the script fails, the module is restored from a copy (with a warning) for the
     generic lowering. With `return_script`, returns the script text that was applied
-    (None when no op qualified). `config` overrides the tuning table's tiles (the tuner)."""
+    (None when no op qualified). `config` overrides the tuning table's tiles (the tuner).
+    `epilogues`: a product's elementwise reader runs on its register tiles
+    (lowering/matmul_epilogue.py); off, it stays a loop of its own."""
     root = module.operation  # an ir.Module, or the module op a Python pass receives
     items, ops = [], []
     _owned[0] = 0  # (the same module, the same IR)
@@ -1239,6 +1255,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             p = plan(op, cfg, inherit, prefer_nr=given[1]["nr"] if given else None)
             if p is None:
                 continue
+            p["epilogues"] = epilogues
             if given is not None:
                 share_b(op, p, *given)
             if p["split"]:  # the pieces are planned in turn: the divisible one with this
@@ -1264,10 +1281,16 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
             items = []
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
-            for (i, _, p), (_, f) in zip(items, kernels):
+            for j, ((i, _, p), (call, f)) in enumerate(zip(items, kernels)):
                 skip_zero_fill(f, p["kc"], p["dims"][2])
                 tag_task_work(f, p)
                 scalar_broadcast_reads(f)
+                e, outer = epilogue.reader(call) if epilogues else (None, [])
+                if e is not None:
+                    fused = epilogue.fuse_epilogue(call, f, e, outer, _k_slice_loop)
+                    if fused is not None:
+                        kernels[j] = (fused, f)
+                _drop_k_slice_marks(f)
             _inline(root, kernels)
             drop_zero_slice_guards(root)
             fold_padded_fills(root)
@@ -1287,7 +1310,8 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None):
 
 # --- standalone driver (the tuner and the tests) ---
 
-def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int | None = None, config=None):
+def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level: int | None = None, config=None,
+                       epilogues: bool = True):
     """Compile `func.func @name` (linalg on tensors, `llvm.emit_c_interface`) through
     optimize_matmuls + lower_to_llvm and the runtime's code generation (runtime/cpu.py:
     the host's LLVM target under MIRAX_CPU_MAX_ISA, the JIT opt level, the disk cache),
@@ -1301,8 +1325,8 @@ def compile_standalone(text: str, name: str, *, optimize: bool = True, opt_level
 
     # (MLIR's ExecutionEngine, used here before, targets the whole host: under
     # MIRAX_CPU_MAX_ISA=avx2 the tuner raced AVX-512 code for the AVX2 table)
-    prepare = (f"matmul_codegen.optimize_matmuls config={config!r}",
-               lambda module: optimize_matmuls(module, config=config)) if optimize else None
+    prepare = (f"matmul_codegen.optimize_matmuls config={config!r}" + ("" if epilogues else " epilogues=False"),
+               lambda module: optimize_matmuls(module, config=config, epilogues=epilogues)) if optimize else None
     kernel = cpu.compile_module(text, name, opt_level=opt_level, prepare=prepare,
                                 lower=("matmul_codegen.lower_to_llvm", add_lowering))
 

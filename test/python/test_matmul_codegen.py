@@ -862,3 +862,120 @@ def test_an_eight_column_remainder_takes_eight_wide_tiles(rng):
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         check(run(matmul_text(m, n, k), a, b, (m, n)), a, b)
+
+
+# elementwise readers of a product, as the compiled MLP step has them after fusion:
+# (the operands besides C and their maps, the body on %g (C's element) and %x0, %x1)
+EPILOGUES = {
+    "sgd": ([("full", "m,n"), ("scalar", "")], "%s = arith.mulf %x1, %g : f32\n    %y = arith.subf %x0, %s : f32"),
+    "bias_relu": ([("cols", "n")], "%s = arith.addf %g, %x0 : f32\n    %y = arith.maximumf %s, %zero : f32"),
+    "relu_mask": ([("full", "m,n")], "%p = arith.cmpf ogt, %x0, %zero : f32\n    %f = arith.uitofp %p : i1 to f32\n"
+                                      "    %y = arith.mulf %g, %f : f32"),
+    "row_scale": ([("rows", "m")], "%y = arith.mulf %g, %x0 : f32"),
+}
+
+
+def epilogue_text(kind, m, n, k):
+    """`@mm(A, B, X0[, X1])`: A @ B read by EPILOGUES[kind]'s generic."""
+    operands, body = EPILOGUES[kind]
+    shapes = {"full": [m, n], "cols": [n], "rows": [m], "scalar": []}
+    maps = {"full": "(d0, d1)", "cols": "(d1)", "rows": "(d0)", "scalar": "()"}
+    types = [_t(shapes[o], "f32") if shapes[o] else "tensor<f32>" for o, _ in operands]
+    args = "".join(f", %x{i}in: {t}" for i, t in enumerate(types))
+    ins = ", ".join(f"%x{i}in" for i in range(len(types)))
+    c = _t((m, n), "f32")
+    amap = ", ".join(f"affine_map<(d0, d1) -> {maps[o]}>" for o, _ in operands)
+    blk = ", ".join(f"%x{i}: f32" for i in range(len(types)))
+    return f"""
+func.func @mm(%a: {_t((m, k), "f32")}, %b: {_t((k, n), "f32")}{args}) -> {c} attributes {{llvm.emit_c_interface}} {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %zeros = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}
+  %c = linalg.matmul ins(%a, %b : {_t((m, k), "f32")}, {_t((k, n), "f32")}) outs(%zeros : {c}) -> {c}
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, {amap}, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}} ins(%c, {ins} : {c}, {", ".join(types)}) outs(%e : {c}) {{
+  ^bb0(%g: f32, {blk}, %o: f32):
+    {body}
+    linalg.yield %y : f32
+  }} -> {c}
+  return %r : {c}
+}}"""
+
+
+def _epilogue_reference(kind, c, xs):
+    return {"sgd": lambda: xs[0] - xs[1] * c, "bias_relu": lambda: np.maximum(c + xs[0], 0),
+            "relu_mask": lambda: c * (xs[0] > 0), "row_scale": lambda: c * xs[0][:, None]}[kind]()
+
+
+@needs_openmp
+@pytest.mark.parametrize("kind", sorted(EPILOGUES))
+@pytest.mark.parametrize("packing", ["rows_outer", "packed", "unpacked"])
+@pytest.mark.parametrize("m,n,k,kc,split", [(64, 128, 128, 64, 0), (100, 130, 70, 32, 1), (96, 64, 64, 128, 0),
+                                            (100, 130, 70, 128, 0)])
+def test_epilogues_run_on_the_register_tiles(rng, kind, packing, m, n, k, kc, split):
+    """A product's only reader, an elementwise generic (SGD's update, a bias and relu, the
+    relu mask, a per-row scale), runs on each register tile before its store, in K's last
+    slice when K is sliced (lowering/matmul_epilogue.py): the generic goes where the
+    product's C is tiled unpadded (a split product's divisible piece; a padded remainder
+    keeps its own), and the results are the same bits as with the generic run after."""
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    operands, _ = EPILOGUES[kind]
+    shapes = {"full": (m, n), "cols": (n,), "rows": (m,), "scalar": ()}
+    xs = [np.asarray(rng.standard_normal(shapes[o]), np.float32) for o, _ in operands]
+    pack = dict(rows_outer=dict(pack_b=1, pack_a=1, rows_outer=1), packed=dict(pack_b=1, pack_a=0, rows_outer=0),
+                unpacked=dict(pack_b=0, pack_a=0, rows_outer=0))[packing]
+    cfg = dict(mr=8, nr=32, kc=kc, nc=64, forall_m=32, min_flops=0, max_pad=4, split=split, **pack)
+    text = epilogue_text(kind, m, n, k)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        mc.optimize_matmuls(module, config=cfg)
+        generics = str(module).count("linalg.generic")
+    ragged = [bool(m % 8), bool(n % 32)]
+    if not any(ragged):
+        assert generics == 0
+    elif not split:  # (padded whole: C's tiles are stores into the padded C)
+        assert generics == 1
+    else:  # (the divisible piece's goes; a padded remainder may keep its own)
+        assert generics <= sum(ragged) + all(ragged)
+    outs = []
+    for on in (True, False):
+        fn = mc.compile_standalone(text, "mm", config=cfg, epilogues=on)
+        out = np.full((m, n), np.nan, np.float32)
+        fn([a, b] + [np.ascontiguousarray(x) for x in xs], [out])
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = _epilogue_reference(kind, np.matmul(a.astype(np.float64), b.astype(np.float64)), xs)
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_epilogue_needs_the_only_reader():
+    """A product read twice keeps C: its elementwise reader stays a generic; so does a
+    reader that is not elementwise (a row sum)."""
+    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, max_pad=4, split=0, pack_b=0)
+    with ir.Context(), ir.Location.unknown():
+        text = epilogue_text("bias_relu", 64, 128, 128).replace(
+            "return %r : tensor<64x128xf32>\n}", "return %r, %c : tensor<64x128xf32>, tensor<64x128xf32>\n}").replace(
+            ") -> tensor<64x128xf32> attributes", ") -> (tensor<64x128xf32>, tensor<64x128xf32>) attributes")
+        module = ir.Module.parse(text)
+        mc.optimize_matmuls(module, config=cfg)
+        assert str(module).count("linalg.generic") == 1
+        summed = """
+func.func @mm(%a: tensor<64x128xf32>, %b: tensor<128x128xf32>) -> tensor<64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x128xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<64x128xf32>, tensor<128x128xf32>) outs(%f : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %e1 = tensor.empty() : tensor<64xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<64xf32>) -> tensor<64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                       iterator_types = ["parallel", "reduction"]} ins(%c : tensor<64x128xf32>) outs(%f1 : tensor<64xf32>) {
+  ^bb0(%g: f32, %o: f32):
+    %y = arith.addf %g, %o : f32
+    linalg.yield %y : f32
+  } -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}"""
+        module = ir.Module.parse(summed)
+        mc.optimize_matmuls(module, config=cfg)
+        assert str(module).count("linalg.generic") == 1
