@@ -329,6 +329,7 @@ class Compiled:
         # shapes and dtypes, found without building _specialization's key (a cache hit's path)
         self._fast = {} if inputs is None and outputs is None and not shapeless else None
         self._lazy = {}  # `lazy`'s calls: _lazy_key -> an executable that can be one node
+        self._state_memo = None  # captured state: (args' _fast_key, executable, the state's avals) of the last call
 
     @property
     def trace_count(self):
@@ -351,6 +352,15 @@ class Compiled:
                 exe = fast.get(fk)
                 if exe is not None:
                     return exe.call(args)
+        memo = self._state_memo
+        if memo is not None and not kwargs and _fast_key(args) == memo[0]:
+            # captured state as the last call left it (its arrays, by their avals, are that
+            # call's outputs): that call's executable, without building the cache key
+            state_slots = _slots(self.inputs)
+            state_in = [c[k] for c, k in state_slots]
+            avals = memo[2]
+            if len(state_in) == len(avals) and all(type(x) is Array and x.aval is a for x, a in zip(state_in, avals)):
+                return self._run(memo[1], list(args) + state_in, state_slots, memo[0])
         if kwargs:
             # keywords as MLX: arrays are traced, Python scalars join the cache key; the
             # tree (positional list, keyword dict) is unpacked again by _call_fun
@@ -367,6 +377,13 @@ class Compiled:
             fk = _fast_key(args)
             if fk is not None:
                 fast[fk] = exe
+        return self._run(exe, arrays, state_slots, None if kwargs or self.shapeless else _fast_key(args))
+
+    def _run(self, exe, arrays, state_slots, fk):
+        """Run `exe` on `arrays` (the arguments' arrays, then the captured state's), write
+        the new state to its slots and return the outputs in the function's tree. `fk`:
+        the arguments' `_fast_key`, under which the next call with this state may skip the
+        cache key (None: it may not)."""
         pending = [a for a in arrays if a._data is None]
         if pending:
             _eval(*pending)
@@ -375,12 +392,15 @@ class Compiled:
         if exe.n_state_out:
             # the state's slots as read for this call when inputs= is outputs= and no
             # trace ran since (no Python of the user's between the two walks)
-            out_slots = state_slots if state_slots is not None and self.outputs is self.inputs else _slots(self.outputs)
+            same = state_slots is not None and self.outputs is self.inputs
+            out_slots = state_slots if same else _slots(self.outputs)
             if len(out_slots) != exe.n_state_out:
                 raise MiraxError(f"compile: the outputs= state changed structure since it was traced "
                                  f"({len(out_slots)} arrays now, {exe.n_state_out} then){where_text()}")
             for (c, k), v in zip(out_slots, outs[n:]):
                 c[k] = v
+            if same and fk is not None:
+                self._state_memo = (fk, exe, tuple(v.aval for v in outs[n:]))
         return tree_unflatten(exe.out_tree, outs[:n])
 
     def lazy(self, args, kwargs):

@@ -198,6 +198,34 @@ def test_state_left_alone_is_handed_back_not_copied():
     close(whole(mr.array(3.0)), 3.0)
 
 
+def test_captured_state_as_the_last_call_left_it_reuses_its_executable():
+    """A training step's next call finds its executable by the state's arrays being the
+    last call's outputs (no cache key built); state the user replaced, reshaped or grew
+    takes the full lookup (a retrace where shapes changed), and the results stay right."""
+    state = {"w": mr.array(np.ones(4, np.float32)), "n": [mr.array(0.0)]}
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def step(x):
+        state["w"] = state["w"] * x
+        state["n"][0] = state["n"][0] + 1
+        return state["w"].sum()
+
+    close(step(mr.array(2.0)), 8.0)
+    close(step(mr.array(2.0)), 16.0)
+    assert step._state_memo is not None and step.trace_count == 1
+    close(step(mr.array(0.5)), 8.0)  # (the memo's path: same shapes, the state it wrote)
+    state["w"] = mr.array(np.full(4, 3.0, np.float32))  # replaced by the user: the full lookup
+    close(step(mr.array(1.0)), 12.0)
+    assert step.trace_count == 1
+    state["w"] = mr.array(np.ones(6, np.float32))  # reshaped: a new trace
+    close(step(mr.array(1.0)), 6.0)
+    assert step.trace_count == 2
+    state["extra"] = mr.array(1.0)  # grown: the traced function never saw it
+    close(step(mr.array(2.0)), 12.0)
+    close(state["n"][0], 6.0)
+    assert step.trace_count == 3
+
+
 def test_closed_over_arrays_are_constants_unless_captured():
     state = [mr.array(1.0)]
 
