@@ -227,3 +227,26 @@ func.func @short_rows(%arg0: tensor<64x48xf32>) -> tensor<64x48xf32> {
   %7 = "mirax.divide"(%4, %6) : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
   return %7 : tensor<64x48xf32>
 }
+
+// -----
+
+// A matrix times a (K, 1) column: the product is a reduction over 4 loops, two of them
+// of extent 1; they go first (the operands collapsed: the matrix's expand_shape folds
+// away, the column becomes a (K,) vector; the result expanded back), and the row
+// reduction is then vectorized like `x @ v` with v 1-d (it was left scalar: 4096^2 in
+// 6.5 ms, numpy 1.4).
+// CHECK-LABEL: func.func @column
+// CHECK-SAME: (%[[X:.+]]: tensor<16x1024xf32>, %[[V:.+]]: tensor<1024x1xf32>)
+// CHECK: %[[VEC:.+]] = tensor.collapse_shape %[[V]] {{\[\[}}0, 1]] : tensor<1024x1xf32> into tensor<1024xf32>
+// CHECK: scf.forall (%[[I:.+]]) in
+// CHECK: scf.for {{.*}} -> (vector<1x[[W:[0-9]+]]xf32>)
+// CHECK: vector.transfer_read %[[X]][%[[I]], %{{.+}}]
+// CHECK: vector.transfer_read %[[VEC]][%{{.+}}]
+// CHECK: vector.reduction <add>
+// CHECK: tensor.expand_shape {{.+}} into tensor<16x1xf32>
+// SMALL-LABEL: func.func @column
+// SMALL: linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%arg0, %{{.+}} : tensor<16x1024xf32>, tensor<1024xf32>)
+func.func @column(%arg0: tensor<16x1024xf32>, %arg1: tensor<1024x1xf32>) -> tensor<16x1xf32> {
+  %0 = "mirax.matmul"(%arg0, %arg1) : (tensor<16x1024xf32>, tensor<1024x1xf32>) -> tensor<16x1xf32>
+  return %0 : tensor<16x1xf32>
+}

@@ -320,26 +320,29 @@ def test_small_matmul_tasks_stay_static():
     np.testing.assert_allclose(np.asarray(mr.compile(lambda q, k: q @ k)(q, k)), np.full((128, 48, 48), 16.0))
 
 
-@pytest.mark.parametrize("m,k,column", [(4096, 256, False), (256, 4096, True), (7, 3, False), (1000, 999, True)])
-def test_matrix_times_vector_is_a_vectorized_row_reduction(rng, m, k, column):
-    """x @ v (v of shape (K,) or (K, 1)) compiles to a row reduction, not a linalg.matmul
-    left to the generic lowering (a strict in-order sum an element at a time, on one
-    thread: 4096x4096 by a vector 16 ms, numpy 1.5); with v 1-D the reduction is
-    vectorized with partial sums (mirax-fuse-reductions: 1.9 ms); a (K, 1) column,
-    collapsed to (K,) before the reduction, is not vectorized by that pass and runs over
-    the threads element by element (9.4 ms); the result is numpy's to f32 rounding."""
+@pytest.mark.parametrize("m,k,form", [(4096, 256, "vector"), (256, 4096, "column"), (7, 3, "vector"),
+                                      (1000, 999, "column"), (512, 1024, "row.T"), (512, 1024, "row.reshape")])
+def test_matrix_times_vector_is_a_vectorized_row_reduction(rng, m, k, form):
+    """x @ v compiles to a row reduction, not a linalg.matmul left to the generic lowering
+    (a strict in-order sum an element at a time, on one thread: 4096x4096 by a vector 16
+    ms, numpy 1.5), vectorized with partial sums (mirax-fuse-reductions: 1.9 ms), whatever
+    v's form: (K,), a (K, 1) column, a (1, K) row transposed or reshaped to (K,) (their
+    loops of extent 1 dropped first: they were left scalar, 6.5-9.4 ms); the result is
+    numpy's to f32 rounding."""
     import mirax as mr
     x = rng.standard_normal((m, k), dtype=np.float32)
-    v = rng.standard_normal((k, 1) if column else (k,), dtype=np.float32)
-    f = mr.compile(lambda a, b: a @ b)
+    v = rng.standard_normal({"vector": (k,), "column": (k, 1)}.get(form, (1, k)), dtype=np.float32)
+    fn = {"row.T": lambda a, b: a @ b.T, "row.reshape": lambda a, b: a @ b.reshape(-1)}.get(form, lambda a, b: a @ b)
+    f = mr.compile(fn)
     low = f.lower(mr.array(x), mr.array(v))
     assert "linalg.matmul" not in low.as_text("linalg")
-    if m * k >= 1 << 16 and not column:
+    if m * k >= 1 << 16:
         assert re.search(r"vector<\d+xf32>", low.as_text("llvm"))
+        assert re.search(r"vector\.reduction <add>", low.as_text("optimized"))
     out = np.asarray(f(mr.array(x), mr.array(v)))
-    ref = x.astype(np.float64) @ v.astype(np.float64)
+    ref = fn(x.astype(np.float64), v.astype(np.float64))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
-    np.testing.assert_allclose(np.asarray(mr.array(x) @ mr.array(v)), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(np.asarray(fn(mr.array(x), mr.array(v))), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("m,n,k", [(784, 512, 256), (100, 130, 70), (64, 96, 33)])
