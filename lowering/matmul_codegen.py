@@ -10,7 +10,9 @@ before bufferization). Every f32 matmul with static shapes that is large enough 
             vector.fma (outer products)
 
 built by a transform-dialect script (text generated here per op from `tuning.matmul_config`) and
-applied with `transform.interpreter.apply_named_sequence`. A shape that does not divide
+applied with `transform.interpreter.apply_named_sequence`. A product's only reader, an
+elementwise generic (bias + relu, an SGD update), then runs on each register tile before
+its store (lowering/matmul_epilogue.py). A shape that does not divide
 the micro tile is split into the part it divides and remainder products
 (`split_remainders`: slices of A, B and C, no copies), or padded with zeros whole
 (`transform.structured.pad`: the result a slice of the padded product), as the tuning
@@ -343,7 +345,9 @@ def split_remainders(op, p):
     so no operand is copied into a padded one and C is not sliced out of a padded
     product: 1000^3 with 14x16 tiles padded A, B and C to 1008 (three 4 MB copies) and ran
     ~8% slower per flop than 1008^3. The remainder pieces (marked REMAINDER) are padded to
-    their own tiles. Returns the pieces, the divisible one first."""
+    their own tiles. An elementwise generic reading the whole product goes to each piece,
+    on its slices (`matmul_epilogue.piece_epilogue`), for the tiled pieces to fuse.
+    Returns the pieces, the divisible one first."""
     from mlir.dialects import linalg, tensor
     M, N, K = p["dims"]
     mr, nr = p["mr"], p["nr"]

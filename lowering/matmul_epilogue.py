@@ -203,7 +203,7 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
             if kinds[i] == "scalar":
                 scalars[i] = tensor.ExtractOp(args[i], []).result
             else:
-                roots[i] = _expanded(args[i], collapses, (1,) if kinds[i] == "cols" else (0,) if kinds[i] == "rows" else (0, 1))
+                roots[i] = _expanded(args[i], collapses, _dims_of(kinds[i]))
         for op in body_ops(e):
             for x in op.operands:
                 c = _scalar_constant(x)
