@@ -491,8 +491,10 @@ class Compiled:
         # an output that is an input as it came in (state the step left alone: SGD's
         # momentum buffers at momentum 0, say) is handed back, not copied by the kernel
         # into a new buffer (2.6 MB a step of the MLP benchmark)
+        # (by identity, and still the placeholder: `state[0] *= 2` rebinds the placeholder's
+        # object to the product, array.rebind, which is then a result like any other)
         index = {id(p): i for i, p in enumerate(ph)}
-        passthrough = {j: index[id(o)] for j, o in enumerate(all_out) if id(o) in index}
+        passthrough = {j: index[id(o)] for j, o in enumerate(all_out) if id(o) in index and o._origin is None}
         if len(passthrough) == len(all_out):
             passthrough = {}  # (a kernel of no results: nothing to gain, keep the plain path)
         kernel_out = [o for j, o in enumerate(all_out) if j not in passthrough]

@@ -198,6 +198,29 @@ def test_state_left_alone_is_handed_back_not_copied():
     close(whole(mr.array(3.0)), 3.0)
 
 
+def test_state_updated_in_place_is_a_result_not_handed_back():
+    """`state[0] *= 2` inside a compiled function rebinds the traced placeholder's object
+    to the product (as MLX's in-place operators: the same array object takes the new
+    value); the new state must be written back, not taken for state left alone (it was:
+    the object was the input's, so the state kept its old value)."""
+    state = [mr.array(1.0)]
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def fun(y):
+        x = state[0]
+        if y.dtype == mr.float32:
+            state[0] = 2 * y
+            return [x, y, x + y]
+        state[0] *= 2
+        return x + y  # (x is state[0]'s object: the doubled value, as uncompiled and in MLX)
+
+    for _ in range(3):
+        fun(mr.array(1.0))
+        close(state[0], 2.0)
+        close(fun(mr.array(1)), 5.0)
+        close(state[0], 4.0)
+
+
 def test_captured_state_as_the_last_call_left_it_reuses_its_executable():
     """A training step's next call finds its executable by the state's arrays being the
     last call's outputs (no cache key built); state the user replaced, reshaped or grew
