@@ -83,7 +83,8 @@ from mlir import ir
 from . import host_cpu, tuning
 from .approx import scale_with_ldexp, split_exp_range
 from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
-                        isa, iterator_kinds, outside_values, run_transform, user_op, walk_ops, within)
+                        isa, iterator_kinds, outside_values, reassociation, reassociation_attr, run_transform, user_op,
+                        walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -137,15 +138,11 @@ def _collapsed(v, groups):
     """`v` collapsed by `groups`: the source of an expand_shape that made it by them."""
     from mlir.dialects import tensor
     d = defining_op(v)
-    if d is not None and d.name == "tensor.expand_shape":
-        assoc = [[ir.IntegerAttr(x).value for x in ir.ArrayAttr(g)] for g in ir.ArrayAttr(d.attributes["reassociation"])]
-        if assoc == groups:
-            return d.operands[0]
+    if d is not None and d.name == "tensor.expand_shape" and reassociation(d) == groups:
+        return d.operands[0]
     shape = _shape(v.type)
     t = ir.RankedTensorType.get([math.prod(shape[i] for i in g) for g in groups], ir.RankedTensorType(v.type).element_type)
-    i64 = ir.IntegerType.get_signless(64)
-    attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
-    return tensor.CollapseShapeOp(t, v, attr).result
+    return tensor.CollapseShapeOp(t, v, reassociation_attr(groups)).result
 
 
 def drop_unit_dims(root) -> int:
@@ -168,15 +165,16 @@ def drop_unit_dims(root) -> int:
                 or any(o.name == "linalg.index" for o in body_ops(op))):
             continue
         pos = {d: i for i, d in enumerate(keep)}
-        new_maps, operands, out_groups = [], [], None
+        new_maps, operands, dropped = [], [], []
         with ir.InsertionPoint(op), op.location:
             for v, m in zip(op.operands, maps):
                 dims = [ir.AffineDimExpr(e).position for e in m.results]
                 kept = [i for i, d in enumerate(dims) if d in pos]
-                groups = _unit_groups(len(dims), kept)
-                operands.append(v if len(kept) == len(dims) else _collapsed(v, groups))
+                groups = _unit_groups(len(dims), kept) if len(kept) < len(dims) else None
+                operands.append(v if groups is None else _collapsed(v, groups))
                 new_maps.append(ir.AffineMap.get(len(keep), 0, [ir.AffineDimExpr.get(pos[dims[i]]) for i in kept]))
-                out_groups = None if len(kept) == len(dims) else groups  # (the last operand: the output)
+                dropped.append(groups)
+        out_groups = dropped[-1]  # (the output's)
         new = op.clone(ir.InsertionPoint(op))
         for i, v in enumerate(operands):
             new.operands[i] = v
@@ -187,9 +185,7 @@ def drop_unit_dims(root) -> int:
         if out_groups is not None:
             with ir.InsertionPoint(op), op.location:
                 shape = _shape(op.results[0].type)
-                result = tensor.ExpandShapeOp(op.results[0].type, result, ir.ArrayAttr.get([ir.ArrayAttr.get(
-                    [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i) for i in g]) for g in out_groups]),
-                    [], shape).result
+                result = tensor.ExpandShapeOp(op.results[0].type, result, reassociation_attr(out_groups), [], shape).result
         op.results[0].replace_all_uses_with(result)
         op.erase()
         done += 1

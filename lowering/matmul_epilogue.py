@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .pass_base import body_ops, defining_op, indexing_maps, isa, iterator_kinds, user_op
-
-_KEPT = {(0, 1): "full", (1,): "cols", (0,): "rows", (): "scalar"}
+from .pass_base import (body_ops, defining_op, indexing_maps, isa, iterator_kinds, reassociation, reassociation_attr,
+                        user_op)
 
 
 def consumer(value):
@@ -49,7 +48,7 @@ def consumer(value):
     maps = indexing_maps(e)
     if _kept(maps[-1]) != (0, 1) or _kept(maps[ci]) != (0, 1):
         return None
-    if any(operand_kind(e, i) is None for i in range(n_in) if i != ci):
+    if any(operand_dims(e, i) is None for i in range(n_in) if i != ci):
         return None
     block = e.regions[0].blocks[0]
     if list(block.arguments[n_in].uses):
@@ -67,17 +66,18 @@ def consumer(value):
     return e
 
 
-def operand_kind(e, i):
-    """How generic `e` reads its input `i`: "full" (identity), "cols" (a vector along
-    the columns, each row the same), "rows", "scalar" (0-d); None for anything else."""
+def operand_dims(e, i):
+    """The dims of C that generic `e`'s input `i` has: (0, 1) (C's shape, identity), (1,)
+    (a vector along the columns, each row the same), (0,) (along the rows), () (0-d);
+    None for any other read."""
     x = e.operands[i]
     if not isa(ir.RankedTensorType, x.type):
         return None
     t, shape = ir.RankedTensorType(x.type), ir.RankedTensorType(e.results[0].type).shape
     kept = _kept(indexing_maps(e)[i])
-    if kept is None or not t.has_static_shape or list(t.shape) != [shape[d] for d in kept]:
+    if kept not in ((0, 1), (1,), (0,), ()) or not t.has_static_shape or list(t.shape) != [shape[d] for d in kept]:
         return None
-    return _KEPT.get(kept)
+    return kept
 
 
 def _kept(amap):
@@ -119,11 +119,10 @@ def piece_epilogue(e, ci, r, offsets):
     shape = list(ir.RankedTensorType(r.type).shape)
     operands = {}
     for i in range(len(e.operands) - 1):
-        kind = None if i == ci else operand_kind(e, i)
+        dims = None if i == ci else operand_dims(e, i)
         if i == ci:
             operands[i] = r
-        elif kind != "scalar":
-            dims = {"full": [0, 1], "cols": [1], "rows": [0]}[kind]
+        elif dims:  # (a 0-d operand stays as it is)
             x = e.operands[i]
             t = ir.RankedTensorType.get([shape[d] for d in dims], ir.RankedTensorType(x.type).element_type)
             operands[i] = tensor.ExtractSliceOp(t, x, [], [], [], [offsets[d] for d in dims],
@@ -164,13 +163,13 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
         v = d.operands[0]
     if d is None or d.name not in ("scf.for", "scf.forall"):
         return None
-    rank = sum(len(g) for g in _groups(collapses[-1])) if collapses else 2
+    rank = sum(len(g) for g in reassociation(collapses[-1])) if collapses else 2
     if ir.RankedTensorType(v.type).rank != rank:
         return None
     root = _init_of(d, ir.OpResult(v).result_number)
     dims = [0, 1]  # each dim of C's tiled tensor: the dim of C it is part of
     for c in collapses:
-        dims = [dims[g] for g, grp in enumerate(_groups(c)) for _ in grp]
+        dims = [dims[g] for g, grp in enumerate(reassociation(c)) for _ in grp]
     writes = _stores(root, dims)
     if not writes:
         return None
@@ -196,14 +195,14 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
         list(ftype.inputs) + [e.operands[i].type for i in extra], list(ftype.results)))
 
     first = body_ops(f)[0]
-    kinds = {i: operand_kind(e, i) for i in extra}
+    kept = {i: operand_dims(e, i) for i in extra}
     roots, scalars, consts = {}, {}, {}
     with ir.InsertionPoint(first), loc:
         for i in extra:
-            if kinds[i] == "scalar":
+            if kept[i]:
+                roots[i] = _expanded(args[i], collapses, kept[i])
+            else:  # (0-d: read once, broadcast at each store)
                 scalars[i] = tensor.ExtractOp(args[i], []).result
-            else:
-                roots[i] = _expanded(args[i], collapses, _dims_of(kinds[i]))
         for op in body_ops(e):
             for x in op.operands:
                 c = _scalar_constant(x)
@@ -217,7 +216,7 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
         while kloop is not None and kloop != f and not (kloop.name == "scf.for" and is_k_slice(kloop)):
             kloop = kloop.parent
         kloop = kloop if kloop is not None and kloop != f else None
-        views = {i: _mirror(roots[i], path, mirrors[i], dims, _dims_of(kinds[i])) for i in roots}
+        views = {i: _mirror(roots[i], path, mirrors[i], dims, kept[i]) for i in roots}
         with ir.InsertionPoint(w), w.location:
             if kloop is not None:  # the last slice: iv + step >= ub
                 iv = kloop.regions[0].blocks[0].arguments[0]
@@ -239,7 +238,7 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
                     elif i in scalars:
                         local[a] = vector.BroadcastOp(ir.VectorType.get(vt.shape, et), scalars[i]).result
                     else:
-                        local[a] = _read(views[i], w, dims, _dims_of(kinds[i]), et)
+                        local[a] = _read(views[i], w, dims, kept[i], et)
                 for op in body_ops(e):
                     if op.name == "linalg.yield":
                         out = local[op.operands[0]]
@@ -266,15 +265,6 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
     e.erase()
     call.erase()
     return new_call.operation
-
-
-def _dims_of(kind):
-    return {"full": (0, 1), "cols": (1,), "rows": (0,)}[kind]
-
-
-def _groups(op):
-    """A collapse/expand_shape's reassociation: [[src dims of dst dim 0], ...]."""
-    return [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
 def _init_of(loop, k):
@@ -336,13 +326,10 @@ def _path(t, root):
             loop = t.owner.owner
             loop = getattr(loop, "operation", loop)
             k = ir.BlockArgument(t).arg_number
-            if loop.name == "scf.for":
-                t = loop.operands[3 + k - 1]
-            elif loop.name == "scf.forall":
-                n_ivs = len(loop.regions[0].blocks[0].arguments) - len(loop.results)
-                t = _init_of(loop, k - n_ivs)
-            else:
+            if loop.name not in ("scf.for", "scf.forall"):
                 return None
+            n_ivs = len(loop.regions[0].blocks[0].arguments) - len(loop.results)  # (scf.for: 1)
+            t = _init_of(loop, k - n_ivs)
         elif d.name == "tensor.extract_slice":
             path.append(d)
             t = d.operands[0]
@@ -364,7 +351,7 @@ def _expanded(x, collapses, kept):
     dims = [0, 1]
     for c in collapses:
         src_t = ir.RankedTensorType(c.operands[0].type)
-        groups = _groups(c)
+        groups = reassociation(c)
         src_dims = [dims[g] for g, grp in enumerate(groups) for _ in grp]
         keep = [grp for g, grp in enumerate(groups) if dims[g] in kept]
         if any(len(grp) > 1 for grp in keep):
@@ -374,8 +361,7 @@ def _expanded(x, collapses, kept):
                 shape += [src_t.shape[j] for j in grp]
                 n += len(grp)
             t = ir.RankedTensorType.get(shape, ir.RankedTensorType(x.type).element_type)
-            x = tensor.ExpandShapeOp(t, x, ir.ArrayAttr.get([ir.ArrayAttr.get(
-                [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in a]) for a in assoc]), [], shape).result
+            x = tensor.ExpandShapeOp(t, x, reassociation_attr(assoc), [], shape).result
         dims = src_dims
     return x
 

@@ -224,6 +224,17 @@ def indexing_maps(op):
     return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
 
 
+def reassociation(op):
+    """A collapse/expand_shape's reassociation as lists: [[src dims of dst dim 0], ...]."""
+    return [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+
+
+def reassociation_attr(groups):
+    """The reassociation attribute of `groups` (lists of dims), for a collapse/expand_shape."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+
+
 def constant_int(value):
     """The integer an `arith.constant` (index or integer) defines, else None."""
     op = defining_op(value)

@@ -345,15 +345,14 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         if not _ENABLED[0] or STATE.tracing:
             return self.fun(*args, **kwargs)  # disabled, or inside a trace: inline
+        fk = None if kwargs else _fast_key(args)
         fast = self._fast
-        if fast is not None and not kwargs:
-            fk = _fast_key(args)
-            if fk is not None:
-                exe = fast.get(fk)
-                if exe is not None:
-                    return exe.call(args)
+        if fast is not None and fk is not None:
+            exe = fast.get(fk)
+            if exe is not None:
+                return exe.call(args)
         memo = self._state_memo
-        if memo is not None and not kwargs and _fast_key(args) == memo[0]:
+        if memo is not None and fk is not None and fk == memo[0]:
             # captured state as the last call left it (its arrays, by their avals, are that
             # call's outputs): that call's executable, without building the cache key
             state_slots = _slots(self.inputs)
@@ -373,11 +372,9 @@ class Compiled:
             if type(x) is Array and x._tracer is not None:
                 return self.fun(*args, **kwargs)  # called on traced values: inline
         exe, arrays, state_slots = self._specialization(args, leaves, treedef)
-        if fast is not None and not kwargs and exe.n_state_out == 0:
-            fk = _fast_key(args)
-            if fk is not None:
-                fast[fk] = exe
-        return self._run(exe, arrays, state_slots, None if kwargs or self.shapeless else _fast_key(args))
+        if fast is not None and fk is not None and exe.n_state_out == 0:
+            fast[fk] = exe
+        return self._run(exe, arrays, state_slots, None if self.shapeless else fk)
 
     def _run(self, exe, arrays, state_slots, fk):
         """Run `exe` on `arrays` (the arguments' arrays, then the captured state's), write
