@@ -6,6 +6,7 @@
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
+from .donate_arguments import MiraxDonateArguments, MiraxDropDonatedResults, MiraxSinkDonatedWriters
 from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
@@ -32,6 +33,7 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxShard, MiraxShardToMpi, MiraxMpiCpuPipeline, MiraxLowerBarriers,
                                MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
                                MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants,
-                               MiraxStableShift, MiraxTaskCounter, MiraxStaticPartition]}
+                               MiraxStableShift, MiraxTaskCounter, MiraxStaticPartition,
+                               MiraxDonateArguments, MiraxSinkDonatedWriters, MiraxDropDonatedResults]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

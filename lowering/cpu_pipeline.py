@@ -46,6 +46,7 @@ from mlir import ir
 from . import tuning
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
+from .donate_arguments import MiraxDonateArguments, MiraxDropDonatedResults, MiraxSinkDonatedWriters
 from .early_dealloc import MiraxEarlyDealloc
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
@@ -246,6 +247,10 @@ class MiraxCpuPipeline(MiraxPass):
         for p in BUFFERIZE:
             if p == "eliminate-empty-tensors":
                 pm.add(split_empty_tensors, name="mirax-split-empty-tensors")
+            if p.startswith("one-shot-bufferize"):  # (donated arguments' writers after their readers)
+                MiraxSinkDonatedWriters().add_to(pm)
+            if p == "drop-equivalent-buffer-results":  # (results in donated arguments: not out-params)
+                MiraxDropDonatedResults().add_to(pm)
             if p.startswith("buffer-results-to-out-params"):
                 pm.add(distinct_results, name="mirax-distinct-results")
             pm.add(p)
@@ -272,6 +277,7 @@ class MiraxCpuPipeline(MiraxPass):
         returns the thread count they planned for."""
         threads = int(self.opts["threads"]) or tuning.threads()
         ConvertMiraxToLinalg().add_to(pm)
+        MiraxDonateArguments().add_to(pm)  # (results into donated arguments: a no-op without any)
         for p in ["canonicalize", "cse"]:
             pm.add(p)
         if self.opts["fuse"]:

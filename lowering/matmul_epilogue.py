@@ -45,6 +45,10 @@ def consumer(value):
         return None
     if any(x == value for i, x in enumerate(e.operands) if i != ci):
         return None
+    for u in e.results[0].uses:  # an update of a donated argument (W' = W - lr*dW into W):
+        m = user_op(u)          # alone it is written in place, in the product's tiles it is not
+        if m.name == "bufferization.materialize_in_destination" and m.operands[1] in list(e.operands):
+            return None
     maps = indexing_maps(e)
     if _kept(maps[-1]) != (0, 1) or _kept(maps[ci]) != (0, 1):
         return None

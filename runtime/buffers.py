@@ -181,3 +181,43 @@ def pooled_bytes() -> int:
     """Bytes of the pool's arrays that nothing else references (free for reuse)."""
     with _lock:
         return sum(b.nbytes for b in _pool if sys.getrefcount(b) == _FREE + 1)
+
+
+def _refs(a) -> int:
+    return sys.getrefcount(a)
+
+
+class _Holder:
+    __slots__ = ("d",)
+
+
+def _held_refcount():
+    h = _Holder()
+    h.d = np.empty(1, np.uint8)
+    return _refs(h.d)
+
+
+_HELD = _held_refcount()  # references `_refs(x._data)` sees when `x._data` holds the only one
+
+
+def sole_owner(d) -> bool:
+    """Whether numpy buffer `d`, read as `holder.attr` by the caller, is referenced by that
+    attribute alone and no other array shares its memory, so that a kernel may overwrite
+    it (buffer donation, mirax/compile.py): C-contiguous, writable, and owning its memory
+    or a view of a raw buffer of ours (pooled or aligned) that nothing else views. A view
+    of another array's memory (`np.asarray(x)` of a mirax array, a slice), an array
+    backed by a file (`mr.load`'s memory maps) or one whose memory a user's array owns:
+    False."""
+    if type(d) is not np.ndarray or not d.flags.c_contiguous or not d.flags.writeable:
+        return False
+    if sys.getrefcount(d) != _HELD:
+        return False
+    base = d.base
+    if base is None:
+        return True
+    if type(base) is not np.ndarray or base.base is not None or base.dtype != np.uint8:
+        return False
+    with _lock:
+        pooled = any(b is base for b in _pool)
+    # the view's base reference, `base` here and getrefcount's argument; the pool's list
+    return sys.getrefcount(base) == 3 + pooled

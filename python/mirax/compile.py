@@ -16,8 +16,10 @@ compiled function simply runs its Python body, so it is inlined into the outer t
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import os
+import sys
 import weakref
 
 import numpy as np
@@ -34,6 +36,8 @@ from .tree import tree_flatten, tree_unflatten
 __all__ = ["compile", "disable_compile", "enable_compile"]
 
 _ENABLED = [os.environ.get("MIRAX_DISABLE_COMPILE", "") in ("", "0")]
+# MIRAX_DONATE=0: new state always in buffers of its own (the old state's are never written)
+_DONATE = os.environ.get("MIRAX_DONATE", "1") not in ("", "0")
 
 
 def disable_compile():
@@ -124,13 +128,18 @@ class Executable:
     """One specialization: a native function per device and how to call it."""
 
     def __init__(self, module_text, stages, in_avals, out_avals, out_tree, n_state_out, lifted, name,
-                 passthrough=None):
+                 passthrough=None, donations=None):
         self.text = module_text
         self.stages = stages  # filled on demand by Lowered
         self.in_avals = in_avals
         self.out_avals = out_avals  # every output; the kernel writes those not passed through
         self.passthrough = passthrough or {}  # output position -> the input it is
-        self.kernel_avals = [a for j, a in enumerate(out_avals) if j not in self.passthrough]
+        # output position -> the input whose buffer it may be written into (new state in
+        # the old state's buffers: `donating`)
+        self.donations = donations or {}
+        self.donated = {}  # the donations this kernel makes (its `donating` twin's)
+        self.written_avals = [a for j, a in enumerate(out_avals) if j not in self.passthrough]
+        self.kernel_avals = self.written_avals  # the kernel's out-parameters
         self.out_tree = out_tree
         self.n_state_out = n_state_out
         self.lifted = [np.asarray(_host(a._data, a.aval)) for a in lifted]
@@ -140,6 +149,28 @@ class Executable:
         self._program = None  # GPU
         self._lifted_gpu = None
         self._host = None  # HostSplitProgram, False when the function has no host ops
+        self._twin = None
+
+    def donating(self):
+        """This executable with its donations made (CPU): the kernel writes output j into
+        the buffer of input `donations[j]` (mirax-donate-arguments), which the caller gives
+        up; `run(arrays, donors=...)` copies the inputs that are not given up first. None
+        where that kernel could not be built."""
+        if self._twin is None:
+            t = copy.copy(self)
+            position = {j: r for r, j in enumerate(j for j in range(len(self.out_avals)) if j not in self.passthrough)}
+            pairs = {i: position[j] for j, i in self.donations.items()}
+            t.text = _with_donations(self.text, pairs, self.in_avals)
+            t.stages = {"traced": _with_donations(self.stages["traced"], pairs, self.in_avals)}
+            t.donated = dict(self.donations)
+            t.kernel_avals = [a for j, a in enumerate(self.out_avals) if j not in self.passthrough and j not in t.donated]
+            t._kernel = t._program = t._twin = None
+            try:
+                t.kernel  # (built now: where the donating kernel cannot be built, the plain one runs)
+            except Exception:  # noqa: BLE001 (the plain kernel then raises what is wrong with the function)
+                t = False
+            self._twin = t
+        return self._twin or None
 
     @property
     def kernel(self):
@@ -165,19 +196,25 @@ class Executable:
             self._program = backend.program(self.text, "main", prepare=("mirax-simplify", _prepare_for_gpu))
         return self._program
 
-    def run(self, arrays, device=None):
-        """Call on evaluated input arrays; returns the output arrays."""
+    def run(self, arrays, device=None, donors=()):
+        """Call on evaluated input arrays; returns the output arrays. `donors`: the inputs
+        of `donated` pairs whose buffers the kernel may overwrite (the others are copied
+        for it first)."""
         dev = device or _device.current_device()
         if dev.type is _device.DeviceType.gpu:
             return self._run_gpu(arrays, dev)
         ins = [a._data if type(a._data) is np.ndarray else _on(dev, a._data, a.aval) for a in arrays]
+        for i in self.donated.values():
+            if i not in donors:
+                ins[i] = _copy(ins[i])
         if self.lifted:
             ins += self.lifted
         if self._host is not False and self.host_program is not None:  # compiled segments around host calls (runtime/host.py)
             outs = self.host_program(ins)
             return self._with_passthrough([Array._leaf(o, a.dtype) for o, a in zip(outs, self.kernel_avals)], arrays)
         outs = self.run_buffers(ins)
-        return self._with_passthrough([Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)], arrays)
+        return self._with_passthrough([Array._host_result(o, a) for o, a in zip(outs, self.kernel_avals)], arrays,
+                                      ins=ins)
 
     def run_buffers(self, ins):
         """The CPU kernel on numpy buffers (the inputs, then the lifted constants); returns
@@ -187,14 +224,23 @@ class Executable:
         kernel(ins, outs)
         return outs
 
-    def _with_passthrough(self, results, arrays, wrap=None):
+    def _with_passthrough(self, results, arrays, wrap=None, ins=None):
         """The kernel's results with the passed-through inputs put in their places
-        (`wrap(i)`: input i as an output, else the input array itself)."""
-        if not self.passthrough:
+        (`wrap(i)`: input i as an output, else the input array itself), and the donated
+        outputs in the buffers `ins` gave the kernel for their inputs."""
+        if not self.passthrough and not self.donated:
             return results
         it = iter(results)
-        return [(wrap(self.passthrough[j]) if wrap else arrays[self.passthrough[j]]) if j in self.passthrough
-                else next(it) for j in range(len(self.out_avals))]
+        out = []
+        for j, a in enumerate(self.out_avals):
+            if j in self.passthrough:
+                i = self.passthrough[j]
+                out.append(wrap(i) if wrap else arrays[i])
+            elif j in self.donated:
+                out.append(Array._host_result(ins[self.donated[j]], a))
+            else:
+                out.append(next(it))
+        return out
 
     def call(self, arrays):
         """A compiled call on positional input arrays (no captured state): evaluate the
@@ -214,10 +260,49 @@ class Executable:
         if self._lifted_gpu is None:
             self._lifted_gpu = [backend.upload(a) for a in self.lifted]
         ins = [_move_to(a, dev) for a in arrays]
-        outs = [backend.empty(a.shape, a.dtype.storage) for a in self.kernel_avals]
+        outs = [backend.empty(a.shape, a.dtype.storage) for a in self.written_avals]
         backend.run(prog, ins + self._lifted_gpu, outs)
-        return self._with_passthrough([Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.kernel_avals)],
+        return self._with_passthrough([Array._leaf(o, a.dtype, a.shape) for o, a in zip(outs, self.written_avals)],
                                       arrays, lambda i: Array._leaf(ins[i], arrays[i].dtype, arrays[i].shape))
+
+
+_DONOR_REFS = 4  # the state's slot, `_run`'s arrays, `_donors`' `a` and getrefcount's argument
+
+
+def _donors(exe, arrays):
+    """The inputs of `exe.donations` whose buffers this call may overwrite: CPU arrays that
+    nothing but the captured state holds (the user kept no reference, no lazy array reads
+    them: exactly `_DONOR_REFS` references) and whose memory nothing else shares
+    (`buffers.sole_owner`). A training step's parameters, the outputs of the step
+    before, are: their new values are written over them."""
+    if _device.current_device().type is not _device.DeviceType.cpu:
+        return ()
+    out = []
+    for i in exe.donations.values():
+        a = arrays[i]
+        if sys.getrefcount(a) == _DONOR_REFS and buffers.sole_owner(a._data):
+            out.append(i)
+    return out
+
+
+def _copy(buf):
+    """A copy of numpy buffer `buf` in a buffer of the pool's (for a kernel to overwrite)."""
+    out = buffers.empty(buf.shape, buf.dtype)
+    np.copyto(out, buf)
+    return out
+
+
+def _with_donations(module_text, pairs, in_avals):
+    """`module_text` with @main's argument i marked to hold its result `pairs[i]`
+    (`{mirax.aliasing_output = r : i64}`, read by mirax-donate-arguments)."""
+    start = module_text.index("func.func @main(")
+    end = module_text.index(") -> (", start)
+    sig = module_text[start:end]
+    for i, r in pairs.items():
+        head = f"%arg{i}: {in_avals[i].tensor_type()}"
+        k = sig.index(head) + len(head)
+        sig = sig[:k] + f" {{mirax.aliasing_output = {r} : i64}}" + sig[k:]
+    return module_text[:start] + sig + module_text[end:]
 
 
 def _fast_key(args):
@@ -355,11 +440,14 @@ class Compiled:
         if memo is not None and fk is not None and fk == memo[0]:
             # captured state as the last call left it (its arrays, by their avals, are that
             # call's outputs): that call's executable, without building the cache key
+            # (no list of the state but `arrays`: `_donors` counts the references to it)
             state_slots = _slots(self.inputs)
-            state_in = [c[k] for c, k in state_slots]
+            arrays = list(args)
+            arrays += [c[k] for c, k in state_slots]
             avals = memo[2]
-            if len(state_in) == len(avals) and all(type(x) is Array and x.aval is a for x, a in zip(state_in, avals)):
-                return self._run(memo[1], list(args) + state_in, state_slots, memo[0])
+            if len(arrays) - len(args) == len(avals) and all(
+                    type(x) is Array and x.aval is a for x, a in zip(arrays[len(args):], avals)):
+                return self._run(memo[1], arrays, state_slots, memo[0])
         if kwargs:
             # keywords as MLX: arrays are traced, Python scalars join the cache key; the
             # tree (positional list, keyword dict) is unpacked again by _call_fun
@@ -384,8 +472,7 @@ class Compiled:
         pending = [a for a in arrays if a._data is None]
         if pending:
             _eval(*pending)
-        outs = exe.run(arrays)
-        n = len(outs) - exe.n_state_out
+        del pending
         if exe.n_state_out:
             # the state's slots as read for this call when inputs= is outputs= and no
             # trace ran since (no Python of the user's between the two walks)
@@ -394,6 +481,11 @@ class Compiled:
             if len(out_slots) != exe.n_state_out:
                 raise MiraxError(f"compile: the outputs= state changed structure since it was traced "
                                  f"({len(out_slots)} arrays now, {exe.n_state_out} then){where_text()}")
+        donors = _donors(exe, arrays) if exe.donations and _DONATE else ()
+        twin = exe.donating() if donors else None
+        outs = twin.run(arrays, donors=donors) if twin is not None else exe.run(arrays)
+        n = len(outs) - exe.n_state_out
+        if exe.n_state_out:
             for (c, k), v in zip(out_slots, outs[n:]):
                 c[k] = v
             if same and fk is not None:
@@ -474,7 +566,8 @@ class Compiled:
             with _shapeless.tracing() if self.shapeless else contextlib.nullcontext():
                 out = _call_fun(self.fun, tree_unflatten(treedef, traced_leaves))
             out_leaves, out_tree = tree_flatten(out)
-            state_out = [c[k] for c, k in _slots(self.outputs)] if self.outputs is not None else []
+            out_slots = _slots(self.outputs) if self.outputs is not None else []
+            state_out = [c[k] for c, k in out_slots]
         finally:
             STATE.tracing -= 1
             for (c, k), v in zip(state_slots, saved):
@@ -498,8 +591,10 @@ class Compiled:
         text, lifted = to_mlir_text(ph, kernel_out, "main")
         _eval(lifted)
         name = getattr(self.fun, "__name__", "fun")
+        donations = {} if self.shapeless else _donations(state_slots, out_slots, len(out_leaves), arrays, all_out,
+                                                         passthrough, text)
         return _executable(text, [a.aval for a in arrays], [o.aval for o in all_out], out_tree,
-                           len(state_out), lifted, name, passthrough)
+                           len(state_out), lifted, name, passthrough, donations)
 
     # ---- inspection ---------------------------------------------------------------------
     def lower(self, *args):
@@ -612,7 +707,38 @@ def _late_stages(simplified) -> dict:
     return {"linalg": linalg, "optimized": optimized, "llvm": llvm}
 
 
-def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name, passthrough=None):
+def _slot_id(slot):
+    c, k = slot
+    return (id(c.obj) if isinstance(c, _Attrs) else id(c), k)
+
+
+def _donations(state_slots, out_slots, n_out, arrays, all_out, passthrough, text):
+    """{output position: input position} for the new state that may be written over the
+    old: an `outputs=` slot that is also an `inputs=` slot, of the same shape and dtype,
+    whose old value is not also handed back (passed through). None for functions split
+    at host ops (runtime/host.py)."""
+    if not out_slots or not state_slots:
+        return {}
+    n_args = len(arrays) - len(state_slots)
+    position = {_slot_id(sl): n_args + s for s, sl in enumerate(state_slots)}
+    given = set(passthrough.values())
+    out = {}
+    for s, sl in enumerate(out_slots):
+        j, i = n_out + s, position.get(_slot_id(sl))
+        if i is None or j in passthrough or i in given:
+            continue
+        a, b = all_out[j].aval, arrays[i].aval
+        if a.shape == b.shape and a.dtype == b.dtype:
+            out[j] = i
+    if out:
+        from .runtime import host
+        if host.has_host_ops(text):
+            return {}
+    return out
+
+
+def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name, passthrough=None,
+                donations=None):
     try:
         stages = {"traced": text}
         if os.environ.get("MIRAX_DUMP_IR"):
@@ -621,7 +747,7 @@ def _executable(text, in_avals, out_avals, out_tree, n_state_out, lifted, name, 
                 low.as_text(st)
             _dump(name, {k: v for k, v in stages.items() if k != "traced"})
         return Executable(_module_text(text), stages, in_avals, out_avals, out_tree, n_state_out, lifted, name,
-                          passthrough)
+                          passthrough, donations)
     except ir.MLIRError as err:
         raise MiraxError(f"compile: lowering failed: {err}{where_text()}") from None
 

@@ -125,6 +125,34 @@ func.func @two_readers(%a: tensor<256x512xf32>, %b: tensor<512x512xf32>) -> (ten
 
 // -----
 
+// An update written into a donated argument (mirax-donate-arguments made it a
+// materialize_in_destination into %w, which it reads): left out of the product's tiles,
+// an elementwise loop of its own that bufferization writes in place.
+
+// CHECK-LABEL: func.func @donated_sgd
+// CHECK: vector.fma
+// CHECK-NOT: scf.if %{{.+}} -> (vector<8x32xf32>) {{{$}}
+// CHECK: %[[U:.+]] = linalg.generic
+// CHECK: arith.subf {{.+}} : f32
+// CHECK: bufferization.materialize_in_destination %[[U]] in %arg2
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @donated_sgd(%a: tensor<256x512xf32>, %b: tensor<512x512xf32>, %w: tensor<256x512xf32>) -> tensor<256x512xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x512xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%e : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<256x512xf32>, tensor<512x512xf32>) outs(%c0 : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w, %c : tensor<256x512xf32>, tensor<256x512xf32>) outs(%e : tensor<256x512xf32>) {
+  ^bb0(%x: f32, %g: f32, %o: f32):
+    %m = arith.subf %x, %g : f32
+    linalg.yield %m : f32
+  } -> tensor<256x512xf32>
+  %d = bufferization.materialize_in_destination %r in %w : (tensor<256x512xf32>, tensor<256x512xf32>) -> tensor<256x512xf32>
+  return %d : tensor<256x512xf32>
+}
+
+// -----
+
 // A split product: the reader goes to each piece on its slices; the divisible piece (one
 // K slice: no branch) runs it on its tiles, the padded 1000x6 remainder keeps a generic
 // of its own (a relu mask: the comparison's i1 vector, then the conversion).

@@ -15,3 +15,14 @@ func.func @gelu_like(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> attr
   %2 = "mirax.add"(%1, %x) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %2 : tensor<8xf32>
 }
+
+// A donated argument (mirax.aliasing_output: the state a compiled step updates) holds
+// the result: the C interface takes the two inputs and no out-parameter.
+// CHECK-LABEL: llvm.func @_mlir_ciface_donated
+// CHECK-SAME: (%{{[^:]+}}: !llvm.ptr {mirax.donated}, %{{[^:]+}}: !llvm.ptr) attributes
+// CHECK: llvm.call @donated
+func.func @donated(%w: tensor<8xf32> {mirax.aliasing_output = 0 : i64}, %g: tensor<8xf32>) -> tensor<8xf32> attributes {llvm.emit_c_interface} {
+  %0 = "mirax.multiply"(%g, %g) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = "mirax.subtract"(%w, %0) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %1 : tensor<8xf32>
+}

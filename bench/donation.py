@@ -1,0 +1,116 @@
+"""A compiled training step with its state donated (new parameters and optimizer state
+written over the old ones, the default) and kept (`MIRAX_DONATE=0`: new state in new
+buffers), each in a fresh process: peak memory of one step and time per step.
+
+    python bench/donation.py [--layers 4] [--width 1024] [--batch 64] [--steps 30]
+
+The model: `layers` Linear(width, width) + ReLU, a Linear to 10 classes, cross-entropy,
+AdamW; `mr.compile(step, inputs=state, outputs=state)` as examples/ do. The state is the
+parameters and AdamW's two moments: 3 x the parameters' bytes. Kept, a step holds the old
+state and the new one at once; donated, the new one is written over the old.
+
+The peak is counted at malloc (the LD_PRELOAD counter of bench/checkpoint_memory.py: the
+kernels' temporaries are malloc'd inside JIT code): the most bytes live at once during
+one step, minus those live before it (the state). "ms/step": the median of `--steps`
+steps after warm-up, each process alone (the two run one after the other: compare it as
+a rough figure; `bench/train_step.py` races steps side by side).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from _host import describe
+
+COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
+
+CHILD = textwrap.dedent(r"""
+    import ctypes, json, sys, time
+    import numpy as np
+    import mirax as mr
+    import mirax.nn as nn
+    import mirax.optimizers as optim
+    from mirax.utils import tree_flatten
+
+    lib = ctypes.CDLL(None)
+    lib.mirax_malloc_peak.restype = lib.mirax_malloc_current.restype = ctypes.c_longlong
+    L, D, B, steps = (int(a) for a in sys.argv[1:5])
+    mr.random.seed(0)
+    layers = []
+    for _ in range(L):
+        layers += [nn.Linear(D, D), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(D, 10))
+    optimizer = optim.AdamW(learning_rate=1e-3)
+    optimizer.init(model.trainable_parameters())
+    grad_fn = nn.value_and_grad(model, lambda m, x, y: nn.losses.cross_entropy(m(x), y, reduction="mean"))
+    state = [model.state, optimizer.state]
+
+    def step(x, y):
+        loss, grads = grad_fn(model, x, y)
+        optimizer.update(model, grads)
+        return loss
+    step = mr.compile(step, inputs=state, outputs=state)
+    rng = np.random.default_rng(0)
+    x = mr.array(rng.standard_normal((B, D)).astype(np.float32))
+    y = mr.array(rng.integers(0, 10, B).astype(np.int32))
+    for _ in range(3):
+        mr.eval(step(x, y), state)
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        mr.eval(step(x, y), state)
+        times.append(time.perf_counter() - t)
+    before = lib.mirax_malloc_current()
+    lib.mirax_malloc_reset_peak()
+    mr.eval(step(x, y), state)
+    peak = lib.mirax_malloc_peak() - before
+    state_bytes = sum(v.nbytes for _, v in tree_flatten(state))
+    checksum = float(sum(np.abs(np.asarray(v, np.float64)).sum() for _, v in tree_flatten(model.parameters())))
+    print(json.dumps({"peak": peak, "step": sorted(times)[len(times) // 2], "state": state_bytes,
+                      "checksum": checksum}))
+""")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=30)
+    a = ap.parse_args()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not sys.platform.startswith("linux") or cc is None:
+        sys.exit("counting malloc needs Linux (glibc, LD_PRELOAD) and a C compiler")
+    print(describe())
+    print(f"model: {a.layers} x (Linear({a.width}, {a.width}) + ReLU), Linear to 10, batch {a.batch}, "
+          f"AdamW, mr.compile(step, inputs=state, outputs=state), f32")
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "malloc_count.so")
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True, check=True)
+        for which, flag in (("donated", "1"), ("kept", "0")):
+            r = subprocess.run([sys.executable, "-c", CHILD, str(a.layers), str(a.width), str(a.batch),
+                                str(a.steps)],
+                               env=dict(os.environ, LD_PRELOAD=lib, MIRAX_DONATE=flag), capture_output=True,
+                               text=True)
+            if r.returncode:
+                sys.exit(r.stderr)
+            rows[which] = json.loads(r.stdout.strip().splitlines()[-1])
+    mb = 2 ** 20
+    print(f"state (parameters, AdamW's moments, step): {rows['kept']['state'] / mb:.1f} MB")
+    print(f"{'':10} {'peak MB':>9} {'ms/step':>9}")
+    for which, r in rows.items():
+        print(f"{which:10} {r['peak'] / mb:9.1f} {r['step'] * 1e3:9.2f}")
+    d, k = rows["donated"], rows["kept"]
+    same = d["checksum"] == k["checksum"]
+    print(f"donated: peak {d['peak'] / k['peak']:.2f}x of kept ({(k['peak'] - d['peak']) / mb:.1f} MB less), "
+          f"step {d['step'] / k['step']:.2f}x; parameters " + ("equal" if same else
+                                                                 f"DIFFER ({d['checksum']} vs {k['checksum']})"))
+
+
+if __name__ == "__main__":
+    main()
