@@ -9,11 +9,13 @@ AdamW; `mr.compile(step, inputs=state, outputs=state)` as examples/ do. The stat
 parameters and AdamW's two moments: 3 x the parameters' bytes. Kept, a step holds the old
 state and the new one at once; donated, the new one is written over the old.
 
-The peak is counted at malloc (the LD_PRELOAD counter of bench/checkpoint_memory.py: the
-kernels' temporaries are malloc'd inside JIT code): the most bytes live at once during
-one step, minus those live before it (the state). "ms/step": the median of `--steps`
-steps after warm-up, each process alone (the two run one after the other: compare it as
-a rough figure; `bench/train_step.py` races steps side by side).
+"peak": the most bytes live at once during one step, minus those live before it (the
+state), counted at malloc (the LD_PRELOAD counter of bench/checkpoint_memory.py: the
+kernels' temporaries are malloc'd inside JIT code), with the buffer pool off for that
+step (`mr.set_cache_limit(0)`: it keeps the buffers the model's initialization freed,
+and the kept step takes its new state from them). "ms/step": the median of `--steps`
+steps with the pool on, each process alone (the two run one after the other: a rough
+figure; the README gives races in one process).
 """
 import argparse
 import json
@@ -64,6 +66,10 @@ CHILD = textwrap.dedent(r"""
         t = time.perf_counter()
         mr.eval(step(x, y), state)
         times.append(time.perf_counter() - t)
+    # memory without the buffer pool (it keeps what the model's initialization freed, and
+    # would hand the kept step's new state buffers from there): one step's malloc'd bytes
+    mr.set_cache_limit(0)
+    mr.eval(step(x, y), state)
     before = lib.mirax_malloc_current()
     lib.mirax_malloc_reset_peak()
     mr.eval(step(x, y), state)
