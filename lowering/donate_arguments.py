@@ -100,11 +100,14 @@ def donate_arguments(module) -> int:
             continue
         block = fn.regions[0].blocks[0]
         ret = walk_ops(fn, lambda name: name == "func.return")[-1]
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        if len(set(pairs.values())) < len(pairs):
+            raise PassError(fn, f"{NAME}: @{name}: two arguments hold the same result ({ATTR} {sorted(pairs.items())})")
         for i, j in sorted(pairs.items()):
             arg = block.arguments[i]
             if j >= len(ret.operands) or ret.operands[j].type != arg.type:
-                raise PassError(f"{NAME}: argument {i} ({arg.type}) cannot hold result {j} "
-                                f"({ret.operands[j].type if j < len(ret.operands) else 'none'})")
+                raise PassError(fn, f"{NAME}: @{name}: argument {i} ({arg.type}) cannot hold result {j} "
+                                f"({ret.operands[j].type if j < len(ret.operands) else 'there is none'})")
             with ir.InsertionPoint(ret), ret.location:
                 m = bufferization.MaterializeInDestinationOp(arg.type, ret.operands[j], arg)
             ret.operands[j] = m.result
@@ -182,6 +185,10 @@ def _writers(m, block):
     return chosen
 
 
+def _calls(op) -> bool:
+    return op.name == "func.call" or bool(walk_ops(op, lambda name: name == "func.call"))
+
+
 def sink_donated_writers(module) -> int:
     """Each donated result's computation (`_writers`) moves after the last other reader of
     its argument: a traced step updates a weight where its gradient is ready, before the
@@ -202,7 +209,7 @@ def sink_donated_writers(module) -> int:
               if o.block == block and o.operands[1] in args]
         for m in ms:
             writers = _writers(m, block)
-            if not writers:
+            if not writers or any(_calls(w) for w in writers):  # (a call's effects keep their order)
                 continue
             order = {o.operation: i for i, o in enumerate(block.operations)}
             readers = _readers(m.operands[1], block, writers | {m})

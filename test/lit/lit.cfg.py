@@ -16,7 +16,7 @@ import lit.formats
 config.name = "mirax"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Output"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Output", "Inputs"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 config.test_exec_root = getattr(config, "mirax_obj_root", None) or os.path.join(config.test_source_root, "Output")
 src_root = getattr(config, "mirax_src_root", None) or os.path.dirname(os.path.dirname(config.test_source_root))

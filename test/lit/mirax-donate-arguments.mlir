@@ -1,5 +1,10 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-donate-arguments | FileCheck %s --check-prefix=MARK
 // RUN: %mirax-opt %s -split-input-file --pass-pipeline='builtin.module(mirax-donate-arguments, eliminate-empty-tensors, mirax-sink-donated-writers)' | FileCheck %s --check-prefix=SINK
+// RUN: not %mirax-opt %S/Inputs/donate-mismatch.mlir --mirax-donate-arguments 2>&1 | FileCheck %s --check-prefix=ERR
+
+// An argument that cannot hold the result it is marked for (another type) is an error
+// naming the function, the argument and the result.
+// ERR: donate-mismatch.mlir:{{[0-9]+}}:{{[0-9]+}}: error: mirax-donate-arguments: @mismatch: argument 0 (tensor<16xf32>) cannot hold result 0 (tensor<8xf32>)
 // RUN: %mirax-opt %s -split-input-file --pass-pipeline='builtin.module(mirax-donate-arguments, eliminate-empty-tensors, mirax-sink-donated-writers, one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, canonicalize, cse, canonicalize, mirax-drop-donated-results)' | FileCheck %s --check-prefix=BUF
 
 #id = affine_map<(d0) -> (d0)>
