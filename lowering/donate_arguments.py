@@ -8,13 +8,13 @@ Three passes, in the CPU pipeline's order:
 `mirax-donate-arguments` (on tensors, after convert-mirax-to-linalg): an argument with
 `{mirax.aliasing_output = J : i64}` (XLA's `tf.aliasing_output`) is to hold result J when
 the function returns; return operand J becomes a `bufferization.materialize_in_destination`
-into the argument, which is marked writable and `mirax.donated`.
+into the argument, which is marked writable and `mirax.donated = J`.
 
     func.func @main(%arg0: tensor<4xf32> {mirax.aliasing_output = 0 : i64}) -> tensor<4xf32> {
       %0 = linalg.generic ... ins(%arg0 : ...) outs(%e : ...) ...
       return %0
   becomes
-    func.func @main(%arg0: tensor<4xf32> {bufferization.writable = true, mirax.donated}) -> ... {
+    func.func @main(%arg0: tensor<4xf32> {bufferization.writable = true, mirax.donated = 0 : i64}) -> ... {
       %0 = linalg.generic ... ins(%arg0 : ...) outs(%e : ...) ...
       %1 = bufferization.materialize_in_destination %0 in %arg0 : (...) -> tensor<4xf32>
       return %1
@@ -68,24 +68,30 @@ def donations(fn) -> dict:
 
 
 def donated_arguments(fn) -> list:
-    """The entry block arguments of `fn` that mirax-donate-arguments marked (DONATED)."""
+    """(entry block argument, the result it holds) for each argument of `fn` that
+    mirax-donate-arguments marked (DONATED)."""
     if "arg_attrs" not in fn.attributes or not len(fn.regions[0].blocks):
         return []
     block = fn.regions[0].blocks[0]
-    return [block.arguments[i] for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"]))
-            if DONATED in ir.DictAttr(d)]
+    out = []
+    for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
+        d = ir.DictAttr(d)
+        if DONATED in d:
+            out.append((block.arguments[i], ir.IntegerAttr(d[DONATED]).value))
+    return out
 
 
-def _set_arg_attrs(fn, donated):
-    """Drop ATTR from the donated arguments and mark them writable."""
+def _set_arg_attrs(fn, pairs):
+    """Mark the donated arguments writable and DONATED (the result each holds) instead of
+    ATTR."""
     old = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
     new = []
     for i, d in enumerate(old):
         entries = {n.name: n.attr for n in ir.DictAttr(d)}
-        if i in donated:
+        if i in pairs:
             entries.pop(ATTR, None)
             entries["bufferization.writable"] = ir.BoolAttr.get(True)
-            entries[DONATED] = ir.UnitAttr.get()  # (for drop_donated_results, after bufferization)
+            entries[DONATED] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pairs[i])
         new.append(ir.DictAttr.get(entries))
     fn.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
@@ -112,7 +118,7 @@ def donate_arguments(module) -> int:
                 m = bufferization.MaterializeInDestinationOp(arg.type, ret.operands[j], arg)
             ret.operands[j] = m.result
             n += 1
-        _set_arg_attrs(fn, set(pairs))
+        _set_arg_attrs(fn, pairs)
     return n
 
 
@@ -201,7 +207,7 @@ def sink_donated_writers(module) -> int:
     then sees each iteration read and write the same slice of one buffer."""
     n = 0
     for fn in walk_ops(module, lambda name: name == "func.func"):
-        args = donated_arguments(fn)
+        args = [a for a, _ in donated_arguments(fn)]
         if not args:
             continue
         block = fn.regions[0].blocks[0]
@@ -274,25 +280,29 @@ def drop_donated_results(module) -> int:
     materialize_in_destination made it that argument's buffer) leaves the function's
     results: the caller finds it in the buffer it passed. (Upstream
     `drop-equivalent-buffer-results` does this for private functions and their callers;
-    @main is public and called from the runtime.) Returns how many."""
-    from mlir.dialects import memref
+    @main is public and called from the runtime.) A donated result returned as anything
+    but its argument is an error: the caller counts on every one leaving. Returns how
+    many left."""
     n = 0
     for fn in walk_ops(module, lambda name: name == "func.func"):
         donated = donated_arguments(fn)
         if not donated:
             continue
         ret = walk_ops(fn, lambda name: name == "func.return")[-1]
-        keep = []
         operands = list(ret.operands)
-        for j, v in enumerate(operands):
-            if v in donated:
-                n += 1
-            else:
-                keep.append(j)
-        if len(keep) == len(operands):
-            continue
+        gone = {}
+        for arg, j in donated:
+            v = operands[j] if j < len(operands) else None
+            while v is not None and defining_op(v) is not None and defining_op(v).name == "memref.cast":
+                v = defining_op(v).operands[0]
+            if v != arg:
+                raise PassError(fn, f"mirax-drop-donated-results: result {j} is not in the buffer of argument "
+                                    f"{arg.arg_number} it was donated (bufferization returned {operands[j] if v is not None else 'nothing'})")
+            gone[j] = arg
+        keep = [j for j in range(len(operands)) if j not in gone]
+        n += len(gone)
         with ir.InsertionPoint(ret), ret.location:
-            new_ret = ir.Operation.create("func.return", operands=[operands[j] for j in keep])
+            ir.Operation.create("func.return", operands=[operands[j] for j in keep])
         ret.erase()
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         fn.attributes["function_type"] = ir.TypeAttr.get(

@@ -19,7 +19,7 @@ func.func @gelu_like(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> attr
 // A donated argument (mirax.aliasing_output: the state a compiled step updates) holds
 // the result: the C interface takes the two inputs and no out-parameter.
 // CHECK-LABEL: llvm.func @_mlir_ciface_donated
-// CHECK-SAME: (%{{[^:]+}}: !llvm.ptr {mirax.donated}, %{{[^:]+}}: !llvm.ptr) attributes
+// CHECK-SAME: (%{{[^:]+}}: !llvm.ptr {mirax.donated = 0 : i64}, %{{[^:]+}}: !llvm.ptr) attributes
 // CHECK: llvm.call @donated
 func.func @donated(%w: tensor<8xf32> {mirax.aliasing_output = 0 : i64}, %g: tensor<8xf32>) -> tensor<8xf32> attributes {llvm.emit_c_interface} {
   %0 = "mirax.multiply"(%g, %g) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>

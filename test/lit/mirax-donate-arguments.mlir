@@ -5,6 +5,11 @@
 // An argument that cannot hold the result it is marked for (another type) is an error
 // naming the function, the argument and the result.
 // ERR: donate-mismatch.mlir:{{[0-9]+}}:{{[0-9]+}}: error: mirax-donate-arguments: @mismatch: argument 0 (tensor<16xf32>) cannot hold result 0 (tensor<8xf32>)
+// RUN: not %mirax-opt %S/Inputs/donate-not-in-place.mlir --mirax-drop-donated-results 2>&1 | FileCheck %s --check-prefix=ERR2
+
+// A donated result that bufferization did not leave in its argument's buffer is an error
+// (the runtime counts on it being there): compile then runs the function undonated.
+// ERR2: error: mirax-drop-donated-results: result 0 is not in the buffer of argument 0 it was donated
 // RUN: %mirax-opt %s -split-input-file --pass-pipeline='builtin.module(mirax-donate-arguments, eliminate-empty-tensors, mirax-sink-donated-writers, one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, canonicalize, cse, canonicalize, mirax-drop-donated-results)' | FileCheck %s --check-prefix=BUF
 
 #id = affine_map<(d0) -> (d0)>
@@ -12,12 +17,12 @@
 // An SGD update of a donated weight: the result is materialized into the argument, which
 // bufferization then updates in place; the result leaves the function's results.
 // MARK-LABEL: func.func @sgd
-// MARK-SAME:    (%[[W:.+]]: tensor<16xf32> {bufferization.writable = true, mirax.donated}, %[[G:.+]]: tensor<16xf32>) -> tensor<16xf32>
+// MARK-SAME:    (%[[W:.+]]: tensor<16xf32> {bufferization.writable = true, mirax.donated = 0 : i64}, %[[G:.+]]: tensor<16xf32>) -> tensor<16xf32>
 // MARK:         %[[U:.+]] = linalg.generic
 // MARK:         %[[M:.+]] = bufferization.materialize_in_destination %[[U]] in %[[W]]
 // MARK:         return %[[M]]
 // BUF-LABEL:  func.func @sgd
-// BUF-SAME:     (%[[W:.+]]: memref<16xf32> {mirax.donated}, %[[G:.+]]: memref<16xf32>) {
+// BUF-SAME:     (%[[W:.+]]: memref<16xf32> {mirax.donated = 0 : i64}, %[[G:.+]]: memref<16xf32>) {
 // BUF-NOT:      -> memref
 // BUF-NOT:      memref.alloc
 // BUF:          linalg.generic {{.*}} ins(%[[W]], %[[G]] : {{.*}}) outs(%[[W]] :

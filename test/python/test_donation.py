@@ -168,3 +168,27 @@ def test_state_that_swaps_or_repeats_is_not_written_over():
         a, b = b, b * 2 + a
         np.testing.assert_array_equal(np.asarray(state[0]), a)
         np.testing.assert_array_equal(np.asarray(state[1]), b)
+
+
+def test_a_step_whose_donating_kernel_fails_runs_undonated(monkeypatch):
+    """Where the kernel writing into the old state cannot be built (here: the pass taking
+    the donated results off the out-parameters fails), the step runs the plain kernel."""
+    import mirax.lowering.donate_arguments as donate
+
+    def broken(module):
+        if any(donate.donated_arguments(fn) for fn in donate.walk_ops(module, lambda n: n == "func.func")):
+            raise donate.PassError(None, "broken on purpose")
+        return 0
+    monkeypatch.setattr(donate, "drop_donated_results", broken)
+    state = [mr.array(np.full(77, 1.5, np.float32))]  # (a shape of its own: no cached kernel)
+
+    @partial(mr.compile, inputs=state, outputs=state)
+    def step(x):
+        state[0] = state[0] * x
+        return state[0].sum()
+
+    for k in range(1, 4):
+        before = pointer(state[0])
+        assert float(np.asarray(step(mr.array(2.0)))) == pytest.approx(77 * 1.5 * 2 ** k)
+        assert pointer(state[0]) != before  # (a new buffer: not donated)
+    np.testing.assert_array_equal(np.asarray(state[0]), 1.5 * 8)
