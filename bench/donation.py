@@ -2,7 +2,7 @@
 written over the old ones, the default) and kept (`MIRAX_DONATE=0`: new state in new
 buffers), each in a fresh process: peak memory of one step and time per step.
 
-    python bench/donation.py [--layers 4] [--width 1024] [--batch 64] [--steps 30]
+    python bench/donation.py [--layers 4] [--width 1024] [--batch 64] [--steps 21]
 
 The model: `layers` Linear(width, width) + ReLU, a Linear to 10 classes, cross-entropy,
 AdamW; `mr.compile(step, inputs=state, outputs=state)` as examples/ do. The state is the
@@ -13,9 +13,9 @@ state and the new one at once; donated, the new one is written over the old.
 state), counted at malloc (the LD_PRELOAD counter of bench/checkpoint_memory.py: the
 kernels' temporaries are malloc'd inside JIT code), with the buffer pool off for that
 step (`mr.set_cache_limit(0)`: it keeps the buffers the model's initialization freed,
-and the kept step takes its new state from them). "ms/step": the median of `--steps`
-steps with the pool on, each process alone (the two run one after the other: a rough
-figure; the README gives races in one process).
+and the kept step takes its new state from them), each in a fresh process. "ms/step":
+both models in one process, `--steps` interleaved rounds of 5 steps each (a 50 ms pause
+before each), the medians and the median of the rounds' ratios.
 """
 import argparse
 import json
@@ -31,53 +31,74 @@ from _host import describe
 COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
 
 CHILD = textwrap.dedent(r"""
-    import ctypes, json, sys, time
+    import ctypes, importlib, json, statistics, sys, time
     import numpy as np
     import mirax as mr
     import mirax.nn as nn
     import mirax.optimizers as optim
     from mirax.utils import tree_flatten
+    compile_module = importlib.import_module("mirax.compile")
 
-    lib = ctypes.CDLL(None)
-    lib.mirax_malloc_peak.restype = lib.mirax_malloc_current.restype = ctypes.c_longlong
-    L, D, B, steps = (int(a) for a in sys.argv[1:5])
-    mr.random.seed(0)
-    layers = []
-    for _ in range(L):
-        layers += [nn.Linear(D, D), nn.ReLU()]
-    model = nn.Sequential(*layers, nn.Linear(D, 10))
-    optimizer = optim.AdamW(learning_rate=1e-3)
-    optimizer.init(model.trainable_parameters())
-    grad_fn = nn.value_and_grad(model, lambda m, x, y: nn.losses.cross_entropy(m(x), y, reduction="mean"))
-    state = [model.state, optimizer.state]
+    which, L, D, B, steps = sys.argv[1], *(int(a) for a in sys.argv[2:6])
 
-    def step(x, y):
-        loss, grads = grad_fn(model, x, y)
-        optimizer.update(model, grads)
-        return loss
-    step = mr.compile(step, inputs=state, outputs=state)
+    def make():
+        mr.random.seed(0)
+        layers = []
+        for _ in range(L):
+            layers += [nn.Linear(D, D), nn.ReLU()]
+        model = nn.Sequential(*layers, nn.Linear(D, 10))
+        optimizer = optim.AdamW(learning_rate=1e-3)
+        optimizer.init(model.trainable_parameters())
+        grad_fn = nn.value_and_grad(model, lambda m, x, y: nn.losses.cross_entropy(m(x), y, reduction="mean"))
+        state = [model.state, optimizer.state]
+
+        def step(x, y):
+            loss, grads = grad_fn(model, x, y)
+            optimizer.update(model, grads)
+            return loss
+        step = mr.compile(step, inputs=state, outputs=state)
+        return model, state, lambda: mr.eval(step(x, y), state)
+
     rng = np.random.default_rng(0)
     x = mr.array(rng.standard_normal((B, D)).astype(np.float32))
     y = mr.array(rng.integers(0, 10, B).astype(np.int32))
+    if which == "time":  # both in this process, rounds interleaved (compile._DONATE switched)
+        runs = {}
+        for name, flag in (("donated", True), ("kept", False)):
+            compile_module._DONATE = flag
+            model, state, run = make()
+            for _ in range(3):
+                run()
+            runs[name] = (flag, run)
+        times = {name: [] for name in runs}
+        for _ in range(steps):
+            for name, (flag, run) in runs.items():
+                compile_module._DONATE = flag
+                time.sleep(0.05)
+                run()
+                t = time.perf_counter()
+                for _ in range(5):
+                    run()
+                times[name].append((time.perf_counter() - t) / 5)
+        ratio = statistics.median(d / k for d, k in zip(times["donated"], times["kept"]))
+        print(json.dumps({name: statistics.median(v) for name, v in times.items()} | {"ratio": ratio}))
+        sys.exit(0)
+    lib = ctypes.CDLL(None)
+    lib.mirax_malloc_peak.restype = lib.mirax_malloc_current.restype = ctypes.c_longlong
+    model, state, run = make()
     for _ in range(3):
-        mr.eval(step(x, y), state)
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        mr.eval(step(x, y), state)
-        times.append(time.perf_counter() - t)
-    # memory without the buffer pool (it keeps what the model's initialization freed, and
+        run()
+    # without the buffer pool (it keeps the buffers the model's initialization freed, and
     # would hand the kept step's new state buffers from there): one step's malloc'd bytes
     mr.set_cache_limit(0)
-    mr.eval(step(x, y), state)
+    run()
     before = lib.mirax_malloc_current()
     lib.mirax_malloc_reset_peak()
-    mr.eval(step(x, y), state)
+    run()
     peak = lib.mirax_malloc_peak() - before
     state_bytes = sum(v.nbytes for _, v in tree_flatten(state))
     checksum = float(sum(np.abs(np.asarray(v, np.float64)).sum() for _, v in tree_flatten(model.parameters())))
-    print(json.dumps({"peak": peak, "step": sorted(times)[len(times) // 2], "state": state_bytes,
-                      "checksum": checksum}))
+    print(json.dumps({"peak": peak, "state": state_bytes, "checksum": checksum}))
 """)
 
 
@@ -86,7 +107,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=21)
     a = ap.parse_args()
     cc = shutil.which("cc") or shutil.which("gcc")
     if not sys.platform.startswith("linux") or cc is None:
@@ -99,23 +120,26 @@ def main():
         lib = os.path.join(tmp, "malloc_count.so")
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True, check=True)
         for which, flag in (("donated", "1"), ("kept", "0")):
-            r = subprocess.run([sys.executable, "-c", CHILD, str(a.layers), str(a.width), str(a.batch),
-                                str(a.steps)],
-                               env=dict(os.environ, LD_PRELOAD=lib, MIRAX_DONATE=flag), capture_output=True,
-                               text=True)
-            if r.returncode:
-                sys.exit(r.stderr)
-            rows[which] = json.loads(r.stdout.strip().splitlines()[-1])
+            rows[which] = _child([which, str(a.layers), str(a.width), str(a.batch), str(a.steps)],
+                                 dict(os.environ, LD_PRELOAD=lib, MIRAX_DONATE=flag))
+    t = _child(["time", str(a.layers), str(a.width), str(a.batch), str(a.steps)], dict(os.environ))
     mb = 2 ** 20
     print(f"state (parameters, AdamW's moments, step): {rows['kept']['state'] / mb:.1f} MB")
     print(f"{'':10} {'peak MB':>9} {'ms/step':>9}")
     for which, r in rows.items():
-        print(f"{which:10} {r['peak'] / mb:9.1f} {r['step'] * 1e3:9.2f}")
+        print(f"{which:10} {r['peak'] / mb:9.1f} {t[which] * 1e3:9.2f}")
     d, k = rows["donated"], rows["kept"]
     same = d["checksum"] == k["checksum"]
     print(f"donated: peak {d['peak'] / k['peak']:.2f}x of kept ({(k['peak'] - d['peak']) / mb:.1f} MB less), "
-          f"step {d['step'] / k['step']:.2f}x; parameters " + ("equal" if same else
-                                                                 f"DIFFER ({d['checksum']} vs {k['checksum']})"))
+          f"step {t['ratio']:.2f}x ({a.steps} paired rounds); parameters "
+          + ("equal" if same else f"DIFFER ({d['checksum']} vs {k['checksum']})"))
+
+
+def _child(args, env):
+    r = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
