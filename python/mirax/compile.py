@@ -715,8 +715,8 @@ def _slot_id(slot):
 def _donations(state_slots, out_slots, n_out, arrays, all_out, passthrough, text):
     """{output position: input position} for the new state that may be written over the
     old: an `outputs=` slot that is also an `inputs=` slot, of the same shape and dtype,
-    whose old value is not also handed back (passed through). None for functions split
-    at host ops (runtime/host.py)."""
+    whose old value is not also handed back (passed through). None (an empty dict) for
+    functions split at host ops (runtime/host.py), whose segments are compiled apart."""
     if not out_slots or not state_slots:
         return {}
     n_args = len(arrays) - len(state_slots)
