@@ -800,6 +800,14 @@ def compile(fun=None, inputs=None, outputs=None, shapeless=False, *, in_sharding
     """Compile `fun` (MLX's `mx.compile`); usable as `@mr.compile`, `mr.compile(f, ...)`
     and through `functools.partial(mr.compile, inputs=..., outputs=...)`.
 
+    State captured with `inputs=`/`outputs=` is donated as MLX donates buffers: on the CPU
+    the new value of a slot is written over its old array's buffer when nothing else holds
+    that array (keep a reference, or a numpy view, and it stays intact; `MIRAX_DONATE=0`
+    never donates):
+
+        step = mr.compile(step, inputs=state, outputs=state)
+        step(x, y)   # the parameters and optimizer state keep their buffers
+
     `in_shardings=`/`out_shardings=` (beyond MLX) split the function over the processes
     of an MPI job through MLIR's `shard` dialect (mirax/sharding.py)."""
     if in_shardings is not None or out_shardings is not None:
