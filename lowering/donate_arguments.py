@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from .early_dealloc import _top as _top_of
 from .pass_base import MiraxPass, PassError, defining_op, user_op, walk_ops
 
 NAME = "mirax-donate-arguments"
@@ -54,31 +55,30 @@ ATTR = "mirax.aliasing_output"
 DONATED = "mirax.donated"
 
 
-def donations(fn) -> dict:
-    """{argument index: result index} from `fn`'s argument attributes."""
+def _int_arg_attrs(fn, name) -> dict:
+    """{argument index: value} of `fn`'s integer argument attribute `name`."""
+    if "arg_attrs" not in fn.attributes:
+        return {}
     out = {}
-    attrs = fn.attributes["arg_attrs"] if "arg_attrs" in fn.attributes else None
-    if attrs is None:
-        return out
-    for i, d in enumerate(ir.ArrayAttr(attrs)):
+    for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
         d = ir.DictAttr(d)
-        if ATTR in d:
-            out[i] = ir.IntegerAttr(d[ATTR]).value
+        if name in d:
+            out[i] = ir.IntegerAttr(d[name]).value
     return out
+
+
+def donations(fn) -> dict:
+    """{argument index: result index} from `fn`'s ATTR argument attributes."""
+    return _int_arg_attrs(fn, ATTR)
 
 
 def donated_arguments(fn) -> list:
     """(entry block argument, the result it holds) for each argument of `fn` that
     mirax-donate-arguments marked (DONATED)."""
-    if "arg_attrs" not in fn.attributes or not len(fn.regions[0].blocks):
+    if not len(fn.regions[0].blocks):
         return []
     block = fn.regions[0].blocks[0]
-    out = []
-    for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
-        d = ir.DictAttr(d)
-        if DONATED in d:
-            out.append((block.arguments[i], ir.IntegerAttr(d[DONATED]).value))
-    return out
+    return [(block.arguments[i], j) for i, j in _int_arg_attrs(fn, DONATED).items()]
 
 
 def _set_arg_attrs(fn, pairs):
@@ -132,14 +132,10 @@ def _op(o):
 
 
 def _top(op, block):
-    """The op of `block` that is or holds `op` (None: it is not in `block`)."""
-    op = _op(op)
-    while op.block != block:
-        parent = op.parent
-        if parent is None:
-            return None
-        op = _op(parent)
-    return op
+    """The op of `block` that is or holds `op`, as an ir.Operation (hashable alike
+    wherever it came from); None: it is not in `block`."""
+    t = _top_of(op, block)
+    return None if t is None else _op(t)
 
 
 def _readers(value, block, skip):
@@ -166,7 +162,7 @@ def _operand_ops(op, block):
     for o in [op] + walk_ops(op, lambda name: True):
         for v in o.operands:
             d = defining_op(v)
-            if d is not None and _top(d, block) is not None and _op(d).block == block:
+            if d is not None and _op(d).block == block:
                 out.append(_op(d))
     return out
 

@@ -160,8 +160,8 @@ class Executable:
             t = copy.copy(self)
             position = {j: r for r, j in enumerate(j for j in range(len(self.out_avals)) if j not in self.passthrough)}
             pairs = {i: position[j] for j, i in self.donations.items()}
-            t.text = _with_donations(self.text, pairs, self.in_avals)
             t.stages = {"traced": _with_donations(self.stages["traced"], pairs, self.in_avals)}
+            t.text = _module_text(t.stages["traced"])
             t.donated = dict(self.donations)
             t.kernel_avals = [a for j, a in enumerate(self.out_avals) if j not in self.passthrough and j not in t.donated]
             t._kernel = t._program = t._twin = None
@@ -292,17 +292,17 @@ def _copy(buf):
     return out
 
 
-def _with_donations(module_text, pairs, in_avals):
-    """`module_text` with @main's argument i marked to hold its result `pairs[i]`
+def _with_donations(text, pairs, in_avals):
+    """The traced `text` with @main's argument i marked to hold its result `pairs[i]`
     (`{mirax.aliasing_output = r : i64}`, read by mirax-donate-arguments)."""
-    start = module_text.index("func.func @main(")
-    end = module_text.index(") -> (", start)
-    sig = module_text[start:end]
+    start = text.index("func.func @main(")
+    end = text.index(") -> (", start)
+    sig = text[start:end]
     for i, r in pairs.items():
         head = f"%arg{i}: {in_avals[i].tensor_type()}"
         k = sig.index(head) + len(head)
         sig = sig[:k] + f" {{mirax.aliasing_output = {r} : i64}}" + sig[k:]
-    return module_text[:start] + sig + module_text[end:]
+    return text[:start] + sig + text[end:]
 
 
 def _fast_key(args):
