@@ -62,7 +62,7 @@ def choices() -> str:
     lines.append(f"elementwise (derived): streamed from {ew['streaming_store_bytes'] >> 20} MiB in up to "
                  f"{ew['stream_tasks_per_thread']} dynamic tasks a thread, {ew['loop_vector_bytes']}-byte loop "
                  f"iterations" + (f", constants pinned ({ew['pin_bytes']} bytes)" if ew["pin_bytes"] else "")
-                 + f"; vector math {ew['vector_math_bits']}-bit, {(tuning.vector_math_library() or ['libm a lane'])[0]}")
+                 + f"; loops {ew['loop_vector_bits']}-bit, vector math {(tuning.vector_math_library() or ['libm a lane'])[0]}")
     return "\n".join("  " + x for x in lines)
 
 

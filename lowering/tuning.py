@@ -170,13 +170,14 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
                             loop_vector_bytes=reg_bytes if few_registers else h.line,
                             pin_bytes=reg_bytes if few_registers else 0,
                             vector_min_constants=h.vector_registers // 2 if few_registers else 0,
-                            # loops calling the vector math library (sin, pow...) vectorized
-                            # at the registers' full width: LLVM prefers 256-bit vectors on
-                            # Intel's AVX-512 server cores; the library's 16-lane
-                            # functions took pow on 4M f32 from 0.65x to 1.05x numpy's speed
-                            # (Emerald Rapids; two separate runs, not one interleaved
-                            # A/B); runtime/llvm_codegen.py
-                            vector_math_bits=h.vector_bits),
+                            # every kernel's loops vectorized at the registers' full width
+                            # (runtime/llvm_codegen.py `loop_attributes`): LLVM prefers
+                            # 256-bit vectors on Intel's AVX-512 server cores. The vector
+                            # math library's 16-lane functions took pow on 4M f32 from 0.65x
+                            # to 1.05x numpy's speed; gelu, exp and tanh over 4M f32 (in
+                            # cache, two threads) ran 20-27% faster (Emerald Rapids, in
+                            # separate runs)
+                            loop_vector_bits=h.vector_bits),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim
         "reduction": dict(parallel_min_elements=parallel),
         # fills, copies, transposes, broadcasts that survived fusion: memory-bound; a

@@ -332,41 +332,32 @@ def _keep_only(L, mod, mine, first: bool) -> None:
         L.LLVMSetValueName2(decl, name, len(name))
 
 
-# LLVM's math intrinsics that glibc's libmvec implements, scalar (`llvm.sin.f32`: the
-# functions calling them prefer wide vectors) and vector (`llvm.sin.v8f32` ->
+# LLVM's vector math intrinsics that glibc's libmvec implements (`llvm.sin.v8f32` ->
 # `_ZGVdN8v_sinf`; the names follow the x86-64 and AArch64 vector function ABIs)
 _LIBRARY_MATH = rb"(sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|tanh|exp|exp2|exp10|log|log2|log10|pow)"
-_SCALAR_MATH = re.compile(rb"llvm\." + _LIBRARY_MATH + rb"\.f(32|64)$")
 _VECTOR_MATH = re.compile(rb"llvm\." + _LIBRARY_MATH + rb"\.v(\d+)f(32|64)$")
 _BINARY_MATH = (b"atan2", b"pow")
 _FUNCTION_INDEX = 0xFFFFFFFF  # LLVMAttributeFunctionIndex
 
 
-def wide_vector_math(L, mod) -> int:
-    """Before the optimizer: the functions calling a math intrinsic the vector math library
-    implements get `prefer-vector-width` = the tuning table's `vector_math_bits` (the
-    registers' width), so LLVM's loop vectorizer may call the library's widest functions
-    (16 lanes on AVX-512, where LLVM prefers 256-bit vectors on Intel's server cores).
-    Other loops keep LLVM's preference. Returns how many functions."""
+def loop_attributes(L, mod) -> int:
+    """Before the optimizer, on every function the module defines: `prefer-vector-width`
+    = the tuning table's `loop_vector_bits` (the registers' width) where that is wider
+    than LLVM's 256-bit preference on Intel's AVX-512 server cores: the loop vectorizer
+    then calls the vector math library's 16-lane functions, and gelu's polynomials run
+    on 16 lanes. Returns how many functions."""
     from ..lowering import tuning
-    bits = tuning.table()["elementwise"]["vector_math_bits"]
-    if bits <= 256 or not tuning.vector_math_library():
+    bits = tuning.table()["elementwise"]["loop_vector_bits"]
+    if bits <= 256:
         return 0
     value, kind = str(bits).encode(), b"prefer-vector-width"
     attr = L.LLVMCreateStringAttribute(L.LLVMGetModuleContext(mod), kind, len(kind), value, len(value))
-    done = set()
+    n = 0
     for f in list(_values(L.LLVMGetFirstFunction, L.LLVMGetNextFunction, mod)):
-        if not L.LLVMIsDeclaration(f) or not _SCALAR_MATH.match(_name(L, f)):
-            continue
-        use = L.LLVMGetFirstUse(f)
-        while use:
-            block = L.LLVMGetInstructionParent(L.LLVMGetUser(use))
-            fn = L.LLVMGetBasicBlockParent(block) if block else None
-            if fn and fn not in done:
-                L.LLVMAddAttributeAtIndex(fn, _FUNCTION_INDEX, attr)
-                done.add(fn)
-            use = L.LLVMGetNextUse(use)
-    return len(done)
+        if not L.LLVMIsDeclaration(f):
+            L.LLVMAddAttributeAtIndex(f, _FUNCTION_INDEX, attr)
+            n += 1
+    return n
 
 
 def vector_library_calls(L, mod, features: bytes) -> int:
@@ -490,7 +481,7 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
         # vectorizer's output again — 20-35% of a small kernel's LLVM time, for no
         # measured speed (README "How it works").
         L.LLVMPassBuilderOptionsSetLoopUnrolling(options, 0)
-        wide_vector_math(L, mod)
+        loop_attributes(L, mod)
         err = L.LLVMRunPasses(mod, f"default<O{min(max(opt_level, 0), 3)}>".encode(), tm, options)
         if err:
             raise CodegenError("LLVM's optimizer failed: " + _error(L, err))

@@ -22,21 +22,42 @@
 // CHECK:         memref.extract_aligned_pointer_as_index %[[X]]
 // CHECK:         %[[NOTAHEAD:.+]] = arith.xori
 // CHECK-NEXT:    %[[BACK:.+]] = arith.andi %{{.+}}, %[[NOTAHEAD]] : i1
-// CHECK:         scf.for %[[K:.+]] = %[[HEAD]] to %[[END]] step %[[C16]] {
-// CHECK:           %[[MIRROR:.+]] = arith.subi %{{.+}}, %[[K]] : index
-// CHECK:           %[[J:.+]] = arith.select %[[BACK]], %[[MIRROR]], %[[K]] : index
-// The input is prefetched into L1 256 bytes (64 elements) ahead of the loop's direction,
-// the index kept within it:
-// CHECK:           %[[FWD:.+]] = arith.addi %[[J]], %[[C64:.+]] : index
-// CHECK:           %[[AHEAD:.+]] = arith.minsi %[[FWD]], %[[LAST:.+]] : index
-// CHECK:           %[[BWD:.+]] = arith.subi %[[J]], %[[C64]] : index
-// CHECK:           %[[BEHIND:.+]] = arith.maxsi %[[BWD]], %{{.+}} : index
-// CHECK:           %[[PF:.+]] = arith.select %[[BACK]], %[[BEHIND]], %[[AHEAD]] : index
-// CHECK:           memref.prefetch %[[X]][%[[PF]]], read, locality<3>, data : memref<592xf32>
-// CHECK:           %[[V:.+]] = vector.load %[[X]][%[[J]]] : memref<592xf32>, vector<16xf32>
-// CHECK:           %[[C:.+]] = arith.cmpf olt, %{{.+}}, %[[V]] : vector<16xf32>
-// CHECK:           %[[R:.+]] = arith.select %[[C]], %{{.+}}, %[[V]] : vector<16xi1>, vector<16xf32>
-// CHECK:           vector.store %[[R]], %[[Y]][%[[J]]] {alignment = 64 : i64, nontemporal = true}
+// CHECK:         %[[SPAN:.+]] = arith.subi %[[END]], %[[HEAD]] : index
+// CHECK:         %[[LAST:.+]] = arith.subi %{{.+}}, %[[C16]] : index
+// The direction is chosen once, outside the loops. Each direction's loop prefetches the
+// input into L1 256 bytes (64 elements) ahead of its direction until that far from its
+// end, then a second loop finishes without prefetching: no index to clamp an iteration.
+// CHECK:         scf.if %[[BACK]] {
+// CHECK:           %[[FAR:.+]] = arith.minui %[[SPAN]], %[[C64:.+]] : index
+// CHECK:           %[[SPLIT:.+]] = arith.subi %[[END]], %[[FAR]] : index
+// CHECK:           scf.for %[[K:.+]] = %[[HEAD]] to %[[SPLIT]] step %[[C16]] {
+// CHECK:             %[[J:.+]] = arith.subi %[[LAST]], %[[K]] : index
+// CHECK:             %[[BEHIND:.+]] = arith.subi %[[J]], %[[C64]] : index
+// CHECK:             memref.prefetch %[[X]][%[[BEHIND]]], read, locality<3>, data : memref<592xf32>
+// CHECK:             vector.load %[[X]][%[[J]]] : memref<592xf32>, vector<16xf32>
+// CHECK:             vector.store %{{.+}}, %[[Y]][%[[J]]] {alignment = 64 : i64, nontemporal = true}
+// CHECK:           } {mirax.streamed}
+// CHECK:           scf.for %[[K2:.+]] = %[[SPLIT]] to %[[END]] step %[[C16]] {
+// CHECK:             %[[J2:.+]] = arith.subi %[[LAST]], %[[K2]] : index
+// CHECK-NOT:         memref.prefetch
+// CHECK:             vector.store %{{.+}}, %[[Y]][%[[J2]]] {alignment = 64 : i64, nontemporal = true}
+// CHECK:           } {mirax.streamed}
+// CHECK:         } else {
+// CHECK:           %[[FAR2:.+]] = arith.minui %[[SPAN]], %[[C64]] : index
+// CHECK:           %[[SPLIT2:.+]] = arith.subi %[[END]], %[[FAR2]] : index
+// CHECK:           scf.for %[[I:.+]] = %[[HEAD]] to %[[SPLIT2]] step %[[C16]] {
+// CHECK:             %[[AHEAD:.+]] = arith.addi %[[I]], %[[C64]] : index
+// CHECK:             memref.prefetch %[[X]][%[[AHEAD]]], read, locality<3>, data : memref<592xf32>
+// CHECK:             %[[V:.+]] = vector.load %[[X]][%[[I]]] : memref<592xf32>, vector<16xf32>
+// CHECK:             %[[C:.+]] = arith.cmpf olt, %{{.+}}, %[[V]] : vector<16xf32>
+// CHECK:             %[[R:.+]] = arith.select %[[C]], %{{.+}}, %[[V]] : vector<16xi1>, vector<16xf32>
+// CHECK:             vector.store %[[R]], %[[Y]][%[[I]]] {alignment = 64 : i64, nontemporal = true}
+// CHECK:           } {mirax.streamed}
+// CHECK:           scf.for %{{.+}} = %[[SPLIT2]] to %[[END]] step %[[C16]] {
+// CHECK-NOT:         memref.prefetch
+// CHECK:             vector.store
+// CHECK:           } {mirax.streamed}
+// CHECK:         }
 // CHECK:         scf.for %{{.+}} = %[[END]] to %{{.+}} step %[[C16]] {
 // CHECK:           vector.maskedstore %[[Y]]
 // CHECK-NOT:     linalg.generic

@@ -121,8 +121,8 @@ def test_derived_table_fits_the_family(family):
         assert cfg["nc"] % cfg["nr"] == 0 and cfg["forall_m"] % cfg["mr"] == 0
     assert t["row_fusion"]["partial_sums"] % lanes == 0
     assert t["elementwise"]["parallel_min_elements"] == max(1 << 14, h.l2 // 8)  # (in + out beyond L2)
-    # vector math (sin, pow...) at the registers' full width: 16 lanes on AVX-512
-    assert t["elementwise"]["vector_math_bits"] == {"avx2": 256, "avx512": 512, "neon": 128, "sve": 128}[family]
+    # loops (and vector math: sin, pow...) at the registers' full width: 16 lanes on AVX-512
+    assert t["elementwise"]["loop_vector_bits"] == {"avx2": 256, "avx512": 512, "neon": 128, "sve": 128}[family]
 
 
 def test_isa_cap_switches_off_the_features_above_it():
