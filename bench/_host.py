@@ -8,9 +8,18 @@ the run (shared machines run the same code up to 2x slower or faster within minu
 compare runs by their ratios, and read their absolute figures beside these); tuning: the matmul and row-reduction tiles and the threads
 threshold in force (mirax.lowering.tuning), each marked measured (by `python -m
 mirax.tune`) or derived (from the host's features).
+
+Benchmarks of peak memory run their cases in children under `malloc_counter()`'s
+LD_PRELOAD library (test/python/malloc_counter.c) and read each child's last line with
+`child_json`.
 """
+import contextlib
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 
@@ -117,3 +126,28 @@ def describe() -> str:
     cap = (f"\ncode capped at {isa(h)} by MIRAX_CPU_MAX_ISA on this {isa(detected)} host"
            if h.isa != detected.isa else "")
     return f"host: {h.describe()}{cap}\n{speed_now()}\n{peers()}\ntuning:\n{choices()}"
+
+
+COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
+
+
+@contextlib.contextmanager
+def malloc_counter():
+    """The path of the malloc-counting LD_PRELOAD library, built with `cc` in a temporary
+    directory for the block (Linux, glibc; exits where it cannot be built)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not sys.platform.startswith("linux") or cc is None:
+        sys.exit("counting malloc needs Linux (glibc, LD_PRELOAD) and a C compiler")
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "malloc_count.so")
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True, check=True)
+        yield lib
+
+
+def child_json(code: str, args, env) -> dict:
+    """`python -c code *args` in `env`; its last line of output as JSON (exits with the
+    child's stderr where it failed)."""
+    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])

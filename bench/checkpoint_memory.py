@@ -14,18 +14,11 @@ glibc) that tracks the bytes live; "peak" is the most live at once during one ca
 minus what was live before it (the call's results, the gradients, included: "results").
 """
 import argparse
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import textwrap
 
-from _host import describe
+from _host import child_json, describe, malloc_counter
 
-# the LD_PRELOAD malloc counter of the tests
-COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
 
 CHILD = textwrap.dedent(r"""
     import ctypes, json, sys, time
@@ -80,25 +73,14 @@ def main():
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--hidden", type=int, default=512)
     a = ap.parse_args()
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not sys.platform.startswith("linux") or cc is None:
-        sys.exit("counting malloc needs Linux (glibc, LD_PRELOAD) and a C compiler")
     print(describe())
     L, B, D, H = a.layers, a.batch, a.width, a.hidden
     print(f"model: {L} blocks x + tanh(x @ w1) @ w2, batch {B}, width {D}, hidden {H}; "
           f"mr.compile(mr.grad(loss)), f32")
     results = 2 * L * D * H * 4
-    with tempfile.TemporaryDirectory() as tmp:
-        lib = os.path.join(tmp, "malloc_count.so")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True,
-                       check=True)
-        rows = {}
-        for which in ("plain", "checkpoint"):
-            r = subprocess.run([sys.executable, "-c", CHILD, which, str(L), str(B), str(D), str(H)],
-                               env=dict(os.environ, LD_PRELOAD=lib), capture_output=True, text=True)
-            if r.returncode:
-                sys.exit(r.stderr)
-            rows[which] = json.loads(r.stdout.strip().splitlines()[-1])
+    with malloc_counter() as lib:
+        rows = {which: child_json(CHILD, [which, L, B, D, H], dict(os.environ, LD_PRELOAD=lib))
+                for which in ("plain", "checkpoint")}
     mb = 2 ** 20
     print(f"results (the gradients): {results / mb:.1f} MB; activations kept without checkpoint "
           f"(each block's tanh): {L * B * H * 4 / mb:.1f} MB, with (each block's input): {L * B * D * 4 / mb:.1f} MB")

@@ -18,17 +18,11 @@ both models in one process, `--steps` interleaved rounds of 5 steps each (a 50 m
 before each), the medians and the median of the rounds' ratios.
 """
 import argparse
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import textwrap
 
-from _host import describe
+from _host import child_json, describe, malloc_counter
 
-COUNTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "python", "malloc_counter.c")
 
 CHILD = textwrap.dedent(r"""
     import ctypes, importlib, json, statistics, sys, time
@@ -109,20 +103,15 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=21)
     a = ap.parse_args()
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not sys.platform.startswith("linux") or cc is None:
-        sys.exit("counting malloc needs Linux (glibc, LD_PRELOAD) and a C compiler")
     print(describe())
     print(f"model: {a.layers} x (Linear({a.width}, {a.width}) + ReLU), Linear to 10, batch {a.batch}, "
           f"AdamW, mr.compile(step, inputs=state, outputs=state), f32")
     rows = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        lib = os.path.join(tmp, "malloc_count.so")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, COUNTER], text=True, check=True)
+    shape = [a.layers, a.width, a.batch, a.steps]
+    with malloc_counter() as lib:
         for which, flag in (("donated", "1"), ("kept", "0")):
-            rows[which] = _child([which, str(a.layers), str(a.width), str(a.batch), str(a.steps)],
-                                 dict(os.environ, LD_PRELOAD=lib, MIRAX_DONATE=flag))
-    t = _child(["time", str(a.layers), str(a.width), str(a.batch), str(a.steps)], dict(os.environ))
+            rows[which] = child_json(CHILD, [which, *shape], dict(os.environ, LD_PRELOAD=lib, MIRAX_DONATE=flag))
+    t = child_json(CHILD, ["time", *shape], dict(os.environ))
     mb = 2 ** 20
     print(f"state (parameters, AdamW's moments, step): {rows['kept']['state'] / mb:.1f} MB")
     print(f"{'':10} {'peak MB':>9} {'ms/step':>9}")
@@ -133,13 +122,6 @@ def main():
     print(f"donated: peak {d['peak'] / k['peak']:.2f}x of kept ({(k['peak'] - d['peak']) / mb:.1f} MB less), "
           f"step {t['ratio']:.2f}x ({a.steps} paired rounds); parameters "
           + ("equal" if same else f"DIFFER ({d['checksum']} vs {k['checksum']})"))
-
-
-def _child(args, env):
-    r = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(r.stderr)
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
