@@ -175,7 +175,7 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
                             # 256-bit vectors on Intel's AVX-512 server cores. The vector
                             # math library's 16-lane functions took pow on 4M f32 from 0.65x
                             # to 1.05x numpy's speed; gelu, exp and tanh over 4M f32 (in
-                            # cache, two threads) ran 20-27% faster (Emerald Rapids, in
+                            # cache, two threads) ran 20-36% faster (Emerald Rapids, in
                             # separate runs)
                             loop_vector_bits=h.vector_bits),
         # linalg.generic with reduction iterators (sum, max, mean...): split a parallel dim

@@ -5,6 +5,8 @@ Accuracy is checked against numpy in float64 rounded to float32: relative error
 """
 import math
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from mlir.passmanager import PassManager
 import mirax as mr
 from arrays import A
 from rowwise import ROWWISE
-from mirax.lowering import PASSES, tuning
+from mirax.lowering import PASSES, host_cpu, tuning
 from mirax.lowering.approx import function_text
 from mirax.runtime import cpu
 from mirax.runtime.context import context
@@ -427,6 +429,27 @@ def test_vectorized_math_calls_the_vector_library(monkeypatch):
     monkeypatch.setenv("MIRAX_VECTOR_LIBRARY", "none")
     obj = llvm_codegen.compile_partition(SIN_LOOP, None, True, b"_mlir_ciface_f", 2)
     assert b"_ZGV" not in obj and b"sinf" in obj
+
+
+SCALE_LOOP = SIN_LOOP.replace(b"%y = call float @llvm.sin.f32(float %x)", b"%y = fmul float %x, 3.0")
+
+
+@pytest.mark.skipif(not shutil.which("objdump"), reason="needs objdump to read the vectors' width")
+def test_loops_vectorize_at_the_registers_width(tmp_path):
+    """Every kernel function prefers the tuning table's `loop_vector_bits` (llvm_codegen
+    `loop_attributes`): on AVX-512 a plain loop uses zmm registers (LLVM's own preference
+    on Intel's server cores is 256 bits); capped at AVX2, ymm and no zmm."""
+    from mirax.runtime import llvm_codegen
+    if not llvm_codegen.available() or host_cpu.host().arch not in ("x86_64", "AMD64"):
+        pytest.skip("x86 with libLLVM")
+    obj = tmp_path / "k.o"
+    obj.write_bytes(llvm_codegen.compile_partition(SCALE_LOOP, None, True, b"_mlir_ciface_f", 2))
+    asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert "vmulps" in asm
+    bits = tuning.table()["elementwise"]["loop_vector_bits"]
+    assert ("%zmm" in asm) == (bits >= 512), bits
+    if bits == 256:
+        assert "%ymm" in asm
 
 
 VECTOR_MATH = {  # mirax name: (numpy reference, arguments from x (-50..50) and y (0.1..3))
