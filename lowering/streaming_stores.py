@@ -28,8 +28,9 @@ backward): with a compute-heavy body the core's window fills with arithmetic and
 next lines' loads start late (gelu over 32x1000x4096 on Emerald Rapids, two threads: 42
 -> 27 ms, the copy 26-29). The prefetching loop stops that far from the end (%split), so
 no prefetch index needs clamping, and the direction is chosen once, outside the loops:
-a per-iteration select of the direction and min/max of the prefetch index cost `x * 2`
-over 512 MB 7% (1.08x -> 1.01x the copy's time; gelu 1.17 -> 1.15x).
+a per-iteration select of the direction and min/max of the prefetch index made `x * 2`
+over 512 MB take 1.07-1.09x the two-thread copy's time, 1.00-1.06x without them (separate
+runs, each against the copy in its own run; gelu 1.16 -> 1.15x).
 
 The body's scalar `arith` / `math` ops become the same ops on vectors of one cache line
 (16 f32; `vector-bytes`: one register on x86 without AVX-512, below); values defined
@@ -419,8 +420,7 @@ def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None,
         def direction(backward):
             # Prefetching iterations first, up to the last `far` elements (the farthest
             # prefetch rounded up to iterations), then the rest without: no index to clamp
-            # an iteration (a min and a select each cost x * 2 over 512 MB 7%: 1.08x -> 1.01x
-            # the copy's time).
+            # an iteration (module docstring).
             if not ahead:
                 streamed(head, end, backward, False)
                 return
