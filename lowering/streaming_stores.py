@@ -400,7 +400,7 @@ def rewrite(op, line: int, stream: bool = True, vector_bytes: int | None = None,
         far = _index(-(-max(ahead.values()) // width) * width) if ahead else None
         for d in ahead.values():
             _index(d)
-        span_body = arith.SubIOp(end, head).result
+        span_body = arith.SubIOp(end, head).result if ahead else None
         last = arith.SubIOp(arith.AddIOp(head, end).result, step).result if backward is not None else None
 
         def streamed(lo, hi, backward, fetch):
