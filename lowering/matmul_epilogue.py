@@ -208,6 +208,8 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
             else:  # (0-d: read once, broadcast at each store)
                 scalars[i] = tensor.ExtractOp(args[i], []).result
         for op in body_ops(e):
+            if op.name == "arith.constant":  # (in the body: broadcast where used, as one outside)
+                consts[op.results[0]] = op.clone().results[0]
             for x in op.operands:
                 c = _scalar_constant(x)
                 if c is not None and x not in consts:
@@ -244,14 +246,15 @@ def fuse_epilogue(call, f, e, outer, is_k_slice):
                     else:
                         local[a] = _read(views[i], w, dims, kept[i], et)
                 for op in body_ops(e):
+                    if op.name == "arith.constant":
+                        continue
+                    for x in op.operands:  # (a constant: broadcast at its first use)
+                        if x not in local:
+                            local[x] = vector.BroadcastOp(ir.VectorType.get(vt.shape, x.type), consts[x]).result
                     if op.name == "linalg.yield":
                         out = local[op.operands[0]]
                         break
-                    operands = []
-                    for x in op.operands:
-                        if x not in local:
-                            local[x] = vector.BroadcastOp(ir.VectorType.get(vt.shape, x.type), consts[x]).result
-                        operands.append(local[x])
+                    operands = [local[x] for x in op.operands]
                     new = ir.Operation.create(op.name, results=[ir.VectorType.get(vt.shape, r.type) for r in op.results],
                                               operands=operands, attributes={k: op.attributes[k] for k in op.attributes})
                     for r, nr in zip(op.results, new.results):

@@ -875,6 +875,9 @@ EPILOGUES = {
     "relu_mask": ([("full", "m,n")], "%p = arith.cmpf ogt, %x0, %zero : f32\n    %f = arith.uitofp %p : i1 to f32\n"
                                       "    %y = arith.mulf %g, %f : f32"),
     "row_scale": ([("rows", "m")], "%y = arith.mulf %g, %x0 : f32"),
+    # a constant defined in the body (linalg text, not a traced step): broadcast in the tile
+    "sgd_constant_lr": ([("full", "m,n")], "%lr = arith.constant 0.01 : f32\n    %s = arith.mulf %lr, %g : f32\n"
+                                             "    %y = arith.subf %x0, %s : f32"),
 }
 
 
@@ -907,7 +910,8 @@ func.func @mm(%a: {_t((m, k), "f32")}, %b: {_t((k, n), "f32")}{args}) -> {c} att
 
 def _epilogue_reference(kind, c, xs):
     return {"sgd": lambda: xs[0] - xs[1] * c, "bias_relu": lambda: np.maximum(c + xs[0], 0),
-            "relu_mask": lambda: c * (xs[0] > 0), "row_scale": lambda: c * xs[0][:, None]}[kind]()
+            "relu_mask": lambda: c * (xs[0] > 0), "row_scale": lambda: c * xs[0][:, None],
+            "sgd_constant_lr": lambda: xs[0] - np.float32(0.01) * c}[kind]()
 
 
 @needs_openmp
