@@ -14,11 +14,12 @@ generic goes. The same ops on the same values: results equal bit for bit.
 
 The generic may read, besides C (identity map): tensors of C's shape (identity), a vector
 broadcast along rows or columns ((d1) or (d0): a bias) and 0-d tensors (a learning
-rate); its body: ops without regions, reading its arguments and scalar constants. C's
-way from the kernel's outermost loop to each store may pass scf.for iter_args,
-scf.forall shared outs, rank-keeping extract_slices and inserts, and end in
-collapse_shapes (the packed [M][N/nr][nr] view of C); another use of C in the kernel
-(a fill left, a padded tile) leaves the generic where it is. Split products
+rate); its body: ops without regions, reading its arguments and scalar constants (from
+outside or defined in the body: broadcast at their use). C's way from the kernel's
+outermost loop to each store may pass scf.for iter_args, scf.forall shared outs,
+rank-keeping extract_slices and inserts, and end in collapse_shapes (the packed
+[M][N/nr][nr] view of C); another use of C in the kernel (a fill left, a padded tile)
+leaves the generic where it is. Split products
 (`split_remainders`) get the generic per piece (`piece_epilogue`): the divisible piece
 fuses it, a padded remainder keeps its small one.
 """
