@@ -50,6 +50,7 @@ import warnings
 
 from mlir import ir
 
+from . import matmul_dot
 from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
@@ -1250,6 +1251,9 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
         fold_transposed_a(root, config)
         fold_transposed_products(root, config)
         fold_transposed_b(root, config)
+        # products at most a vector wide: dot products along K (lowering/matmul_dot.py)
+        if config is None and matmul_dot.dot_products(root):
+            root.attributes[DYNAMIC_SCHEDULE] = ir.UnitAttr.get()  # (their row blocks: see below)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
         todo = [(op, config, None) for op in matmul_ops(root)]
         packed_b = {}  # a repacked B (its value before) -> (its panels, the plan that made them)
@@ -1376,6 +1380,8 @@ def main(argv=None):
         for chunk in chunks:
             with ir.Context(), ir.Location.unknown():
                 module = ir.Module.parse(chunk)
+                if args.host:  # (optimize_matmuls reads products as dot products for this host only)
+                    matmul_dot.dot_products(module, host=host_cpu.PRESETS[args.host])
                 script = optimize_matmuls(module, return_script=True, config=config)
                 outs.append(str(script) if args.script else str(module))
     print("\n// -----\n".join(outs))
