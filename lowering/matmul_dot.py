@@ -48,6 +48,12 @@ from .pass_base import defining_op, inline_body, walk_ops
 MAX_VECTORS = 4
 
 
+def max_vectors() -> int:
+    """`MAX_VECTORS`, or the tuning store's `matmul_dot.max_vectors` (part of the kernel
+    cache's key: `tuning.override(matmul_dot={"max_vectors": 0})` turns the rewrite off)."""
+    return int(tuning.measured().get("matmul_dot", {}).get("max_vectors", MAX_VECTORS))
+
+
 def register_blocks(lanes: int, registers: int, n: int) -> tuple[int, int]:
     """(mr, nr) for an n-column product: mr x nr accumulators + mr + nr loaded vectors
     within `registers` - 1, fewest vector loads per multiply-add over all of C's columns
@@ -89,7 +95,7 @@ def _product(op):
 
 def qualifies(op, host=None) -> bool:
     """Whether `dot_products` rewrites linalg.matmul `op` on `host`: f32, static, B plain
-    or transposed, C at most `MAX_VECTORS` vectors wide, K at least one vector, and at
+    or transposed, C at most `max_vectors()` vectors wide, K at least one vector, and at
     least the tuning table's `min_flops` (smaller ones stay with the generic lowering)."""
     from . import host_cpu
     got = _product(op)
@@ -98,7 +104,7 @@ def qualifies(op, host=None) -> bool:
     M, N, K, _ = got
     h = host or host_cpu.host()
     cfg = tuning.matmul_config("linalg.matmul_transpose_b", "f32", None, M, N, K) or {}
-    return N <= MAX_VECTORS * h.f32_lanes and K >= h.f32_lanes and 2 * M * N * K >= cfg.get("min_flops", 0)
+    return N <= max_vectors() * h.f32_lanes and K >= h.f32_lanes and 2 * M * N * K >= cfg.get("min_flops", 0)
 
 
 def _tasks(M: int, mr: int, threads: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mlir import ir
 
-from mirax.lowering import host_cpu, matmul_codegen as mc, matmul_dot
+from mirax.lowering import host_cpu, matmul_codegen as mc, matmul_dot, tuning
 
 needs_openmp = pytest.mark.skipif(mc.openmp_library() is None, reason="no LLVM OpenMP runtime")
 TRANSPOSED_B = mc.TRANSPOSED_B
@@ -64,6 +64,8 @@ def test_which_products_are_dot_products():
     assert rewritten(product_text(256, wide + 1, 512), h)[0] == 0    # wider: outer products
     assert rewritten(product_text(256, 10, 8), h)[0] == 0            # K under one vector
     assert rewritten(product_text(256, 10, 512).replace("f32", "f64"), h)[0] == 0
+    with tuning.override(matmul_dot={"max_vectors": 0}):  # (off: the tiled products' tests)
+        assert rewritten(product_text(256, 10, 512), h)[0] == 0
     avx2 = host_cpu.PRESETS["avx2"]
     assert rewritten(product_text(256, 10, 512), avx2)[0] == 1
     assert rewritten(product_text(256, matmul_dot.MAX_VECTORS * 8 + 1, 512), avx2)[0] == 0
@@ -90,6 +92,8 @@ def test_dot_products_read_rows_along_k():
     (100, 3, 777, True, False),    # rows and K that fill no whole block or vector
     (370, 16, 64, False, False),   # B stored K x N, one whole vector of columns
     (300, 40, 128, True, False),   # columns in 8 chunks of 5 (AVX-512) or 14 of 3 (AVX2)
+    (1536, 24, 64, False, False),  # a transformer's logits
+    (2048, 64, 512, False, False),  # the widest on AVX-512
     (1000, 1, 300, True, True),    # a matrix-vector product onto C
     (19, 7, 4096, False, True),
 ])
