@@ -1251,7 +1251,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
         fold_transposed_a(root, config)
         fold_transposed_products(root, config)
         fold_transposed_b(root, config)
-        # products at most a vector wide: dot products along K (lowering/matmul_dot.py)
+        # products a few vectors wide at most: dot products along K (lowering/matmul_dot.py)
         if config is None and matmul_dot.dot_products(root):
             root.attributes[DYNAMIC_SCHEDULE] = ir.UnitAttr.get()  # (their row blocks: see below)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops

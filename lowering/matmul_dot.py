@@ -271,7 +271,7 @@ def dot_products(module, host=None) -> int:
             f = parsed.body.operations[0]
             with ir.InsertionPoint(op), op.location:
                 a, w = op.operands[0], op.operands[1]
-                if not transposed:  # (K x N, N at most a vector: a small copy)
+                if not transposed:  # (K x N, N a few vectors at most: a small copy)
                     e = tensor.EmptyOp([N, K], ir.F32Type.get()).result
                     w = linalg.transpose(w, outs=[e], permutation=[1, 0]).results[0]
                 c = init if accumulate else defining_op(init).operands[1]

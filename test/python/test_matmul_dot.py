@@ -117,7 +117,7 @@ def test_dot_products_match_numpy(rng, m, n, k, transposed, accumulate):
 
 
 @needs_openmp
-def test_a_compiled_classifier_head_uses_them(rng):
+def test_a_compiled_classifier_head_matches_numpy(rng):
     """`x @ w.T + b` through mr.compile (the product read as dot products, the bias a
     loop of its own) matches numpy."""
     import mirax as mr
