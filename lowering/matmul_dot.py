@@ -26,10 +26,11 @@ from zeros (an accumulating product) is added to the sums.
         module = ir.Module.parse(text)       # linalg on tensors
         dot_products(module)                 # before matmul_codegen's tiling of the rest
 
-Measured on Emerald Rapids (two threads, one process, `MAX_VECTORS` below): 256x512 @
-(10x512).T 32.3 -> 14.3 us (numpy 37-43), 4096x4096 @ 4096 (a matrix-vector product, left
-to the generic lowering before) 10.5 -> 1.1 ms; the MLP step of bench/train_step.py 0.5-0.7%
-faster (its logits product).
+Measured on Emerald Rapids (AVX-512, two threads, one process, against the outer
+products): 256x512 @ (10x512).T 30.0 -> 15.1 us (numpy 37-43), 64x784 @ (10x784).T 28.3 ->
+9.5 us, 4096x4096 @ 4096 (a matrix-vector product, left to the generic lowering before)
+8.5 -> 1.0 ms; under the AVX2 cap 256x512 @ (10x512).T 44.8 -> 18.6 us; the MLP step of
+bench/train_step.py 0.5-0.7% faster (its logits product).
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ from .pass_base import defining_op, inline_body, walk_ops
 # on Emerald Rapids, two threads, one process, against matmul_codegen's outer products:
 # 256x512 @ (N x 512).T for N = 10, 20, 24, 33, 40: 2.3-2.9x faster, 1024x48x1024 1.8x,
 # 512x64x512 and 1024x32x1024 even (both whole vectors); from 6 vectors the outer products
-# win (512x96x512 0.96x, 512x128x512 0.92x); under the AVX2 cap N = 10, 16, 24, 32 1.2-2.4x.
+# win (512x96x512 0.96x, 512x128x512 0.92x); under the AVX2 cap N = 10, 16, 24, 32 1.2-2.4x
+# (those before `qualifies` kept whole vectors the tiles do not pad on outer products).
 # (The loops are unrolled over C's columns, so the code grows with N: 64 columns compile
 # in ~0.6 s, 10 in 0.15 s.)
 MAX_VECTORS = 4
@@ -202,7 +204,7 @@ def dot_text(M: int, N: int, K: int, *, lanes: int, mr: int, nr: int, tasks: int
                 cur = {ij: "%zero" for ij in accs}
             if K % lanes:  # (one masked step: the padding reads as zeros)
                 body, cur = step("%kmain", True, cur)
-                out += [line[2:] if line.startswith(ind + "  ") else line for line in body]
+                out += body
             for ij in accs:
                 sums[ij] = fresh("sum")
                 out.append(f"{ind}{sums[ij]} = vector.reduction <add>, {cur[ij]} fastmath<reassoc> : {vec} "
