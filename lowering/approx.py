@@ -588,6 +588,102 @@ def scale_with_ldexp(root, scalef: bool = False):
         mul2.results[0].replace_all_uses_with(r)
 
 
+REDUCE = "llvm.x86.avx512.mask.reduce.ps.512"
+# 2^r for r in [0, 1): 1 + c1 r + ... + c6 r^6, a fit of the relative error (Lawson's
+# weighted least squares); evaluated in f32 with fmas, at most 1.1 * 2^-24 off
+EXP2_UNIT = (1.0, 0.6931470632553101, 0.2402293086051941, 0.05548528581857681, 0.009675436653196812,
+             0.0012468008790165186, 0.0002161229058401659)
+
+
+def _intrinsic(name, result_type, operands):
+    return ir.Operation.create(
+        "llvm.call_intrinsic", results=[result_type], operands=operands,
+        attributes={"intrin": ir.StringAttr.get(name), "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(operands), 0])}).results[0]
+
+
+def _pieces16(v, n, fn):
+    """fn(piece) on each 16-lane piece of the n-lane f32 vector v, put back together."""
+    i64 = ir.IntegerType.get_signless(64)
+    v16 = ir.VectorType.get([16], ir.F32Type.get())
+    i64s = lambda *vs: ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in vs])  # noqa: E731
+    if n == 16:
+        return fn(v)
+    out = v
+    for k in range(0, n, 16):
+        piece = ir.Operation.create("vector.extract_strided_slice", results=[v16], operands=[v],
+                                    attributes={"offsets": i64s(k), "sizes": i64s(16), "strides": i64s(1)}).results[0]
+        out = ir.Operation.create("vector.insert_strided_slice", results=[v.type], operands=[fn(piece), out],
+                                  attributes={"offsets": i64s(k), "strides": i64s(1)}).results[0]
+    return out
+
+
+def reduced_exps(root) -> int:
+    """Each vectorized f32 exp in `root` (see `exp`, target "cpu"; vectors of a multiple of
+    16 lanes) as 2^t with t = x log2(e): r = t - floor(t) by AVX-512's `vreduceps`
+    (imm 9: no fraction bits kept, rounding down), 2^r by a degree-6
+    polynomial on [0, 1), scaled by 2^floor(t) with `vscalefps` (which floors t itself):
+
+        %t = %x * log2(e)      %r = vreduceps %t      %p = P6(%r)      %y = vscalefps %p, %t
+
+    10 vector ops (the reduce is two) against the Cody-Waite form's 14: no clamp (the
+    reduce of an infinity or of a |t| >= 2^23 is 0, so -inf gives 0 and +inf inf, a NaN
+    stays a NaN), no magic-number rounding, no two-part ln2. For AVX-512 hosts (DQ), in
+    the row kernels of mirax-fuse-reductions, on exps that are only summed (logsumexp's:
+    the busy loop there). The price: t's rounding (|t| 2^-24) passes into each exp as a
+    relative error |x| 2^-24 where Cody-Waite reduces x exactly, so only sums take it:
+    logsumexp's result log(sum) has the same |t| ln2 2^-24 from rounding the log, and its
+    shift (the first chunk's max, `stable_shift`) keeps |t| near the log's size. A
+    softmax's exps are its outputs, relative to the row's first chunk's max (|x| up to
+    tens: 3e-6 relative error for 30-sigma logits against 4e-7 with Cody-Waite), so they
+    keep Cody-Waite. Returns how many it rewrote."""
+    f32, i16, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
+    count = 0
+    for mul2 in walk_ops(root, lambda n: n == "arith.mulf"):
+        vt = mul2.results[0].type
+        if not isa(ir.VectorType, vt) or ir.VectorType(vt).rank != 1 or ir.VectorType(vt).element_type != f32 \
+                or ir.VectorType(vt).shape[0] % 16:
+            continue
+        if any(user_op(u).name != "arith.addf" for u in mul2.results[0].uses):
+            continue  # (a softmax's exps, which it writes: see the docstring)
+        found = _exp_pattern(mul2)
+        if found is None:
+            continue
+        x, n = found[0], ir.VectorType(vt).shape[0]
+        with ir.InsertionPoint(mul2), mul2.location:
+            def splat(v):
+                return ir.Operation.create("arith.constant", results=[vt], attributes={
+                    "value": ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(f32, v))}).results[0]
+
+            def llvm_const(t, v):
+                return ir.Operation.create("llvm.mlir.constant", results=[t],
+                                           attributes={"value": ir.IntegerAttr.get(t, v)}).results[0]
+            t = ir.Operation.create("arith.mulf", results=[vt], operands=[x, splat(1.44269504088896341)]).results[0]
+            imm, mask, sae = llvm_const(i32, 9), llvm_const(i16, -1), llvm_const(i32, 4)
+            r = _pieces16(t, n, lambda p: _intrinsic(REDUCE, p.type, [p, imm, p, mask, sae]))
+            p = splat(EXP2_UNIT[-1])
+            for c in EXP2_UNIT[-2::-1]:
+                p = ir.Operation.create("math.fma", results=[vt], operands=[p, r, splat(c)]).results[0]
+            y = _scalef(p, t, n)
+        mul2.results[0].replace_all_uses_with(y)
+        _erase_unused(mul2)
+        count += 1
+    return count
+
+
+def _erase_unused(op) -> None:
+    """Erase `op` and then each op that fed only it, while their results have no users
+    (the pure arith/math ops of an exp that was replaced)."""
+    todo = [op]
+    while todo:
+        o = todo.pop()
+        if any(True for r in o.results for _ in r.uses) or o.name.split(".")[0] not in ("arith", "math"):
+            continue
+        feeders = [defining_op(v) for v in o.operands]
+        o.erase()
+        todo += [d for d in feeders if d is not None and d not in todo]
+
+
 def _exp_input(t_op):
     """`x` when `t_op` is exp's `fma(clamp(x, lo, hi), log2(e), 1.5 * 2^23)` (`exp`,
     target "cpu"), with the clamp's four ops; else (None, [])."""

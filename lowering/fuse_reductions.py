@@ -81,7 +81,7 @@ import warnings
 from mlir import ir
 
 from . import host_cpu, tuning
-from .approx import scale_with_ldexp, split_exp_range
+from .approx import reduced_exps, scale_with_ldexp, split_exp_range
 from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
                         isa, iterator_kinds, outside_values, reassociation, reassociation_attr, run_transform, user_op,
                         walk_ops, within)
@@ -1162,6 +1162,8 @@ class MiraxRowMemory(MiraxPass):
     options = {"threads": (0, "threads the row loops run on (0: tuning.threads(); 1: sequential)"),
                "ldexp": ("auto", "exp's 2^m scaling as llvm.ldexp (vscalefps): auto (hosts with AVX-512: AVX-512's "
                                  "scalef on the float m where vectors are whole registers), on (llvm.ldexp), scalef, off"),
+               "exp-reduce": ("auto", "exps as 2^t, t = x log2(e), by AVX-512's vreduceps and vscalefps "
+                                      "(approx.reduced_exps): auto (hosts with AVX-512 DQ), on, off"),
                "exp-range": ("auto", "exps whose lanes all have |x| < 86 on a branch without the clamp and with "
                                      "2^m added to the exponent field: auto (hosts without ldexp's vscalefps), on, off"),
                "vector-bytes": (0, "bytes a prefetch covers (0: the host's cache line, at least a vector)"),
@@ -1196,7 +1198,11 @@ class MiraxRowMemory(MiraxPass):
             use_ldexp = ldexp in ("on", "scalef") or auto
             scalef = ldexp == "scalef" or auto
             exp_range = str(self.opts["exp-range"])
+            reduce = str(self.opts["exp-reduce"])
+            use_reduce = reduce == "on" or (reduce == "auto" and {"avx512f", "avx512dq"} <= h.features)
             for forall in walk_ops(module, lambda n: n == "scf.forall"):
+                if use_reduce:
+                    reduced_exps(forall)
                 if use_ldexp:
                     scale_with_ldexp(forall, scalef=scalef)
                 if exp_range == "on" or (exp_range == "auto" and not use_ldexp):

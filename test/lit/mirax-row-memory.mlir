@@ -1,9 +1,10 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152 locality=2" | FileCheck %s
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 vector-bytes=64 l1d=49152 locality=3" | FileCheck %s --check-prefix=L1
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 vector-bytes=64 l1d=49152" | FileCheck %s --check-prefix=SEQ
-// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on" | FileCheck %s --check-prefix=LDEXP
-// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off" | FileCheck %s --check-prefix=NOLDEXP
-// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=scalef" | FileCheck %s --check-prefix=SCALEF
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=on exp-reduce=off" | FileCheck %s --check-prefix=LDEXP
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off exp-reduce=off" | FileCheck %s --check-prefix=NOLDEXP
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=scalef exp-reduce=off" | FileCheck %s --check-prefix=SCALEF
+// RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 exp-reduce=on" | FileCheck %s --check-prefix=REDUCE
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAM
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAMSEQ
 
@@ -331,6 +332,29 @@ func.func @exp_scaling_2d(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>
 // LDEXP-LABEL: func.func @exp_range
 // LDEXP-NOT: scf.if
 // LDEXP: llvm.ldexp
+// With exp-reduce=on (the default on AVX-512 hosts), an exp that is only summed is 2^t,
+// t = x log2(e): t - floor(t) by vreduceps (imm 9), a degree-6 polynomial, scaled by
+// vscalefps on t (which floors it), each on a 16-lane piece; the Cody-Waite form's ops are gone.
+// REDUCE-LABEL: func.func @exp_range
+// REDUCE: %[[X:.+]] = arith.subf
+// REDUCE-NEXT: %[[L:.+]] = arith.constant dense<1.44269502> : vector<32xf32>
+// REDUCE-NEXT: %[[T:.+]] = arith.mulf %[[X]], %[[L]] : vector<32xf32>
+// REDUCE-NEXT: %[[IMM:.+]] = llvm.mlir.constant(9 : i32) : i32
+// REDUCE: %[[T0:.+]] = vector.extract_strided_slice %[[T]] {offsets = [0], sizes = [16], strides = [1]}
+// REDUCE-NEXT: %[[R0:.+]] = llvm.call_intrinsic "llvm.x86.avx512.mask.reduce.ps.512"(%[[T0]], %[[IMM]], %[[T0]], %{{.+}}, %{{.+}}) : (vector<16xf32>, i32, vector<16xf32>, i16, i32) -> vector<16xf32>
+// REDUCE: %[[RA:.+]] = vector.insert_strided_slice %[[R0]], %[[T]] {offsets = [0], strides = [1]}
+// REDUCE: llvm.call_intrinsic "llvm.x86.avx512.mask.reduce.ps.512"
+// REDUCE-NEXT: %[[R:.+]] = vector.insert_strided_slice %{{.+}}, %[[RA]] {offsets = [16], strides = [1]}
+// REDUCE-COUNT-6: math.fma %{{.+}}, %[[R]], %{{.+}} : vector<32xf32>
+// REDUCE: %[[P0:.+]] = vector.extract_strided_slice %{{.+}} {offsets = [0], sizes = [16], strides = [1]}
+// REDUCE-NEXT: %[[TS:.+]] = vector.extract_strided_slice %[[T]] {offsets = [0], sizes = [16], strides = [1]}
+// REDUCE-NEXT: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"(%[[P0]], %[[TS]], %[[P0]], %{{.+}}, %{{.+}})
+// REDUCE: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"
+// REDUCE-NEXT: %[[E:.+]] = vector.insert_strided_slice
+// REDUCE-NEXT: arith.addf %[[E]], %{{.+}} : vector<32xf32>
+// REDUCE-NOT: arith.select
+// REDUCE-NOT: arith.shrsi
+// REDUCE: return
 func.func @exp_range(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
@@ -378,6 +402,72 @@ func.func @exp_range(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>) {
       %s2 = arith.shli %a2, %sh : vector<32xi32>
       %f2 = arith.bitcast %s2 : vector<32xi32> to vector<32xf32>
       %e = arith.mulf %y1, %f2 : vector<32xf32>
+      %sum = arith.addf %e, %acc : vector<32xf32>
+      scf.yield %sum : vector<32xf32>
+    }
+    %t = vector.reduction <add>, %s : vector<32xf32> into f32
+    memref.store %t, %arg1[%i] : memref<64xf32>
+  }
+  return
+}
+
+// -----
+
+// An exp whose values are also written (a softmax's) keeps the Cody-Waite form: its
+// rounding of t = x log2(e) would be a relative error |x| 2^-24 in each output.
+// REDUCE-LABEL: func.func @exp_written
+// REDUCE-NOT: llvm.x86.avx512.mask.reduce.ps.512
+// REDUCE: arith.shrsi
+// REDUCE: vector.transfer_write
+// REDUCE: return
+func.func @exp_written(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>, %arg2: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  %pad = ub.poison : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  %lo = arith.constant dense<-1.040000e+02> : vector<32xf32>
+  %hi = arith.constant dense<8.880000e+01> : vector<32xf32>
+  %log2e = arith.constant dense<1.44269502> : vector<32xf32>
+  %magic = arith.constant dense<0x4B400000> : vector<32xf32>
+  %magici = arith.constant dense<1262485504> : vector<32xi32>
+  %ln2hi = arith.constant dense<-0.693359375> : vector<32xf32>
+  %ln2lo = arith.constant dense<2.12194442E-4> : vector<32xf32>
+  %p0 = arith.constant dense<0.041668389> : vector<32xf32>
+  %p1 = arith.constant dense<0.49999994> : vector<32xf32>
+  %cone = arith.constant dense<1.000000e+00> : vector<32xf32>
+  %one = arith.constant dense<1> : vector<32xi32>
+  %bias = arith.constant dense<127> : vector<32xi32>
+  %sh = arith.constant dense<23> : vector<32xi32>
+  scf.forall (%i) in (64) {
+    %s = scf.for %j = %c0 to %c1024 step %c32 iter_args(%acc = %zero) -> (vector<32xf32>) {
+      %v = vector.transfer_read %arg0[%i, %j], %pad {in_bounds = [true]} : memref<64x1024xf32>, vector<32xf32>
+      %x = arith.subf %v, %cone : vector<32xf32>
+      %l = arith.cmpf olt, %x, %lo : vector<32xf32>
+      %xl = arith.select %l, %lo, %x : vector<32xi1>, vector<32xf32>
+      %g = arith.cmpf ogt, %xl, %hi : vector<32xf32>
+      %xc = arith.select %g, %hi, %xl : vector<32xi1>, vector<32xf32>
+      %t = math.fma %xc, %log2e, %magic : vector<32xf32>
+      %m = arith.subf %t, %magic : vector<32xf32>
+      %tb = arith.bitcast %t : vector<32xf32> to vector<32xi32>
+      %mi = arith.subi %tb, %magici : vector<32xi32>
+      %r0 = math.fma %m, %ln2hi, %xc : vector<32xf32>
+      %r = math.fma %m, %ln2lo, %r0 : vector<32xf32>
+      %q = math.fma %p0, %r, %p1 : vector<32xf32>
+      %r2 = arith.mulf %r, %r : vector<32xf32>
+      %y0 = math.fma %q, %r2, %r : vector<32xf32>
+      %y = arith.addf %y0, %cone : vector<32xf32>
+      %m1 = arith.shrsi %mi, %one : vector<32xi32>
+      %m2 = arith.subi %mi, %m1 : vector<32xi32>
+      %a1 = arith.addi %m1, %bias : vector<32xi32>
+      %s1 = arith.shli %a1, %sh : vector<32xi32>
+      %f1 = arith.bitcast %s1 : vector<32xi32> to vector<32xf32>
+      %y1 = arith.mulf %y, %f1 : vector<32xf32>
+      %a2 = arith.addi %m2, %bias : vector<32xi32>
+      %s2 = arith.shli %a2, %sh : vector<32xi32>
+      %f2 = arith.bitcast %s2 : vector<32xi32> to vector<32xf32>
+      %e = arith.mulf %y1, %f2 : vector<32xf32>
+      vector.transfer_write %e, %arg2[%i, %j] {in_bounds = [true]} : vector<32xf32>, memref<64x1024xf32>
       %sum = arith.addf %e, %acc : vector<32xf32>
       scf.yield %sum : vector<32xf32>
     }

@@ -389,6 +389,28 @@ def test_rowwise_exp_scales_with_scalef_on_avx512():
     assert re.search(r"llvm.ldexp.*vector<4xf32>", text)
 
 
+def test_logsumexp_sums_exps_by_vreduceps_on_avx512():
+    """On AVX-512 hosts logsumexp's exps, which it only sums, are 2^t by vreduceps and
+    vscalefps (approx.reduced_exps); softmax's, which it writes, keep the Cody-Waite form."""
+    if not {"avx512f", "avx512dq"} <= host().features:
+        pytest.skip("AVX-512 DQ hosts only")
+    assert "llvm.x86.avx512.mask.reduce.ps.512" in _stage(logsumexp, (64, 4096), "llvm")
+    assert "reduce.ps" not in _stage(softmax, (64, 4096), "llvm")
+
+
+@pytest.mark.parametrize("scale, offset", [(1, 0), (30, 0), (10, 1000), (10, -1000), (0.01, 50)])
+def test_logsumexp_of_wide_and_offset_rows(scale, offset):
+    """Rows spread over tens (exps from 2^-100 to 2^100 of the first chunk's) or far from 0:
+    within a few float32 roundings of the result in float64 (every host: on AVX-512 the
+    exps' t = x log2(e) is rounded, a relative error |t| 2^-24 of the larger terms, about
+    the log's own rounding)."""
+    x = (np.random.default_rng(12).standard_normal((64, 4096)) * scale + offset).astype(np.float32)
+    got = np.asarray(mr.compile(logsumexp)(A(x))).astype(np.float64)
+    want = np_logsumexp(x.astype(np.float64))
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got - want) <= 4 * ulp).all(), np.max(np.abs(got - want) / ulp)
+
+
 def test_rowwise_exp_bit_identical_to_elementwise_exp():
     """A row loop's exp gives the bits of the elementwise kernel's exp (the same polynomial,
     vectorized by LLVM) for every input: without ldexp (AVX2, NEON) its chunks whose lanes
