@@ -72,6 +72,8 @@ def choices() -> str:
                  f"{ew['stream_tasks_per_thread']} dynamic tasks a thread, {ew['loop_vector_bytes']}-byte loop "
                  f"iterations" + (f", constants pinned ({ew['pin_bytes']} bytes)" if ew["pin_bytes"] else "")
                  + f"; loops {ew['loop_vector_bits']}-bit, vector math {(tuning.vector_math_library() or ['libm a lane'])[0]}")
+    lines.append(f"f32 pow: {'polynomial' if t['math']['pow_polynomial'] else 'vector math library'} "
+                 f"({'measured' if 'powf' in m.get('math', {}) else 'derived'})")
     return "\n".join("  " + x for x in lines)
 
 

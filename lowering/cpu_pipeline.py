@@ -10,8 +10,9 @@ Stages (each a pass of its own, so `mirax-opt` can stop anywhere):
     mirax-fuse                  elementwise chains + broadcasts -> one linalg.generic
     mirax-stable-shift          row maxes used only as logsumexp's shift marked (then
                                 computed only for rows whose cheap-shift sum overflows)
-    mirax-math-approx           f32 exp/log/erf/tanh as vectorizable arithmetic (after
-                                fusion: the ops around an erf fold into its coefficients)
+    mirax-math-approx           f32 exp/log/erf/tanh (and pow, where the tuning table
+                                says) as vectorizable arithmetic (after fusion: the ops
+                                around an erf fold into its coefficients)
     mirax-fuse-reductions       row-wise groups (softmax, layer norm) -> one row-block scf.forall
     (matmul_codegen hook)       tiled, vectorized matmuls when that module is present
     mirax-parallelize           large ops -> scf.forall over the threads (tuning.py); streamed
@@ -44,7 +45,7 @@ from __future__ import annotations
 from mlir import ir
 
 from . import tuning
-from .approx import MathApprox
+from .approx import MATH_OPS, MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .donate_arguments import MiraxDonateArguments, MiraxDropDonatedResults, MiraxSinkDonatedWriters
 from .early_dealloc import MiraxEarlyDealloc
@@ -284,7 +285,9 @@ class MiraxCpuPipeline(MiraxPass):
             MiraxFuse().add_to(pm)
             MiraxStableShift().add_to(pm)  # (while exp and log are math ops; fuse-reductions acts on it)
         if self.opts["approx"]:  # after fusion: it sees the ops around each function in one body
-            MathApprox(target="cpu").add_to(pm)
+            # (pow: the polynomial or the vector math library, as the tuning table says)
+            ops = [o for o in MATH_OPS if o != "powf" or tuning.table()["math"]["pow_polynomial"]]
+            MathApprox(target="cpu", ops=",".join(ops)).add_to(pm)
         if self.opts["fuse"]:
             MiraxFuseReductions(threads=threads).add_to(pm)
         if self.opts["matmuls"]:

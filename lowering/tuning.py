@@ -201,6 +201,13 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # transformer training step, 143 KB of mirax IR: 10 s vs 3.3 s) for no measured
         # speed-up there; small kernels keep O3. (Compile time, not the host.)
         "jit": dict(opt_level=3, large_module_chars=20_000, large_opt_level=2),
+        # f32 pow as mirax-math-approx's table-free polynomial (in f64) or the vector math
+        # library's call: the library's tables are looked up with gathers, fast on some
+        # cores and slow on others (16-lane libmvec pow 0.59x numpy's SVML on an Intel
+        # rocketlake host, the polynomial 0.82x; under the AVX2 cap the library won, 6.9
+        # against 8.6 ms for 4M). Derived: the polynomial where there is no library (one
+        # libm call a lane); the tuner measures both (`python -m mirax.tune`, math powf).
+        "math": dict(pow_polynomial=vector_math_library() is None),
     }
 
 
@@ -419,11 +426,14 @@ def _derived() -> dict:
 def table() -> dict:
     """This host's derived table with the measured thresholds applied."""
     t = _derived()
-    thresholds = measured().get("parallel", {})
+    m = measured()
+    thresholds = m.get("parallel", {})
     if thresholds:
         t = dict(t)
         for fam, v in thresholds.items():
             t[fam] = dict(t[fam], parallel_min_elements=v["parallel_min_elements"])
+    if "powf" in m.get("math", {}):
+        t = dict(t, math=dict(t["math"], pow_polynomial=bool(m["math"]["powf"]["polynomial"])))
     return t
 
 

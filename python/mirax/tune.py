@@ -14,8 +14,8 @@ and stores the fastest with its shape class (a stored choice races too, and a ch
 replaces it only by beating it twice: in the final race and in one of the two alone);
 later compiles of any matmul of that class
 (or the nearest measured one) use it. Row reductions (softmax, layer norm: the partial
-sums of mirax-fuse-reductions) and the threads threshold of elementwise kernels are
-measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
+sums of mirax-fuse-reductions), the threads threshold of elementwise kernels and f32 pow
+(the polynomial or the vector math library's call) are measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
 (`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
 each one's choices. `MIRAX_TUNING=off` ignores them. A product reading B transposed in
 place (`x @ W.T`; its B always repacked from that layout) has classes of its own
@@ -333,6 +333,41 @@ def tune_threads(*, sizes=None, log=print, save: bool = True) -> dict | None:
     return entry
 
 
+def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | None:
+    """f32 pow by mirax-math-approx's polynomial or the vector math library's call: both
+    compiled (a kernel over `size` elements, 2 threads where there are), checked against
+    numpy's float64 pow, raced interleaved; the faster one is stored (`math`, `powf`)."""
+    import mirax as mr
+    if tuning.vector_math_library() is None:
+        log("  pow: no vector math library: the polynomial (derived)")
+        return None
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.1, 3.0, size).astype(np.float32)
+    y = rng.uniform(-5.0, 5.0, size).astype(np.float32)
+    xa, ya = mr.array(x), mr.array(y)
+    want = np.power(x.astype(np.float64), y.astype(np.float64))
+    fns = {}
+    for poly in (1, 0):
+        with tuning.override(math={"powf": {"polynomial": poly}}):
+            f = mr.compile(lambda a, b: mr.power(a, b))
+            got = np.asarray(f(xa, ya))
+        err = float(np.max(np.abs(got - want) / want))
+        if not err < 1e-6:  # (libmvec: at most 4 ulp; the polynomial 1)
+            log(f"  pow: the {'polynomial' if poly else 'library'} is off by {err:.2e}: left out")
+            continue
+        fns[poly] = lambda f=f: mr.eval(f(xa, ya))
+    if not fns:
+        return None
+    r = _race(fns, 7, 3)
+    best = min(r, key=r.get)
+    log(f"  pow: {'the polynomial' if best else 'the vector math library'} "
+        f"({', '.join(f'{k}: {v * 1e3:.2f} ms' for k, v in (('polynomial', r.get(1)), ('library', r.get(0))) if v)})")
+    entry = {"polynomial": best}
+    if save:
+        tuning.save("math", "powf", entry)
+    return entry
+
+
 def show() -> None:
     h = host_cpu.host()
     print(f"host: {h.describe()}\nkey: {h.key()}\nstore: {tuning.store_path()}")
@@ -342,7 +377,7 @@ def show() -> None:
         print(f"  {k}: {v}")
     m = tuning.measured()
     print("measured:" + ("" if m else " nothing yet (python -m mirax.tune)"))
-    for section in ("matmul", "row_fusion", "parallel"):
+    for section in ("matmul", "row_fusion", "parallel", "math"):
         for key, e in sorted(m.get(section, {}).items()):
             print(f"  {section} {key}: {e}")
 
@@ -401,6 +436,8 @@ def main(argv=None) -> int:
             tune_rows(r, c)
     if not args.no_threads and time.monotonic() - start < args.budget:
         tune_threads()
+    if not picked and time.monotonic() - start < args.budget:
+        tune_pow()
     print(f"done in {time.monotonic() - start:.0f} s")
     return 0
 

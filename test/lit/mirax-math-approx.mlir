@@ -2,7 +2,7 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,log,erf" | FileCheck %s --check-prefix=OPS
 // RUN: not %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,sin" 2>&1 | FileCheck %s --check-prefix=BADOPS
-// BADOPS: no approximation of sin (it has exp, log, erf, tanh, expm1, log1p)
+// BADOPS: no approximation of sin (it has exp, log, erf, tanh, expm1, log1p, powf)
 
 // f32 exp becomes arithmetic: range reduction with floor and fmas, a polynomial, and
 // the 2^m scaling built in the exponent bits; no math.exp (a libm call per lane) is left.
@@ -137,4 +137,29 @@ func.func @small_x(%x: f32, %y: f64) -> (f32, f32, f64) {
   %1 = math.log1p %x : f32
   %2 = math.expm1 %y : f64
   return %0, %1, %2 : f32, f32, f64
+}
+
+// -----
+
+// f32 pow with a varying exponent: computed in f64 (log2|x| from the bits of |x|, a
+// polynomial, t = y log2|x| clamped, 2^t from the exponent field and a polynomial),
+// rounded to f32 once, then C99's special cases as selects; no libm or library call is
+// left. A constant exponent stays a math.powf: LLVM makes x^2 a multiply.
+// CPU-LABEL: func.func @pow_f32
+// CPU-NOT: math.powf %arg0, %arg1
+// CPU: arith.extf %{{.+}} : f32 to f64
+// CPU: arith.bitcast %{{.+}} : f64 to i64
+// CPU: math.fma %{{.+}} : f64
+// CPU: arith.truncf %{{.+}} : f64 to f32
+// CPU: math.trunc %{{.+}} : f32
+// CPU: arith.select
+// CPU: math.powf %arg0, %{{.+}} : f32
+// CPU: return
+// OPS-LABEL: func.func @pow_f32
+// OPS: math.powf %arg0, %arg1 : f32
+func.func @pow_f32(%x: f32, %y: f32) -> (f32, f32) {
+  %0 = math.powf %x, %y : f32
+  %c2 = arith.constant 2.0 : f32
+  %1 = math.powf %x, %c2 : f32
+  return %0, %1 : f32, f32
 }

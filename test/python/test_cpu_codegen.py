@@ -105,10 +105,54 @@ def test_f64_keeps_libm_precision():
     np.testing.assert_allclose(np.asarray(mr.log1p(A(t))), np.log1p(t), rtol=1e-15)
 
 
+POW_X = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40,
+         3.4e38, 1e-30, 1.0000001, 0.9999999]
+POW_Y = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, np.inf, -np.inf, np.nan, 1e10, 1e-10,
+         127.9, -149.0, 16777216.0, 16777217.0, 1e8 + 1]
+
+
+@pytest.mark.parametrize("poly", [1, 0])
+def test_pow_matches_numpy(poly):
+    """f32 pow by mirax-math-approx's polynomial (1) or the vector math library (0, where
+    there is one): within an ulp of the correctly rounded result over wide ranges, and
+    C99's special cases as numpy gives them (every pair of the values above)."""
+    if not poly and tuning.vector_math_library() is None:
+        pytest.skip("no vector math library here")
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(0, 4, 40000), np.exp2(rng.uniform(-149, 128, 40000)),
+                        -np.round(rng.uniform(0, 8, 2000))]).astype(np.float32)
+    y = np.concatenate([rng.uniform(-40, 40, 40000), rng.uniform(-1, 1, 40000),
+                        np.round(rng.uniform(-20, 20, 2000))]).astype(np.float32)
+    gx, gy = np.meshgrid(np.array(POW_X, np.float32), np.array(POW_Y, np.float32))
+    x, y = np.concatenate([x, gx.ravel()]), np.concatenate([y, gy.ravel()])
+    with tuning.override(math={"powf": {"polynomial": poly}}):
+        got = np.asarray(mr.compile(lambda a, b: mr.power(a, b))(A(x), A(y)))
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = np.isfinite(want) & (want != 0)
+    assert np.array_equal(got[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+    assert np.array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+    ulps = np.abs(got[ok].astype(np.float64) - want[ok]) / np.spacing(np.abs(want[ok]))
+    assert ulps.max() <= (1 if poly else 4), ulps.max()
+
+
+def test_pow_with_a_constant_exponent_stays_for_llvm():
+    """`x ** 2.0` keeps math.powf with its constant (LLVM makes it a multiply): the
+    polynomial is for exponents that vary."""
+    a, b = A(np.linspace(0.5, 2.0, 1 << 16, dtype=np.float32)), A(np.linspace(-3, 3, 1 << 16, dtype=np.float32))
+    with tuning.override(math={"powf": {"polynomial": 1}}):
+        text = mr.compile(lambda x: mr.power(x, 2.0)).lower(a).as_text("optimized")
+        assert "math.powf" in text or "arith.mulf" in text
+        assert "arith.extf" not in text  # (the polynomial computes in f64)
+        text = mr.compile(lambda x, y: mr.power(x, y)).lower(a, b).as_text("optimized")
+        assert "math.powf" not in text and "arith.extf" in text
+
+
 def test_approximation_functions_are_plain_arithmetic():
-    for name in ["exp", "log", "erf", "tanh"]:
+    for name in ["exp", "log", "erf", "tanh", "powf"]:
         text = function_text(name, "f")
-        assert not re.search(r"math\.(exp|log|erf|tanh) ", text), name
+        assert not re.search(r"math\.(exp|log|erf|tanh|powf) ", text), name
         with context():
             ir.Module.parse(text)  # verifies
 

@@ -553,6 +553,31 @@ def test_tuner_rows_and_threads(store):
         assert tuning.table()["elementwise"]["parallel_min_elements"] == t["elementwise"]["parallel_min_elements"]
 
 
+def test_tuner_pow(store, monkeypatch):
+    """The tuner races pow's polynomial against the vector math library's call and later
+    compiles follow its choice; without a library the polynomial is derived (no race)."""
+    import mirax as mr
+    a = mr.array(np.linspace(0.5, 2.0, 1 << 16, dtype=np.float32))
+    b = mr.array(np.linspace(-3.0, 3.0, 1 << 16, dtype=np.float32))
+
+    def lowered():
+        return mr.compile(lambda x, y: mr.power(x, y)).lower(a, b).as_text("llvm")
+    if tuning.vector_math_library() is not None:
+        e = tune.tune_pow(size=1 << 16, log=lambda *_: None)
+        assert e["polynomial"] in (0, 1) and tuning.table()["math"]["pow_polynomial"] == bool(e["polynomial"])
+        assert ("llvm.intr.pow" in lowered()) == (not e["polynomial"])
+    monkeypatch.setenv("MIRAX_VECTOR_LIBRARY", "none")
+    tuning.store_path().unlink(missing_ok=True)
+    tuning._read.cache_clear()
+    tuning._derived.cache_clear()
+    try:
+        assert tune.tune_pow(size=1 << 16, log=lambda *_: None) is None
+        assert tuning.table()["math"]["pow_polynomial"] and "llvm.intr.pow" not in lowered()
+    finally:
+        monkeypatch.delenv("MIRAX_VECTOR_LIBRARY")
+        tuning._derived.cache_clear()
+
+
 def test_command_line(store):
     env = dict(os.environ, MIRAX_CACHE_DIR=str(store))
     # the shape asked for only: not the row reductions nor the threads threshold besides
