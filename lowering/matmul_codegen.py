@@ -1235,7 +1235,7 @@ def _inline(root, kernels):
         raise RuntimeError(f"optimize_matmuls: clean-up failed: {err}")
 
 
-def optimize_matmuls(module, *, return_script: bool = False, config=None, epilogues: bool = True):
+def optimize_matmuls(module, *, return_script: bool = False, config=None, epilogues: bool = True, host=None):
     """Rewrite the f32 matmuls of `module` (linalg on tensors) in place; see the module doc.
 
     Ops it cannot help (dtype, dynamic or small shapes, transposed maps) are left as they
@@ -1243,7 +1243,10 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
     generic lowering. With `return_script`, returns the script text that was applied
     (None when no op qualified). `config` overrides the tuning table's tiles (the tuner).
     `epilogues`: a product's elementwise reader runs on its register tiles
-    (lowering/matmul_epilogue.py); off, it stays a loop of its own."""
+    (lowering/matmul_epilogue.py); off, it stays a loop of its own. `host` (a preset of
+    host_cpu.PRESETS): the products a few vectors wide become dot products for that host
+    (lowering/matmul_dot.py); by default for this one, and not at all when `config` is
+    given (the tuner's and the tests' tiles are for outer products)."""
     root = module.operation  # an ir.Module, or the module op a Python pass receives
     items, ops = [], []
     _owned[0] = 0  # (the same module, the same IR)
@@ -1252,7 +1255,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
         fold_transposed_products(root, config)
         fold_transposed_b(root, config)
         # products a few vectors wide at most: dot products along K (lowering/matmul_dot.py)
-        if config is None and matmul_dot.dot_products(root):
+        if (config is None or host is not None) and matmul_dot.dot_products(root, host=host):
             root.attributes[DYNAMIC_SCHEDULE] = ir.UnitAttr.get()  # (their row blocks: see below)
         backup = root.clone()  # before any rewrite: a failed script restores the plain ops
         todo = [(op, config, None) for op in matmul_ops(root)]
@@ -1380,9 +1383,8 @@ def main(argv=None):
         for chunk in chunks:
             with ir.Context(), ir.Location.unknown():
                 module = ir.Module.parse(chunk)
-                if args.host:  # (optimize_matmuls reads products as dot products for this host only)
-                    matmul_dot.dot_products(module, host=host_cpu.PRESETS[args.host])
-                script = optimize_matmuls(module, return_script=True, config=config)
+                script = optimize_matmuls(module, return_script=True, config=config,
+                                          host=host_cpu.PRESETS[args.host] if args.host else None)
                 outs.append(str(script) if args.script else str(module))
     print("\n// -----\n".join(outs))
 
