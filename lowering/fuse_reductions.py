@@ -60,7 +60,10 @@ stack and, on AVX-512, scales the vectorized exps by 2^m with one `vscalefps` on
 float m (approx.scale_with_ldexp; `llvm.ldexp` where the vectors are not whole 512-bit
 registers) instead of two exponent-field multiplies;
 elsewhere (AVX2, NEON) each vectorized exp runs on a branch without its clamp and with
-an integer 2^m scaling when all of its lanes have |x| < 86 (approx.split_exp_range).
+an integer 2^m scaling when all of its lanes have |x| < 86 (approx.split_exp_range). An
+exp that is only summed (logsumexp's) is 2^t, t = x log2(e), on AVX-512 by vreduceps and
+vscalefps (approx.reduced_exps), elsewhere on that branch by rounding t with 1.5 * 2^23
+(2 vector ops fewer); a written one (softmax's) keeps Cody-Waite's exact reduction.
 
 A row max that `mirax-stable-shift` marked (used only as softmax's or logsumexp's shift)
 is computed only on a branch of the rows that need it (`stable_shift.shift_rows`, before

@@ -297,9 +297,11 @@ func.func @exp_scaling_2d(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>
 // A vectorized exp as mirax-math-approx writes it (clamp, round with 1.5 * 2^23, Cody-Waite,
 // polynomial, two-factor 2^m scaling; abridged polynomial) in a row loop's sum. Without
 // ldexp (exp-range=auto: hosts without AVX-512) it runs on a branch taken when every lane
-// has |x| < 86 (an unsigned max of |x|'s bits across the registers: a NaN fails it): no
-// clamp, and 2^m is m << 23 added to the bits of y (no multiply); the other branch is
-// the exp as it was.
+// has |x| < 86 (an unsigned max of |x|'s bits across the registers: a NaN fails it); the
+// other branch is the exp as it was. An exp that is only summed (this one, logsumexp's)
+// is 2^t there, t = x log2(e) rounded with 1.5 * 2^23 (whose bits shifted left by 23 are
+// n << 23), 2^(t - n) by a degree-6 polynomial, n added to its exponent field; a written
+// one (@exp_written) keeps Cody-Waite on that branch.
 // NOLDEXP-LABEL: func.func @exp_range
 // NOLDEXP: scf.for
 // NOLDEXP: %[[X:.+]] = arith.subf
@@ -311,24 +313,24 @@ func.func @exp_scaling_2d(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>
 // NOLDEXP: %[[OK:.+]] = arith.cmpi ult, %{{.+}}, %[[B]]
 // NOLDEXP: %[[ALL:.+]] = vector.reduction <and>, %[[OK]] : vector<{{[0-9]+}}xi1> into i1
 // NOLDEXP: %[[Y:.+]] = scf.if %[[ALL]] -> (vector<32xf32>) {
-// NOLDEXP-NOT: arith.select
-// NOLDEXP-NOT: arith.shrsi
-// NOLDEXP: %[[T:.+]] = math.fma %[[X]], %{{.+}}, %{{.+}} : vector<32xf32>
-// NOLDEXP: %[[TB:.+]] = arith.bitcast %[[T]]
-// NOLDEXP: %[[MI:.+]] = arith.subi %[[TB]], %{{.+}} : vector<32xi32>
-// NOLDEXP: %[[S:.+]] = arith.shli %[[MI]], %{{.+}} : vector<32xi32>
-// NOLDEXP: %[[YI:.+]] = arith.bitcast %{{.+}} : vector<32xf32> to vector<32xi32>
-// NOLDEXP: %[[RI:.+]] = arith.addi %[[YI]], %[[S]] : vector<32xi32>
-// NOLDEXP: %[[R:.+]] = arith.bitcast %[[RI]] : vector<32xi32> to vector<32xf32>
-// NOLDEXP-NEXT: scf.yield %[[R]] : vector<32xf32>
+// NOLDEXP: %[[T:.+]] = arith.mulf %[[X]], %{{.+}} : vector<32xf32>
+// NOLDEXP: %[[TM:.+]] = arith.addf %[[T]], %{{.+}} : vector<32xf32>
+// NOLDEXP: %[[N:.+]] = arith.subf %[[TM]], %{{.+}} : vector<32xf32>
+// NOLDEXP-NEXT: %[[R:.+]] = arith.subf %[[T]], %[[N]] : vector<32xf32>
+// NOLDEXP-COUNT-6: math.fma %{{.+}}, %[[R]], %{{.+}} : vector<32xf32>
+// NOLDEXP: %[[TB:.+]] = arith.bitcast %[[TM]] : vector<32xf32> to vector<32xi32>
+// NOLDEXP-NEXT: %[[S:.+]] = arith.shli %[[TB]], %{{.+}} : vector<32xi32>
+// NOLDEXP-NEXT: %[[PI:.+]] = arith.bitcast %{{.+}} : vector<32xf32> to vector<32xi32>
+// NOLDEXP-NEXT: %[[RI:.+]] = arith.addi %[[PI]], %[[S]] : vector<32xi32>
+// NOLDEXP-NEXT: %[[F:.+]] = arith.bitcast %[[RI]] : vector<32xi32> to vector<32xf32>
+// NOLDEXP-NEXT: scf.yield %[[F]] : vector<32xf32>
 // NOLDEXP-NEXT: } else {
 // NOLDEXP: arith.select
-// NOLDEXP: arith.select
 // NOLDEXP: arith.shrsi
-// NOLDEXP: %[[Y1:.+]] = arith.mulf
-// NOLDEXP: %[[Y2:.+]] = arith.mulf %[[Y1]], %{{.+}} : vector<32xf32>
-// NOLDEXP-NEXT: scf.yield %[[Y2]] : vector<32xf32>
-// NOLDEXP: arith.addf %[[Y]], %{{.+}} : vector<32xf32>
+// NOLDEXP: arith.mulf
+// NOLDEXP: scf.yield %{{.+}} : vector<32xf32>
+// NOLDEXP-NEXT: }
+// NOLDEXP-NEXT: arith.addf %[[Y]], %{{.+}} : vector<32xf32>
 // LDEXP-LABEL: func.func @exp_range
 // LDEXP-NOT: scf.if
 // LDEXP: llvm.ldexp
@@ -413,6 +415,36 @@ func.func @exp_range(%arg0: memref<64x1024xf32>, %arg1: memref<64xf32>) {
 
 // -----
 
+// On the fast branch too (exp-range, without ldexp): clamp-free Cody-Waite.
+// NOLDEXP-LABEL: func.func @exp_written
+// NOLDEXP: scf.for
+// NOLDEXP: %[[X:.+]] = arith.subf
+// NOLDEXP: %[[XI:.+]] = arith.bitcast %[[X]] : vector<32xf32> to vector<32xi32>
+// NOLDEXP: %[[A:.+]] = arith.andi %[[XI]], %{{.+}} : vector<32xi32>
+// NOLDEXP: vector.extract_strided_slice %[[A]]
+// NOLDEXP: arith.maxui
+// NOLDEXP: %[[B:.+]] = arith.constant dense<1118568448>
+// NOLDEXP: %[[OK:.+]] = arith.cmpi ult, %{{.+}}, %[[B]]
+// NOLDEXP: %[[ALL:.+]] = vector.reduction <and>, %[[OK]] : vector<{{[0-9]+}}xi1> into i1
+// NOLDEXP: %[[Y:.+]] = scf.if %[[ALL]] -> (vector<32xf32>) {
+// NOLDEXP-NOT: arith.select
+// NOLDEXP-NOT: arith.shrsi
+// NOLDEXP: %[[T:.+]] = math.fma %[[X]], %{{.+}}, %{{.+}} : vector<32xf32>
+// NOLDEXP: %[[TB:.+]] = arith.bitcast %[[T]]
+// NOLDEXP: %[[MI:.+]] = arith.subi %[[TB]], %{{.+}} : vector<32xi32>
+// NOLDEXP: %[[S:.+]] = arith.shli %[[MI]], %{{.+}} : vector<32xi32>
+// NOLDEXP: %[[YI:.+]] = arith.bitcast %{{.+}} : vector<32xf32> to vector<32xi32>
+// NOLDEXP: %[[RI:.+]] = arith.addi %[[YI]], %[[S]] : vector<32xi32>
+// NOLDEXP: %[[R:.+]] = arith.bitcast %[[RI]] : vector<32xi32> to vector<32xf32>
+// NOLDEXP-NEXT: scf.yield %[[R]] : vector<32xf32>
+// NOLDEXP-NEXT: } else {
+// NOLDEXP: arith.select
+// NOLDEXP: arith.select
+// NOLDEXP: arith.shrsi
+// NOLDEXP: %[[Y1:.+]] = arith.mulf
+// NOLDEXP: %[[Y2:.+]] = arith.mulf %[[Y1]], %{{.+}} : vector<32xf32>
+// NOLDEXP-NEXT: scf.yield %[[Y2]] : vector<32xf32>
+// NOLDEXP: arith.addf %[[Y]], %{{.+}} : vector<32xf32>
 // An exp whose values are also written (a softmax's) keeps the Cody-Waite form: its
 // rounding of t = x log2(e) would be a relative error |x| 2^-24 in each output.
 // REDUCE-LABEL: func.func @exp_written
