@@ -45,26 +45,26 @@ def _i(b, v):
     return b.const(v, "i32")
 
 
-def _fma(b, a, x, c):
-    return b.op(f"math.fma {a}, {x}, {c} : f32")
+def _fma(b, a, x, c, t="f32"):
+    return b.op(f"math.fma {a}, {x}, {c} : {t}")
 
 
-def _horner(b, x, coeffs):
-    """coeffs[0]*x^n + ... + coeffs[n], with fmas."""
-    acc = _c(b, coeffs[0])
+def _horner(b, x, coeffs, t="f32"):
+    """coeffs[0]*x^n + ... + coeffs[n], with fmas (in scalar float type `t`)."""
+    acc = b.const(coeffs[0], t)
     for k in coeffs[1:]:
-        acc = _fma(b, acc, x, _c(b, k))
+        acc = _fma(b, acc, x, b.const(k, t), t)
     return acc
 
 
-def _clamp(b, x, lo, hi):
+def _clamp(b, x, lo, hi, t="f32"):
     """min(max(x, lo), hi) with compares and selects: NaN stays NaN (a compare with
     NaN is false), and it is one vcmp + blend per bound on x86."""
-    lo_c, hi_c = _c(b, lo), _c(b, hi)
-    lt = b.op(f"arith.cmpf olt, {x}, {lo_c} : f32")
-    x = b.op(f"arith.select {lt}, {lo_c}, {x} : f32")
-    gt = b.op(f"arith.cmpf ogt, {x}, {hi_c} : f32")
-    return b.op(f"arith.select {gt}, {hi_c}, {x} : f32")
+    lo_c, hi_c = b.const(lo, t), b.const(hi, t)
+    lt = b.op(f"arith.cmpf olt, {x}, {lo_c} : {t}")
+    x = b.op(f"arith.select {lt}, {lo_c}, {x} : {t}")
+    gt = b.op(f"arith.cmpf ogt, {x}, {hi_c} : {t}")
+    return b.op(f"arith.select {gt}, {hi_c}, {x} : {t}")
 
 
 def _pow2i(b, k):
@@ -330,10 +330,7 @@ def powf(b, x, y, target="any"):
     top = b.op(f"arith.andi {tmp}, {ci(-(1 << 52))} : i64")
     m = b.op(f"arith.bitcast {b.op(f'arith.subi {bits}, {top} : i64')} : i64 to f64")
     f = b.op(f"arith.subf {m}, {c(1.0)} : f64")
-    q = c(LN1P_Q[-1])
-    for coef in LN1P_Q[-2::-1]:
-        q = b.op(f"math.fma {q}, {f}, {c(coef)} : f64")
-    ln = b.op(f"arith.mulf {f}, {q} : f64")
+    ln = b.op(f"arith.mulf {f}, {_horner(b, f, LN1P_Q[::-1], f64)} : f64")
     kf = b.op(f"arith.sitofp {k} : i64 to f64")
     l2 = b.op(f"math.fma {ln}, {c(1.4426950408889634)}, {kf} : f64")
     # |x| = 0: -inf; inf or NaN: itself
@@ -341,18 +338,12 @@ def powf(b, x, y, target="any"):
     l2 = b.op(f"arith.select {zero}, {c(float('-inf'))}, {l2} : f64")
     odd_x = b.op(f"arith.cmpf uge, {ax}, {_c(b, float('inf'))} : f32")
     l2 = b.op(f"arith.select {odd_x}, {xd}, {l2} : f64")
-    t = b.op(f"arith.mulf {yd}, {l2} : f64")
-    lo = b.op(f"arith.cmpf olt, {t}, {c(-300.0)} : f64")
-    t = b.op(f"arith.select {lo}, {c(-300.0)}, {t} : f64")
-    hi = b.op(f"arith.cmpf ogt, {t}, {c(300.0)} : f64")
-    t = b.op(f"arith.select {hi}, {c(300.0)}, {t} : f64")
+    t = _clamp(b, b.op(f"arith.mulf {yd}, {l2} : f64"), -300.0, 300.0, f64)
     magic = 6755399441055744.0  # 1.5 * 2^52: adding it rounds |t| < 2^51 to an integer in the low bits
     tm = b.op(f"arith.addf {t}, {c(magic)} : f64")
     n = b.op(f"arith.subf {tm}, {c(magic)} : f64")
     r = b.op(f"arith.subf {t}, {n} : f64")
-    p = c(EXP2_HALF[-1])
-    for coef in EXP2_HALF[-2::-1]:
-        p = b.op(f"math.fma {p}, {r}, {c(coef)} : f64")
+    p = _horner(b, r, EXP2_HALF[::-1], f64)
     ni = b.op(f"arith.subi {b.op(f'arith.bitcast {tm} : f64 to i64')}, {ci(0x4338000000000000)} : i64")
     e = b.op(f"arith.shli {b.op(f'arith.addi {ni}, {ci(1023)} : i64')}, {ci(52)} : i64")
     yd2 = b.op(f"arith.mulf {p}, {b.op(f'arith.bitcast {e} : i64 to f64')} : f64")
