@@ -314,9 +314,12 @@ def powf(b, x, y, target="any"):
     a y that is not an integer give NaN, y = 0 gives 1 (also for x NaN).
 
     Within 1 ulp of the correctly rounded result (log2|x| is within |t| 2^-35 of exact, 2^r
-    within 2^-34: both far below f32's rounding). glibc's and LLVM's vector powf look
-    their tables up with gathers, slow on some cores (Intel's with the Gather Data
-    Sampling microcode): 16-lane libmvec pow ran 0.70x numpy's (SVML) speed there."""
+    within 2^-34: both far below f32's rounding). glibc's vector powf reads its tables with
+    gathers (`vgatherdpd`), which some cores run slowly: on an Intel host LLVM names
+    rocketlake, 16-lane libmvec pow ran 0.59-0.88x numpy's SVML speed in bench pairs and
+    this polynomial 0.76-1.19x, but back to back the library won (2.98 vs 3.15 ms for 4M),
+    so the tuner races the two (tuning.py `math`); without a library it is 2.9x faster
+    than libm a lane."""
     f64, i64 = "f64", "i64"
     c = lambda v: b.const(v, f64)  # noqa: E731
     ci = lambda v: b.const(v, i64)  # noqa: E731
