@@ -19,7 +19,9 @@ sums of mirax-fuse-reductions), the threads threshold of elementwise kernels and
 (`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
 each one's choices. `MIRAX_TUNING=off` ignores them. A product reading B transposed in
 place (`x @ W.T`; its B always repacked from that layout) has classes of its own
-(`matmul_transpose_b:...`); unmeasured, it takes the plain product's measured tiles.
+(`matmul_transpose_b:...`); unmeasured, it takes the plain product's measured tiles. A
+product that compiles make dot products (lowering/matmul_dot.py: a few vectors wide) has
+no tiles to tune and is skipped.
 """
 from __future__ import annotations
 
@@ -59,6 +61,16 @@ func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
   %r = {op} ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
   return %r : {c}
 }}"""
+
+
+def _dot_product(m: int, n: int, k: int, transpose_b: bool) -> bool:
+    """Whether a compile makes this product dot products (its tiles would never be used)."""
+    from mlir import ir
+    from .lowering import matmul_dot
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(matmul_text(None, m, n, k, transpose_b))
+        op = next(o for o in module.body.operations[0].regions[0].blocks[0].operations if o.name == "linalg.matmul")
+        return matmul_dot.qualifies(op)
 
 
 def _lean_tiles(h, tiles: list, m: int, n: int, keep: int = 2) -> list:
@@ -143,6 +155,9 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     if tb and batch:
         raise ValueError(f"tune_matmul: {shape!r}: a transposed B (T) is tuned for 2-d products only")
     op = "linalg.matmul_transpose_b" if tb else "linalg.batch_matmul" if batch else "linalg.matmul"
+    if not batch and _dot_product(m, n, k, tb):
+        log(f"  {shape}: dot products along K (lowering/matmul_dot.py): no tiles to tune")
+        return None
     rng = np.random.default_rng(0)
     lead = (batch,) if batch else ()
     # the operands start at a cache line, as mirax's arrays do (runtime/buffers.py): numpy's

@@ -553,6 +553,15 @@ def test_tuner_rows_and_threads(store):
         assert tuning.table()["elementwise"]["parallel_min_elements"] == t["elementwise"]["parallel_min_elements"]
 
 
+def test_products_made_dot_products_are_not_tuned(store):
+    """A product a compile makes dot products (lowering/matmul_dot.py: a classifier head
+    x @ W.T, 10 columns) has no tiles a compile would use: the tuner says so and stores
+    nothing."""
+    said = []
+    assert tune.tune_matmul("256x10x512T", log=said.append) is None
+    assert "dot products" in said[0] and not tuning.measured().get("matmul")
+
+
 def test_tuner_pow(store, monkeypatch):
     """The tuner races pow's polynomial against the vector math library's call and later
     compiles follow its choice; without a library the polynomial is derived (no race)."""
