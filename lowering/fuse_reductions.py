@@ -1202,6 +1202,8 @@ class MiraxRowMemory(MiraxPass):
             scalef = ldexp == "scalef" or auto
             exp_range = str(self.opts["exp-range"])
             reduce = str(self.opts["exp-reduce"])
+            if reduce not in ("auto", "on", "off"):
+                raise ValueError(f"pass '{self.name}': exp-reduce must be auto, on or off, got {reduce!r}")
             use_reduce = reduce == "on" or (reduce == "auto" and {"avx512f", "avx512dq"} <= h.features)
             for forall in walk_ops(module, lambda n: n == "scf.forall"):
                 if use_reduce:

@@ -202,11 +202,12 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # speed-up there; small kernels keep O3. (Compile time, not the host.)
         "jit": dict(opt_level=3, large_module_chars=20_000, large_opt_level=2),
         # f32 pow as mirax-math-approx's table-free polynomial (in f64) or the vector math
-        # library's call: the library's tables are looked up with gathers, fast on some
-        # cores and slow on others (16-lane libmvec pow 0.59x numpy's SVML on an Intel
-        # rocketlake host, the polynomial 0.82x; under the AVX2 cap the library won, 6.9
-        # against 8.6 ms for 4M). Derived: the polynomial where there is no library (one
-        # libm call a lane); the tuner measures both (`python -m mirax.tune`, math powf).
+        # library's call: the library reads its tables with gathers, whose cost moves
+        # with the core and its state (an Intel rocketlake host, 4M f32: in bench pairs
+        # libmvec 0.59-0.88x numpy's SVML, the polynomial 0.76-1.19x; back to back the
+        # library 2.98 ms, the polynomial 3.15; under the AVX2 cap the library won too).
+        # Derived: the polynomial where there is no library (one libm call a lane, 2.9x
+        # slower); the tuner measures both (`python -m mirax.tune`, math powf).
         "math": dict(pow_polynomial=vector_math_library() is None),
     }
 

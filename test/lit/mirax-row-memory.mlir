@@ -5,6 +5,8 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=off exp-reduce=off" | FileCheck %s --check-prefix=NOLDEXP
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 ldexp=scalef exp-reduce=off" | FileCheck %s --check-prefix=SCALEF
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 exp-reduce=on" | FileCheck %s --check-prefix=REDUCE
+// RUN: not %mirax-opt %s -split-input-file "--mirax-row-memory=exp-reduce=maybe" 2>&1 | FileCheck %s --check-prefix=BADREDUCE
+// BADREDUCE: exp-reduce must be auto, on or off, got 'maybe'
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAM
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAMSEQ
 
