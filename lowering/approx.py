@@ -609,33 +609,63 @@ def _float_exponent(mi):
 
 
 SCALEF = "llvm.x86.avx512.mask.scalef.ps.512"
+REDUCE = "llvm.x86.avx512.mask.reduce.ps.512"
+
+# (vector ops built generically here: mlir.dialects.vector costs ~3 ms to import in a fresh
+# process, mlir.dialects.llvm 25-45 ms)
+
+
+def _intrinsic(name, result_type, operands):
+    """`llvm.call_intrinsic "name"(operands)`."""
+    return ir.Operation.create(
+        "llvm.call_intrinsic", results=[result_type], operands=operands,
+        attributes={"intrin": ir.StringAttr.get(name), "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(operands), 0])}).results[0]
+
+
+def _llvm_int(t, v):
+    """An `llvm.mlir.constant` of integer type `t` (an intrinsic's immediate operand)."""
+    return ir.Operation.create("llvm.mlir.constant", results=[t], attributes={"value": ir.IntegerAttr.get(t, v)}).results[0]
+
+
+def _splat(vt, v):
+    """A splat f32 vector constant of type `vt`."""
+    return ir.Operation.create("arith.constant", results=[vt], attributes={
+        "value": ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(ir.F32Type.get(), v))}).results[0]
+
+
+def _vector_horner(x, coeffs, vt):
+    """coeffs[0] + coeffs[1] x + ... + coeffs[n] x^n on f32 vectors of type `vt`, with fmas
+    (coefficients lowest degree first)."""
+    p = _splat(vt, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        p = ir.Operation.create("math.fma", results=[vt], operands=[p, x, _splat(vt, c)]).results[0]
+    return p
+
+
+def _pieces16(fn, n, *vs):
+    """fn(pieces...) on each 16-lane piece of the n-lane f32 vectors `vs` (a 512-bit
+    register each), the results put back together into the first vector's type."""
+    if n == 16:
+        return fn(*vs)
+    i64 = ir.IntegerType.get_signless(64)
+    v16 = ir.VectorType.get([16], ir.F32Type.get())
+    i64s = lambda *xs: ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in xs])  # noqa: E731
+    out = vs[0]
+    for k in range(0, n, 16):
+        pieces = [ir.Operation.create("vector.extract_strided_slice", results=[v16], operands=[v], attributes={
+            "offsets": i64s(k), "sizes": i64s(16), "strides": i64s(1)}).results[0] for v in vs]
+        out = ir.Operation.create("vector.insert_strided_slice", results=[vs[0].type], operands=[fn(*pieces), out],
+                                  attributes={"offsets": i64s(k), "strides": i64s(1)}).results[0]
+    return out
 
 
 def _scalef(y, m, n):
     """y * 2^m for f32 vectors of n lanes (a multiple of 16) and a float, integer-valued m:
     AVX-512's `vscalefps` on each 16-lane piece (all lanes, the current rounding mode)."""
-    f32, i16, i32, i64 = (ir.F32Type.get(), ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32),
-                          ir.IntegerType.get_signless(64))
-    v16 = ir.VectorType.get([16], f32)
-    const = lambda t, v: ir.Operation.create(  # noqa: E731
-        "llvm.mlir.constant", results=[t], attributes={"value": ir.IntegerAttr.get(t, v)}).results[0]
-    mask, rounding = const(i16, -1), const(i32, 4)  # _MM_FROUND_CUR_DIRECTION
-    i64s = lambda *vs: ir.ArrayAttr.get([ir.IntegerAttr.get(i64, v) for v in vs])  # noqa: E731
-    # (ops built generically: mlir.dialects.vector costs ~3 ms to import in a fresh process)
-    piece = lambda v, k: v if n == 16 else ir.Operation.create(  # noqa: E731
-        "vector.extract_strided_slice", results=[v16], operands=[v],
-        attributes={"offsets": i64s(k), "sizes": i64s(16), "strides": i64s(1)}).results[0]
-    out = y
-    for k in range(0, n, 16):
-        yk = piece(y, k)
-        r = ir.Operation.create(
-            "llvm.call_intrinsic", results=[v16], operands=[yk, piece(m, k), yk, mask, rounding],
-            attributes={"intrin": ir.StringAttr.get(SCALEF), "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([5, 0])}).results[0]
-        out = r if n == 16 else ir.Operation.create(
-            "vector.insert_strided_slice", results=[y.type], operands=[r, out],
-            attributes={"offsets": i64s(k), "strides": i64s(1)}).results[0]
-    return out
+    i16, i32 = ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
+    mask, rounding = _llvm_int(i16, -1), _llvm_int(i32, 4)  # _MM_FROUND_CUR_DIRECTION
+    return _pieces16(lambda yk, mk: _intrinsic(SCALEF, yk.type, [yk, mk, yk, mask, rounding]), n, y, m)
 
 
 def scale_with_ldexp(root, scalef: bool = False):
@@ -670,41 +700,14 @@ def scale_with_ldexp(root, scalef: bool = False):
                 r = _scalef(mul1.operands[0], mf, n)
             else:
                 # llvm.intr.ldexp takes a scalar exponent only: the generic intrinsic call
-                r = ir.Operation.create(
-                    "llvm.call_intrinsic", results=[t], operands=[mul1.operands[0], sub.operands[0]],
-                    attributes={"intrin": ir.StringAttr.get("llvm.ldexp"), "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 0])}).results[0]
+                r = _intrinsic("llvm.ldexp", t, [mul1.operands[0], sub.operands[0]])
         mul2.results[0].replace_all_uses_with(r)
 
 
-REDUCE = "llvm.x86.avx512.mask.reduce.ps.512"
 # 2^r for r in [0, 1): 1 + c1 r + ... + c6 r^6, a fit of the relative error (Lawson's
 # weighted least squares); evaluated in f32 with fmas, at most 1.1 * 2^-24 off
 EXP2_UNIT = (1.0, 0.6931470632553101, 0.2402293086051941, 0.05548528581857681, 0.009675436653196812,
              0.0012468008790165186, 0.0002161229058401659)
-
-
-def _intrinsic(name, result_type, operands):
-    return ir.Operation.create(
-        "llvm.call_intrinsic", results=[result_type], operands=operands,
-        attributes={"intrin": ir.StringAttr.get(name), "op_bundle_sizes": ir.DenseI32ArrayAttr.get([]),
-                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(operands), 0])}).results[0]
-
-
-def _pieces16(v, n, fn):
-    """fn(piece) on each 16-lane piece of the n-lane f32 vector v, put back together."""
-    i64 = ir.IntegerType.get_signless(64)
-    v16 = ir.VectorType.get([16], ir.F32Type.get())
-    i64s = lambda *vs: ir.ArrayAttr.get([ir.IntegerAttr.get(i64, x) for x in vs])  # noqa: E731
-    if n == 16:
-        return fn(v)
-    out = v
-    for k in range(0, n, 16):
-        piece = ir.Operation.create("vector.extract_strided_slice", results=[v16], operands=[v],
-                                    attributes={"offsets": i64s(k), "sizes": i64s(16), "strides": i64s(1)}).results[0]
-        out = ir.Operation.create("vector.insert_strided_slice", results=[v.type], operands=[fn(piece), out],
-                                  attributes={"offsets": i64s(k), "strides": i64s(1)}).results[0]
-    return out
 
 
 def reduced_exps(root) -> int:
@@ -740,20 +743,10 @@ def reduced_exps(root) -> int:
             continue
         x, n = found[0], ir.VectorType(vt).shape[0]
         with ir.InsertionPoint(mul2), mul2.location:
-            def splat(v):
-                return ir.Operation.create("arith.constant", results=[vt], attributes={
-                    "value": ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(f32, v))}).results[0]
-
-            def llvm_const(t, v):
-                return ir.Operation.create("llvm.mlir.constant", results=[t],
-                                           attributes={"value": ir.IntegerAttr.get(t, v)}).results[0]
-            t = ir.Operation.create("arith.mulf", results=[vt], operands=[x, splat(1.44269504088896341)]).results[0]
-            imm, mask, sae = llvm_const(i32, 9), llvm_const(i16, -1), llvm_const(i32, 4)
-            r = _pieces16(t, n, lambda p: _intrinsic(REDUCE, p.type, [p, imm, p, mask, sae]))
-            p = splat(EXP2_UNIT[-1])
-            for c in EXP2_UNIT[-2::-1]:
-                p = ir.Operation.create("math.fma", results=[vt], operands=[p, r, splat(c)]).results[0]
-            y = _scalef(p, t, n)
+            t = ir.Operation.create("arith.mulf", results=[vt], operands=[x, _splat(vt, 1.44269504088896341)]).results[0]
+            imm, mask, sae = _llvm_int(i32, 9), _llvm_int(i16, -1), _llvm_int(i32, 4)
+            r = _pieces16(lambda p: _intrinsic(REDUCE, p.type, [p, imm, p, mask, sae]), n, t)
+            y = _scalef(_vector_horner(r, EXP2_UNIT, vt), t, n)
         mul2.results[0].replace_all_uses_with(y)
         _erase_unused(mul2)
         count += 1
@@ -834,17 +827,11 @@ def _summed_fast_exp(x, vt, it, c23):
     subtraction of the magic number's bits). As `reduced_exps` on AVX-512, t's rounding is
     a relative error |t| 2^-24 in each exp: for sums only (logsumexp)."""
     from mlir.dialects import arith
-    f32 = ir.F32Type.get()
-
-    def splat(v):
-        return arith.ConstantOp(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(f32, v))).result
     magic = 12582912.0  # 1.5 * 2^23
-    t = arith.MulFOp(x, splat(1.44269504088896341)).result
-    tm = arith.AddFOp(t, splat(magic)).result
-    r = arith.SubFOp(t, arith.SubFOp(tm, splat(magic)).result).result
-    p = splat(EXP2_HALF_F32[-1])
-    for c in EXP2_HALF_F32[-2::-1]:
-        p = ir.Operation.create("math.fma", results=[vt], operands=[p, r, splat(c)]).results[0]
+    t = arith.MulFOp(x, _splat(vt, 1.44269504088896341)).result
+    tm = arith.AddFOp(t, _splat(vt, magic)).result
+    r = arith.SubFOp(t, arith.SubFOp(tm, _splat(vt, magic)).result).result
+    p = _vector_horner(r, EXP2_HALF_F32, vt)
     e = arith.ShLIOp(arith.BitcastOp(it, tm).result, c23).result
     return arith.BitcastOp(vt, arith.AddIOp(arith.BitcastOp(it, p).result, e).result).result
 
