@@ -66,11 +66,10 @@ func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
 def _dot_product(m: int, n: int, k: int, transpose_b: bool) -> bool:
     """Whether a compile makes this product dot products (its tiles would never be used)."""
     from mlir import ir
-    from .lowering import matmul_dot
+    from .lowering import matmul_codegen, matmul_dot
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(matmul_text(None, m, n, k, transpose_b))
-        op = next(o for o in module.body.operations[0].regions[0].blocks[0].operations if o.name == "linalg.matmul")
-        return matmul_dot.qualifies(op)
+        return matmul_dot.qualifies(matmul_codegen.matmul_ops(module)[0])
 
 
 def _lean_tiles(h, tiles: list, m: int, n: int, keep: int = 2) -> list:
