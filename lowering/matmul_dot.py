@@ -108,22 +108,27 @@ def qualifies(op, host=None) -> bool:
     - K at least 4 vectors for each vector of columns: the lane sums, ~2 log2(lanes)
       operations an element of C, need that many multiply-adds to hide in (1536x64x64:
       104 us as dot products, 34 as outer products; 1536x10x64 19.7 vs 23.9 us)."""
+    return _qualifying_product(op, host) is not None
+
+
+def _qualifying_product(op, host=None):
+    """`_product(op)` when `qualifies(op, host)`, else None."""
     from . import host_cpu
     from .matmul_codegen import plan
     got = _product(op)
     if got is None:
-        return False
+        return None
     M, N, K, _ = got
     h = host or host_cpu.host()
     lanes = h.f32_lanes
     vectors = -(-N // lanes)
     cfg = tuning.matmul_config("linalg.matmul_transpose_b", "f32", None, M, N, K) or {}
     if vectors > max_vectors() or K < 4 * lanes * vectors or 2 * M * N * K < cfg.get("min_flops", 0):
-        return False
+        return None
     if N <= lanes or N % lanes:
-        return True
+        return got
     p = plan(op)  # (this process's host: the outer products a compile here would make)
-    return p is None or p["pad"][1] != N
+    return got if p is None or p["pad"][1] != N else None
 
 
 def _tasks(M: int, mr: int, threads: int) -> tuple[int, int]:
@@ -259,9 +264,10 @@ def dot_products(module, host=None) -> int:
     done = 0
     with root.context:
         for op in walk_ops(root, lambda n: n == "linalg.matmul"):
-            if not qualifies(op, h):
+            got = _qualifying_product(op, h)
+            if got is None:
                 continue
-            M, N, K, transposed = _product(op)
+            M, N, K, transposed = got
             lanes = h.f32_lanes
             mr, nr = register_blocks(lanes, h.vector_registers, N)
             threads = tuning.threads()
