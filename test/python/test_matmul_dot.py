@@ -7,6 +7,7 @@ import pytest
 from mlir import ir
 
 from mirax.lowering import host_cpu, matmul_codegen as mc, matmul_dot, tuning
+from mirax.tune import matmul_text
 
 needs_openmp = pytest.mark.skipif(mc.openmp_library() is None, reason="no LLVM OpenMP runtime")
 TRANSPOSED_B = mc.TRANSPOSED_B
@@ -18,17 +19,14 @@ def _t(*shape):
 
 def product_text(m, n, k, transposed=True, accumulate=False):
     """`@mm(A, B[, C]) = A @ B` (B stored N x K and read transposed, or K x N), from zeros
-    or, `accumulate`, from C."""
+    (the tuner's text) or, `accumulate`, from C."""
+    if not accumulate:
+        return matmul_text(None, m, n, k, transpose_b=transposed)
     b = _t(n, k) if transposed else _t(k, n)
     maps = f"indexing_maps = {TRANSPOSED_B} " if transposed else ""
-    c_arg = f", %c: {_t(m, n)}" if accumulate else ""
-    init = "%c" if accumulate else "%f"
     return f"""
-func.func @mm(%a: {_t(m, k)}, %b: {b}{c_arg}) -> {_t(m, n)} attributes {{llvm.emit_c_interface}} {{
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : {_t(m, n)}
-  %f = linalg.fill ins(%z : f32) outs(%e : {_t(m, n)}) -> {_t(m, n)}
-  %r = linalg.matmul {maps}ins(%a, %b : {_t(m, k)}, {b}) outs({init} : {_t(m, n)}) -> {_t(m, n)}
+func.func @mm(%a: {_t(m, k)}, %b: {b}, %c: {_t(m, n)}) -> {_t(m, n)} attributes {{llvm.emit_c_interface}} {{
+  %r = linalg.matmul {maps}ins(%a, %b : {_t(m, k)}, {b}) outs(%c : {_t(m, n)}) -> {_t(m, n)}
   return %r : {_t(m, n)}
 }}"""
 
