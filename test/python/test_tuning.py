@@ -553,6 +553,28 @@ def test_tuner_rows_and_threads(store):
         assert tuning.table()["elementwise"]["parallel_min_elements"] == t["elementwise"]["parallel_min_elements"]
 
 
+def test_row_race_reads_its_inputs_from_memory_and_times_logsumexp(store, monkeypatch):
+    """The row-reduction race times softmax, layer norm and logsumexp (whose exp loop the
+    width moves most), each call on a copy of the input no kernel read since the others
+    were, so it comes from memory as a large array does: enough copies for twice the
+    L3 (at most 256 MiB of it), 4 to 64."""
+    avx2 = host_cpu.PRESETS["avx2"]
+    assert tune._rotation(64 << 20, dataclasses.replace(avx2, l3=480 << 20)) == 8
+    assert tune._rotation(64 << 20, dataclasses.replace(avx2, l3=16 << 20)) == 4
+    assert tune._rotation(4 << 20, dataclasses.replace(avx2, l3=32 << 20)) == 16
+    assert tune._rotation(1 << 10, dataclasses.replace(avx2, l3=0)) == 64
+    import mirax as mr
+    read = []
+    lse = mr.logsumexp
+    monkeypatch.setattr(mr, "logsumexp", lambda v, *a, **k: (read.append(id(v)), lse(v, *a, **k))[1])
+    said = []
+    lanes = host_cpu.host().f32_lanes
+    e = tune.tune_rows(8, 64 * lanes, log=said.append)
+    assert e["partial_sums"] in tune.row_candidates() and set(e["others"]) == {str(w) for w in tune.row_candidates()}
+    assert len(read) >= len(tune.row_candidates())  # (traced once a width: compiled and raced)
+    assert "logsumexp" in said[-1] and "from memory" in said[-1]
+
+
 def test_products_made_dot_products_are_not_tuned(store):
     """A product a compile makes dot products (lowering/matmul_dot.py: a classifier head
     x @ W.T, 10 columns) has no tiles a compile would use: the tuner says so and stores
