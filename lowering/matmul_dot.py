@@ -127,7 +127,10 @@ def _qualifying_product(op, host=None):
         return None
     if N <= lanes or N % lanes:
         return got
-    p = plan(op)  # (this process's host: the outer products a compile here would make)
+    # the outer products a compile would make on `host`: this process's measured or
+    # derived tiles, or those derived for a preset host of another ISA family
+    config = None if host is None else dict(tuning.derive(h)["matmul"][("linalg.matmul", "f32")])
+    p = plan(op, config=config)
     return got if p is None or p["pad"][1] != N else None
 
 
@@ -264,7 +267,7 @@ def dot_products(module, host=None) -> int:
     done = 0
     with root.context:
         for op in walk_ops(root, lambda n: n == "linalg.matmul"):
-            got = _qualifying_product(op, h)
+            got = _qualifying_product(op, host)  # (None: this process, its measured tiles)
             if got is None:
                 continue
             M, N, K, transposed = got

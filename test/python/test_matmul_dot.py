@@ -68,6 +68,9 @@ def test_which_products_are_dot_products():
     avx2 = host_cpu.PRESETS["avx2"]
     assert rewritten(product_text(256, 10, 512), avx2)[0] == 1       # 2 AVX2 vectors, padded
     assert rewritten(product_text(256, 33, 1024), avx2)[0] == 0      # 5 AVX2 vectors
+    # whole vectors the preset host's own tile pads (AVX-512's 32 columns: 48 -> 64), on
+    # any host this runs on (an AVX2 process's 16-column tile divides 48: it said no)
+    assert rewritten(product_text(1024, 48, 1024), h)[0] == 1
 
 
 def test_dot_products_read_rows_along_k():
