@@ -375,7 +375,10 @@ def tune_threads(*, sizes=None, log=print, save: bool = True) -> dict | None:
 def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | None:
     """f32 pow by mirax-math-approx's polynomial or the vector math library's call: both
     compiled (a kernel over `size` elements, 2 threads where there are), checked against
-    numpy's float64 pow, raced interleaved; the faster one is stored (`math`, `powf`)."""
+    numpy's float64 pow, raced interleaved on inputs read from memory (`_rotation`); the
+    faster one is stored (`math`, `powf`). From memory the ranking can turn over: on the
+    rocketlake host (AVX-512, libmvec) 4M pows took 4.3 ms by the polynomial and 5.7-6.2
+    by the library, but 3.2 and 3.1 ms on inputs hot in the cache."""
     import mirax as mr
     if tuning.vector_math_library() is None:
         log("  pow: no vector math library: the polynomial (derived)")
@@ -385,6 +388,13 @@ def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | Non
     y = rng.uniform(-5.0, 5.0, size).astype(np.float32)
     xa, ya = mr.array(x), mr.array(y)
     want = np.power(x.astype(np.float64), y.astype(np.float64))
+    copies = [(xa, ya)] + [(mr.array(x.copy()), mr.array(y.copy()))
+                           for _ in range(_rotation(x.nbytes + y.nbytes) - 1)]
+    turn = [0]
+
+    def fresh():  # the next inputs, ones no kernel read since the others were
+        turn[0] = (turn[0] + 1) % len(copies)
+        return copies[turn[0]]
     fns = {}
     for poly in (1, 0):
         with tuning.override(math={"powf": {"polynomial": poly}}):
@@ -394,13 +404,13 @@ def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | Non
         if not err < 1e-6:  # (libmvec: at most 4 ulp; the polynomial 1)
             log(f"  pow: the {'polynomial' if poly else 'library'} is off by {err:.2e}: left out")
             continue
-        fns[poly] = lambda f=f: mr.eval(f(xa, ya))
+        fns[poly] = lambda f=f: mr.eval(f(*fresh()))
     if not fns:
         return None
     r = _race(fns, 7, 3)
     best = min(r, key=r.get)
-    log(f"  pow: {'the polynomial' if best else 'the vector math library'} "
-        f"({', '.join(f'{k}: {v * 1e3:.2f} ms' for k, v in (('polynomial', r.get(1)), ('library', r.get(0))) if v)})")
+    log(f"  pow: {'the polynomial' if best else 'the vector math library'} (inputs from memory; "
+        f"{', '.join(f'{k}: {v * 1e3:.2f} ms' for k, v in (('polynomial', r.get(1)), ('library', r.get(0))) if v)})")
     entry = {"polynomial": best}
     if save:
         tuning.save("math", "powf", entry)
