@@ -261,6 +261,17 @@ def _rotation(nbytes: int, h: host_cpu.HostCPU | None = None) -> int:
     return max(4, min(64, -(-2 * min(h.l3 or (32 << 20), 256 << 20) // max(nbytes, 1))))
 
 
+def _cycle(items: list):
+    """A function giving the next of `items` at each call, round and round: each call of
+    a race takes inputs no kernel has read since the others were (`_rotation` of them)."""
+    turn = [0]
+
+    def nxt():
+        turn[0] = (turn[0] + 1) % len(items)
+        return items[turn[0]]
+    return nxt
+
+
 def tune_rows(rows: int, cols: int, *, log=print, save: bool = True) -> dict | None:
     """partial_sums for row reductions of `cols` columns: softmax, layer norm and
     logsumexp timed, each call on an input read from memory (`_rotation`). From the cache
@@ -273,12 +284,7 @@ def tune_rows(rows: int, cols: int, *, log=print, save: bool = True) -> dict | N
     base = rng.standard_normal((rows, cols), dtype=np.float32)
     x = mr.array(base)
     ref = np.asarray(mr.softmax(x, axis=-1))
-    xs = [x] + [mr.array(base.copy()) for _ in range(_rotation(base.nbytes) - 1)]
-    turn = [0]
-
-    def fresh():  # the next input, one a kernel has not read since the others were
-        turn[0] = (turn[0] + 1) % len(xs)
-        return xs[turn[0]]
+    fresh = _cycle([x] + [mr.array(base.copy()) for _ in range(_rotation(base.nbytes) - 1)])
 
     def layer_norm(v):
         mu = v.mean(axis=-1, keepdims=True)
@@ -388,13 +394,8 @@ def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | Non
     y = rng.uniform(-5.0, 5.0, size).astype(np.float32)
     xa, ya = mr.array(x), mr.array(y)
     want = np.power(x.astype(np.float64), y.astype(np.float64))
-    copies = [(xa, ya)] + [(mr.array(x.copy()), mr.array(y.copy()))
-                           for _ in range(_rotation(x.nbytes + y.nbytes) - 1)]
-    turn = [0]
-
-    def fresh():  # the next inputs, ones no kernel read since the others were
-        turn[0] = (turn[0] + 1) % len(copies)
-        return copies[turn[0]]
+    fresh = _cycle([(xa, ya)] + [(mr.array(x.copy()), mr.array(y.copy()))
+                                 for _ in range(_rotation(x.nbytes + y.nbytes) - 1)])
     fns = {}
     for poly in (1, 0):
         with tuning.override(math={"powf": {"polynomial": poly}}):
