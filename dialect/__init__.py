@@ -12,6 +12,7 @@ from . import decomp  # noqa: F401  (host primitives: the matrix decompositions)
 from . import distributed  # noqa: F401  (host primitives: MPI collectives)
 from . import bitcast, depends  # noqa: F401  (MLX's view and depends)
 from . import barrier  # noqa: F401  (optimization_barrier: keeps checkpoint's recomputation)
+from . import sort  # noqa: F401  (argsort: a merge sort of each row)
 from .irdl import irdl_text
 
 IRDL_PATH = Path(__file__).with_name("mirax.irdl.mlir")

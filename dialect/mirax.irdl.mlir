@@ -88,6 +88,15 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "keepdims" = %attr_keepdims}
   }
+  irdl.operation @argsort {
+    // indices (uint32) that sort `x` along `axis`: stable, NaN last
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @astype {
     // dtype conversion (C casts; float to int truncates)
     %in0 = irdl.base "!builtin.tensor"

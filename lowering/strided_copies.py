@@ -58,7 +58,9 @@ def strided_copies_to_linalg(module) -> None:
                 # (on memrefs the builder returns the op's empty result list: its owner is the op)
                 new = linalg.copy(src, outs=[dst]).owner
             op.erase()
-            if _inner_stride_one(ts) and _inner_stride_one(td) and ts.rank <= 4:
+            # (complex elements have no vector type: their copies stay scalar loops)
+            if _inner_stride_one(ts) and _inner_stride_one(td) and ts.rank <= 4 \
+                    and not isinstance(ts.element_type, ir.ComplexType):
                 new.attributes[COPY_MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(marked))
                 inner = ts.shape[-1] if not ir.ShapedType.is_dynamic_size(ts.shape[-1]) else None
                 marked.append((ts.rank, inner))

@@ -206,6 +206,41 @@ func.func @cumsum_columns(%x: tensor<512x512xf32>) -> tensor<512x512xf32> {
 
 // -----
 
+// argsort: a merge sort of each row (dialect/sort.py), the rows on the threads from
+// 65536 elements: the row's keys copied into a buffer of their own beside their indices,
+// passes of pairwise merges two an iteration (A -> B, B -> A: each buffer stays the loop's),
+// each merge from both ends (the front's compare and the back's: NaN after numbers).
+// Along the first axis of a small array: the rows transposed in, serial, and back.
+// CHECK-LABEL: func.func @argsort_rows
+// CHECK: scf.forall (%[[R:.+]]) in (512) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<512x512xi32>)
+// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xf32> to tensor<512xf32>
+// CHECK: bufferization.alloc_tensor() copy(%[[ROW]]) : tensor<512xf32>
+// CHECK: linalg.index 0
+// CHECK: scf.for {{.+}} -> (tensor<512xf32>, tensor<512xi32>, tensor<512xf32>, tensor<512xi32>)
+// CHECK: scf.for {{.+}} -> (tensor<512xf32>, tensor<512xi32>)
+// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<512xf32>, tensor<512xi32>)
+// CHECK: %[[LT:.+]] = arith.cmpf olt, %[[B:.+]], %[[A:.+]] : f32
+// CHECK: arith.cmpf uno, %[[A]], %[[A]] : f32
+// CHECK: arith.cmpf olt
+// CHECK: scf.yield {{.+}} : index, index, index, index, tensor<512xf32>, tensor<512xi32>
+// CHECK: tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512xi32> into tensor<512x512xi32>
+// CHECK-LABEL: func.func @argsort_columns
+// CHECK-NOT: scf.forall
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x4x8xi32>) outs(%{{.+}} : tensor<1x8x4xi32>) permutation = [0, 2, 1]
+// CHECK: scf.for {{.+}} -> (tensor<8x4xi32>)
+// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x8x4xi32>) outs(%{{.+}} : tensor<1x4x8xi32>) permutation = [0, 2, 1]
+func.func @argsort_rows(%x: tensor<512x512xf32>) -> tensor<512x512xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<512x512xf32>) -> tensor<512x512xui32>
+  return %0 : tensor<512x512xui32>
+}
+func.func @argsort_columns(%x: tensor<4x8xi32>) -> tensor<4x8xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<4x8xi32>) -> tensor<4x8xui32>
+  return %0 : tensor<4x8xui32>
+}
+
+// -----
+
 // argmax of a long 1-D array: the argmax of each row of a (rows, 4096) view (the rows'
 // max, then the first index equal to it), each row's best value read back at its index,
 // the first row holding the best of those; the result is row * 4096 + its index.

@@ -58,16 +58,33 @@ def test_sort_under_transforms_and_devices(rng):
     np.testing.assert_array_equal(np.asarray(A(x).sort()), np.sort(x))
 
 
-def test_long_rows_are_refused_clearly_and_blocks_bound_memory(monkeypatch):
-    from mirax.ops import sorting as sort_module
-    with pytest.raises(mr.MiraxError, match="more than mirax sorts"):
-        mr.argsort(mr.zeros((sort_module.MAX_ROW + 1,)))
-    with pytest.raises(mr.MiraxError, match="pairs"):
-        mr.argsort(mr.zeros((sort_module.MAX_PAIRS // 1000**2 + 1, 1000)))
-    monkeypatch.setattr(sort_module, "BLOCK_PAIRS", 64)  # many blocks: the same answer
-    x = np.random.default_rng(3).standard_normal((3, 50)).astype(np.float32)
+def test_long_rows_and_many_rows_sort_on_the_threads(rng):
+    """Rows the pairwise comparison refused (over 16384 elements, over 2^31 pairs) sort
+    now, along the last axis and a middle one (rows strided in memory), on the threads
+    (arrays of 65536 elements or more: dialect/sort.py); a row that is mostly ties keeps
+    its order (stable)."""
+    x = rng.standard_normal(20000).astype(np.float32)
+    x[::7] = 0.5  # ties
+    x[3] = np.nan
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
-    np.testing.assert_array_equal(np.asarray(mr.compile(mr.sort)(A(x))), np.sort(x))
+    y = rng.integers(0, 50, (3000, 700)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.argsort(v, 1))(A(y))),
+                                  np.argsort(y, 1, kind="stable"))
+    z = rng.standard_normal((6, 129, 100)).astype(np.float64)
+    np.testing.assert_array_equal(np.asarray(mr.sort(A(z), axis=1)), np.sort(z, axis=1))
+    np.testing.assert_array_equal(np.asarray(mr.argsort(A(z), axis=1)), np.argsort(z, axis=1, kind="stable"))
+
+
+def test_the_gpu_refuses_rows_it_cannot_compare_clearly(monkeypatch):
+    """On the GPU argsort compares every pair of a row: beyond GPU_MAX_PAIRS pairs a clear
+    error names the op and the sizes."""
+    from mirax.dialect import sort as sort_op
+    monkeypatch.setattr(sort_op, "GPU_MAX_PAIRS", 1000)
+    x = np.arange(40, dtype=np.float32)[::-1].copy()
+    with mr.stream(mr.gpu):
+        with pytest.raises(mr.MiraxError, match="argsort on the GPU compares every pair"):
+            mr.eval(mr.argsort(A(x)))
+        np.testing.assert_array_equal(np.asarray(mr.argsort(A(x[:30]))), np.argsort(x[:30]))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -107,6 +124,9 @@ def test_scan_gradients():
 
 
 def test_complex_sorts_by_real_then_imaginary_part():
-    z = np.array([1 + 2j, 1 - 1j, 0 + 5j, 1 + 2j, -1 + 0j], np.complex64)
+    nan = np.nan
+    # numpy's order: R + Rj < R + nanj < nan + Rj < nan + nanj
+    z = np.array([1 + 2j, complex(nan, 1), 1 - 1j, complex(2, nan), 0 + 5j, complex(nan, nan), 1 + 2j,
+                  complex(nan, -1), complex(1, nan), -1 + 0j], np.complex64)
     np.testing.assert_array_equal(np.array(mr.sort(A(z))), np.sort(z))
     np.testing.assert_array_equal(np.array(mr.argsort(A(z))), np.argsort(z, kind="stable"))

@@ -497,11 +497,23 @@ Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset,
 
 # ---- scans other than cumsum ---------------------------------------------------------------
 # Written as masked reductions: out[i] reduces the x[j] with j <= i (j >= i reversed; strict
-# when exclusive). O(n^2) per row like the sort (and in the same bounded blocks), so every
+# when exclusive). O(n^2) per row (in bounded blocks), so every
 # device and transform has them; cumsum is the primitive with a linear loop.
 
+MAX_PAIRS = 2**31     # pairs compared in one call, all rows together
+BLOCK_PAIRS = 2**22   # pairs in one intermediate (16 MB of int32)
+
+
+def _done(block):
+    """Evaluate a block now when running eagerly, so the blocks' n x n intermediates never
+    exist together (traced, the compiler schedules them)."""
+    from ..array import STATE, eval as _eval
+    if not STATE.tracing and block._tracer is None:
+        _eval(block)
+    return block
+
+
 def _scan(name, a, axis, reverse, inclusive, combine, identity):
-    from .sorting import BLOCK_PAIRS, MAX_PAIRS, _done
     a = _arr(a)
     if axis is None:
         a, axis = sh.reshape(a, (-1,)), 0

@@ -3,15 +3,10 @@ them (stable, NaN last as numpy, along `axis`, default -1; `axis=None` flattens)
 
     mr.sort(x); mr.argsort(x, axis=0); mr.topk(x, 3); mr.partition(x, 2)
 
-Written with other mirax ops, so they run on every device and under every transform
-(sort's gradient flows through `take_along_axis`; indices have none): an element's rank
-is the number of elements ordered before it (smaller, or equal and earlier: stable;
-NaN after everything), and the sorted order puts element i at its rank. That compares
-every pair of a row: O(n^2) work and, run eagerly, an n x n intermediate per row, so a
-row may hold at most `MAX_ROW` elements (a clear error beyond; compiled, the compare and
-the count fuse into one pass); rows are compared in blocks, so no intermediate holds more
-than `BLOCK_PAIRS` pairs. `partition` and `argpartition` return the full sort, a
-valid partition for every `kth`.
+`argsort` is the dialect's `mirax.argsort` (dialect/sort.py: a merge sort of each row on
+the CPU); the others are it and a `take_along_axis`, so they run on every device and
+under every transform (sort's gradient flows through the gather; indices have none).
+`partition` and `argpartition` return the full sort, a valid partition for every `kth`.
 """
 from __future__ import annotations
 
@@ -19,20 +14,15 @@ import functools
 
 import numpy as np
 
-from ..array import Array, array, where_text
+from ..array import Array, apply, array, where_text
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError
 from . import elementwise as ew
 from . import reduction as red
 from . import shape as sh
-from .creation import arange
 from .indexing import take_along_axis
 
 __all__ = ["argsort", "sort", "partition", "argpartition", "topk", "median", "unique"]
-
-MAX_ROW = 16384
-MAX_PAIRS = 2**31     # pairs compared in one call, all rows together
-BLOCK_PAIRS = 2**22   # pairs in one intermediate (16 MB of int32)
 
 
 def _arr(x):
@@ -40,7 +30,7 @@ def _arr(x):
 
 
 def _prepare(a, axis, op):
-    """(a with the sorted axis last, that axis, the original axis) or a flattened array."""
+    """(a, the axis normalized) or (a flattened, None)."""
     a = _arr(a)
     if axis is None:
         return sh.reshape(a, (-1,)), None
@@ -51,73 +41,10 @@ def _prepare(a, axis, op):
     return a, axis % a.ndim
 
 
-def _argsort_last(x):
-    """Stable argsort along the last axis (int32)."""
-    n = x.shape[-1]
-    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
-    if n > MAX_ROW or rows * n * n > MAX_PAIRS:
-        raise MiraxError(f"argsort: {rows} rows of {n} elements are more than mirax sorts (it compares every "
-                         f"pair of a row: at most {MAX_ROW} elements a row and {MAX_PAIRS} pairs){where_text()}")
-    if n <= 1:
-        return ew.astype(sh.broadcast_to(arange(n, dtype=dt.int32), x.shape), dt.int32)
-    if x.dtype.kind == "b":
-        x = ew.astype(x, dt.int32)
-    # blocks of rows of the n x n comparison: each intermediate holds at most BLOCK_PAIRS
-    block = max(1, BLOCK_PAIRS // max(rows * n, 1))
-    j = sh.reshape(arange(n, dtype=dt.int32), (1, n))
-    xj = sh.expand_dims(x, -2)   # (..., 1, n): element j
-    nj = ew.isnan(xj) if x.dtype.kind == "f" else None
-    ranks = []
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        xi = sh.expand_dims(x[..., i0:i1], -1)   # (..., b, 1): elements i of this block
-        i = sh.reshape(arange(i0, i1, dtype=dt.int32), (i1 - i0, 1))
-        if nj is not None:
-            ni = ew.isnan(xi)
-            smaller = ew.logical_or(ew.logical_and(ew.logical_not(nj), ni),
-                                    ew.logical_and(ew.logical_not(ni), ew.less(xj, xi)))
-            same = ew.logical_or(ew.equal(xj, xi), ew.logical_and(ni, nj))
-        elif x.dtype.kind == "c":  # numpy's and MLX's order: by real part, then imaginary; NaN last
-            rj, ri, ij, ii = ew.real(xj), ew.real(xi), ew.imag(xj), ew.imag(xi)
-            cnj = ew.logical_or(ew.isnan(rj), ew.isnan(ij))
-            cni = ew.logical_or(ew.isnan(ri), ew.isnan(ii))
-            req = ew.equal(rj, ri)
-            smaller = ew.logical_or(ew.less(rj, ri), ew.logical_and(req, ew.less(ij, ii)))
-            smaller = ew.logical_or(ew.logical_and(ew.logical_not(cnj), cni),
-                                    ew.logical_and(ew.logical_not(cni), smaller))
-            same = ew.logical_or(ew.logical_and(req, ew.equal(ij, ii)), ew.logical_and(cni, cnj))
-        else:
-            smaller, same = ew.less(xj, xi), ew.equal(xj, xi)
-        before = ew.logical_or(smaller, ew.logical_and(same, ew.less(j, i)))  # j is ordered before i
-        ranks.append(_done(red.sum(ew.astype(before, dt.int32), axis=-1)))
-    rank = sh.concatenate(ranks, axis=-1) if len(ranks) > 1 else ranks[0]
-    # the element whose rank is p goes to position p (exactly one per p)
-    r = sh.expand_dims(rank, -2)   # (..., 1, i)
-    zero = ew.astype(array(0), dt.int32)
-    out = []
-    for p0 in range(0, n, block):
-        p1 = min(n, p0 + block)
-        hit = ew.equal(r, sh.reshape(arange(p0, p1, dtype=dt.int32), (p1 - p0, 1)))  # (..., b, i)
-        out.append(_done(red.sum(ew.where(hit, sh.broadcast_to(j, hit.shape), zero), axis=-1)))
-    return sh.concatenate(out, axis=-1) if len(out) > 1 else out[0]
-
-
-def _done(block):
-    """Evaluate a block now when running eagerly, so the blocks' n x n intermediates never
-    exist together (traced, the compiler schedules them)."""
-    from ..array import STATE, eval as _eval
-    if not STATE.tracing and block._tracer is None:
-        _eval(block)
-    return block
-
-
 def argsort(a, axis=-1):
     """The indices that sort `a` along `axis` (stable; NaN last), uint32 as in MLX."""
     a, ax = _prepare(a, axis, "argsort")
-    if ax is None:
-        return ew.astype(_argsort_last(a), dt.uint32)
-    m = sh.moveaxis(a, ax, -1)
-    return ew.astype(sh.moveaxis(_argsort_last(m), -1, ax), dt.uint32)
+    return apply("argsort", [a], axis=0 if ax is None else ax)
 
 
 def sort(a, axis=-1):

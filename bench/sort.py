@@ -1,0 +1,61 @@
+"""argsort and sort (dialect/sort.py: a merge sort of each row), compiled, side by side
+with numpy and jax.jit.
+
+    .venv/bin/python bench/sort.py           # 4096x1024 along the last axis, 1024x4096
+                                             # along axis 0, 1M elements in one row
+
+Medians of interleaved rounds with a pause before each call (bench/elementwise.py's
+`measure`), and ratios to the compiled mirax kernel. argsort is stable in MLX, so its
+peers are stable too (numpy `kind="stable"`, jax's default); its target: at least as
+fast as numpy's stable argsort (TARGETS). sort has no target: numpy's sort of values is
+x86-simd-sort's vectorized quicksort (AVX-512 / AVX2 sorting networks), which mirax's
+argsort-then-gather does not approach (0.05-0.7x here); its ratios stay in the table.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load)
+
+import numpy as np  # noqa: E402
+
+import mirax as mr  # noqa: E402
+from _host import describe  # noqa: E402
+from elementwise import jax, jnp, judge, measure, report  # noqa: E402
+
+TARGETS = {"numpy": 1.0}  # argsort: compiled at least as fast as numpy's stable argsort
+CASES = [((4096, 1024), -1), ((1024, 4096), 0), ((1 << 20,), 0)]
+
+
+def main():
+    print(describe())
+    rng = np.random.default_rng(0)
+    for shape, axis in CASES:
+        x = rng.standard_normal(shape).astype(np.float32)
+        xa = mr.array(x)
+        for name, f, npf, jf in [
+                ("argsort", lambda v: mr.argsort(v, axis=axis), lambda: np.argsort(x, axis=axis, kind="stable"),
+                 lambda v: jnp.argsort(v, axis=axis)),
+                ("sort", lambda v: mr.sort(v, axis=axis), lambda: np.sort(x, axis=axis),
+                 lambda v: jnp.sort(v, axis=axis))]:
+            c = mr.compile(f)
+            got = np.asarray(c(xa))
+            want = npf()
+            if not np.array_equal(got, want):
+                raise SystemExit(f"{name} {shape} axis {axis}: mirax differs from numpy")
+            cands = {"mirax compiled": lambda c=c: mr.eval(c(xa)), "numpy": npf}
+            if jax is not None:
+                xj = jnp.asarray(x)
+                jfn = jax.jit(jf)
+                jfn(xj).block_until_ready()
+                cands["jax.jit"] = lambda jfn=jfn, xj=xj: jfn(xj).block_until_ready()
+            res = measure(cands)
+            report(f"{name} {shape} f32 along axis {axis}", res, x.nbytes)
+            if name == "argsort":
+                judge(cands, TARGETS)
+
+
+if __name__ == "__main__":
+    main()
