@@ -109,7 +109,23 @@ def test_scans_match_numpy(reverse, inclusive, rng):
         np.testing.assert_allclose(np.asarray(mr.logcumsumexp(A(x), axis, **kw)),
                                    ref(np.logaddexp, x, -np.inf, axis), rtol=1e-5)
     np.testing.assert_array_equal(np.asarray(mr.cummax(A([3, 1, 4], mr.int32))), [3, 3, 4])
-    np.testing.assert_array_equal(np.asarray(A(x).cumprod(1)), np.cumprod(x, 1).astype(np.float32))
+    # (a log-depth scan: its products in tree order, within an ulp or two of numpy's sequential ones)
+    np.testing.assert_allclose(np.asarray(A(x).cumprod(1)), np.cumprod(x, 1).astype(np.float32), rtol=1e-6)
+
+
+def test_long_scans_run_in_log_depth(rng):
+    """cumprod, cummax, cummin and logcumsumexp over rows the pairwise form refused (over
+    2^31 pairs): log2(n) combining steps (python/mirax/ops/composite.py `_scan`)."""
+    x = rng.uniform(-1, 1, (3, 40000)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(mr.cummax(A(x), 1)), np.maximum.accumulate(x, 1))
+    np.testing.assert_array_equal(np.asarray(mr.cummin(A(x), 1, reverse=True)),
+                                  np.flip(np.minimum.accumulate(np.flip(x, 1), 1), 1))
+    np.testing.assert_allclose(np.asarray(mr.logcumsumexp(A(x), 1)), np.logaddexp.accumulate(x.astype(np.float64), 1),
+                               rtol=2e-5)
+    y = (1 + x / 40000).astype(np.float32)
+    ref = np.cumprod(y.astype(np.float64), 1)
+    err = np.abs(np.asarray(mr.compile(lambda v: mr.cumprod(v, 1))(A(y))) - ref) / ref
+    assert err.max() <= np.max(np.abs(np.cumprod(y, 1) - ref) / ref)  # numpy's float32 product: 4.4e-4
 
 
 def test_scan_gradients():

@@ -496,21 +496,22 @@ Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset,
 
 
 # ---- scans other than cumsum ---------------------------------------------------------------
-# Written as masked reductions: out[i] reduces the x[j] with j <= i (j >= i reversed; strict
-# when exclusive). O(n^2) per row (in bounded blocks), so every
-# device and transform has them; cumsum is the primitive with a linear loop.
+# A log-depth (Hillis-Steele) scan of an associative, commutative elementwise `combine`:
+# ceil(log2 n) steps, each combining the running result with itself shifted by 1, 2, 4, ...
+# places (the vacated places hold the identity). O(n log n) work in log n ops of other
+# mirax ops, so every device and transform has them (gradients through the multiplies,
+# maxima, logaddexps: exact with zeros, no division); cumsum is the primitive with a linear
+# loop. (It replaced masked reductions over every pair, O(n^2): rows beyond 2^31 pairs
+# were refused.)
 
-MAX_PAIRS = 2**31     # pairs compared in one call, all rows together
-BLOCK_PAIRS = 2**22   # pairs in one intermediate (16 MB of int32)
-
-
-def _done(block):
-    """Evaluate a block now when running eagerly, so the blocks' n x n intermediates never
-    exist together (traced, the compiler schedules them)."""
-    from ..array import STATE, eval as _eval
-    if not STATE.tracing and block._tracer is None:
-        _eval(block)
-    return block
+def _shift(y, k, reverse, ident):
+    """y moved k places along its last axis (backwards when `reverse`), the vacated
+    places filled with `ident`."""
+    n, last = y.shape[-1], y.ndim - 1
+    if k >= n:
+        return full(y.shape, ident, dtype=y.dtype)
+    part = y[..., k:] if reverse else y[..., :n - k]
+    return sh.pad(part, [(0, 0)] * last + [(0, k) if reverse else (k, 0)], constant_values=ident)
 
 
 def _scan(name, a, axis, reverse, inclusive, combine, identity):
@@ -520,29 +521,18 @@ def _scan(name, a, axis, reverse, inclusive, combine, identity):
     if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
         raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
     ax = axis % a.ndim
-    x = sh.moveaxis(a, ax, -1)
-    n = x.shape[-1]
-    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
-    if rows * n * n > MAX_PAIRS:
-        raise MiraxError(f"{name}: {rows} rows of {n} elements are more than mirax scans this way "
-                         f"(at most {MAX_PAIRS} pairs){where_text()}")
+    n = a.shape[ax]
     if n == 0:
         return a
-    j = sh.reshape(arange(n, dtype=dt.int32), (1, n))
-    xj = sh.expand_dims(x, -2)
-    ident = ew.astype(array(identity(x.dtype)), x.dtype)
-    block = max(1, BLOCK_PAIRS // max(rows * n, 1))
-    parts = []
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        i = sh.reshape(arange(i0, i1, dtype=dt.int32), (i1 - i0, 1))
-        if reverse:
-            keep = ew.greater_equal(j, i) if inclusive else ew.greater(j, i)
-        else:
-            keep = ew.less_equal(j, i) if inclusive else ew.less(j, i)
-        parts.append(_done(combine(ew.where(keep, xj, ident), -1)))
-    out = sh.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
-    return sh.moveaxis(out, -1, ax)
+    ident = identity(a.dtype)
+    y = sh.moveaxis(a, ax, -1)
+    if not inclusive:  # exclusive: the inclusive scan of the input shifted by one place
+        y = _shift(y, 1, reverse, ident)
+    k = 1
+    while k < n:
+        y = combine(y, _shift(y, k, reverse, ident))
+        k *= 2
+    return sh.moveaxis(y, -1, ax)
 
 
 def _lowest(d):
@@ -558,7 +548,7 @@ def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
     input first (`mr.cumprod(x, dtype=mr.int64)`)."""
     if dtype is not None:
         a = ew.astype(_arr(a), dtype)
-    return _scan("cumprod", a, axis, reverse, inclusive, lambda v, ax: red.prod(v, axis=ax), lambda d: 1)
+    return _scan("cumprod", a, axis, reverse, inclusive, ew.multiply, lambda d: 1)
 
 
 def _running_extreme(name, a, axis, reverse, inclusive, combine, identity):
@@ -594,28 +584,27 @@ def _running_extreme(name, a, axis, reverse, inclusive, combine, identity):
     j = sh.reshape(arange(n, dtype=dt.int32), (n,) + (1,) * (a.ndim - ax - 1))
     if reverse:  # the latest in the scan's order is the smallest index
         pos = _scan("cummin", ew.where(ew.equal(ew.stop_gradient(a), ext), j, n), ax, True, True,
-                    lambda v, k: red.min(v, axis=k), _highest)
+                    ew.minimum, _highest)
     else:
         pos = _scan("cummax", ew.where(ew.equal(ew.stop_gradient(a), ext), j, -1), ax, False, True,
-                    lambda v, k: red.max(v, axis=k), _lowest)
+                    ew.maximum, _lowest)
     picked = take_along_axis(a, ew.clip(pos, 0, n - 1), ax)
     return ew.where(ew.isnan(ext), ext, picked).reshape(out.shape)  # NaN: no element equals it
 
 
 def cummax(a, axis=None, *, reverse=False, inclusive=True):
     """Running maximum along `axis` (ties: the gradient goes to the latest maximum)."""
-    return _running_extreme("cummax", a, axis, reverse, inclusive, lambda v, ax: red.max(v, axis=ax), _lowest)
+    return _running_extreme("cummax", a, axis, reverse, inclusive, ew.maximum, _lowest)
 
 
 def cummin(a, axis=None, *, reverse=False, inclusive=True):
     """Running minimum along `axis` (ties: the gradient goes to the latest minimum)."""
-    return _running_extreme("cummin", a, axis, reverse, inclusive, lambda v, ax: red.min(v, axis=ax), _highest)
+    return _running_extreme("cummin", a, axis, reverse, inclusive, ew.minimum, _highest)
 
 
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
     """log of the running sum of exp along `axis`, without overflow."""
-    return _scan("logcumsumexp", _float(a), axis, reverse, inclusive,
-                 lambda v, ax: red.logsumexp(v, axis=ax), lambda d: -math.inf)
+    return _scan("logcumsumexp", _float(a), axis, reverse, inclusive, logaddexp, lambda d: -math.inf)
 
 
 cumulative_prod = cumprod  # MLX's array-API alias
