@@ -22,6 +22,9 @@ ties at the front and the right one's at the back, which keeps the order stable.
         scf.for %blk { scf.for %k = lo to hi { i, j: heads of the two runs } } }
       [A -> B when the number of passes is odd]; out[r, :] = idx }
 
+One long row (65536 elements or more, not complex) is padded with keys that sort last
+to two power-of-two chunks sorted on two threads, then merged (`_one_long_row`).
+
 O(n log n) comparisons: the op it replaced compared every pair (O(n^2): 11 ms for 1024
 rows of 256 against numpy's 0.23, and rows over 16384 elements refused).
 
@@ -181,44 +184,23 @@ def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
     return f"{loop}#0", f"{loop}#1"
 
 
-def _lower_cpu(e, ins, in_avals, out, axis):
-    a = in_avals[0]
-    ax = int(axis)
-    n = a.shape[ax]
-    if out.size == 0:
-        return e.empty(out)
-    if n == 1:
-        return e.fill(0, out)
-    d = a.dtype
-    outer, inner = math.prod(a.shape[:ax]), math.prod(a.shape[ax + 1:])
-    rows = outer * inner
-    # rows in memory order: along an inner axis the array is transposed first (and the
-    # result back): rows gathered in place read a cache line an element (1024 x 4096
-    # along axis 0: 248 ms against 70 along the last axis)
-    x = ins[0]
-    if inner > 1:
-        x, _ = _swap(e, _reshape(e, x, a, (outer, n, inner)), Aval((outer, n, inner), d))
-    grid, ogrid = Aval((rows, n), d), Aval((rows, n), dt.int32)
-    x2 = _reshape(e, x, Aval((outer, inner, n) if inner > 1 else a.shape, d), (rows, n))
+def _sort_row(b, d, row, n, first=None):
+    """Emit the merge sort of one row (`row`: a tensor<n x key>) into `b`; returns its
+    sorted (keys, indices). The indices count from `first` (an index value; 0 if None)."""
     kt, it = ttype(Aval((n,), d)), ttype(Aval((n,), dt.int32))
-    out0 = e.empty(ogrid)
-    parallel = rows >= 2 and a.size >= SORT_PARALLEL_MIN
-    r, o, res = e.fresh("r"), e.fresh("o"), e.fresh("sorted")
-    if parallel:
-        e.line(f"{res} = scf.forall ({r}) in ({rows}) shared_outs({o} = {out0}) -> ({ttype(ogrid)}) {{")
-    else:
-        e.line(f"{res} = scf.for {r} = {e.index(0)} to {e.index(rows)} step {e.index(1)} "
-               f"iter_args({o} = {out0}) -> ({ttype(ogrid)}) {{")
-    b = e.sub("  ")
-    row = b.op(f"tensor.extract_slice {x2}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {kt}")
     # the four row buffers are allocations of their own (`bufferization.alloc_tensor`, which
     # neither CSE nor canonicalize merges or folds away): as `tensor.empty`s of one type
     # CSE made the scratch buffers one value, and the passes then overwrote each other
     keys = b.op(f"bufferization.alloc_tensor() copy({row}) : {kt}")
+
+    def position(bb, _):
+        k = bb.op("linalg.index 0 : index")
+        if first is not None:
+            k = bb.op(f"arith.addi {k}, {first} : index")
+        return bb.op(f"arith.index_cast {k} : index to i32")
     ident = identity_map(1)
-    idx = b.generic([], [], Aval((n,), dt.int32),
-                    lambda bb, _: bb.op(f"arith.index_cast {bb.op('linalg.index 0 : index')} : index to i32"),
-                    [ident], ["parallel"], init=b.op(f"bufferization.alloc_tensor() : {it}"))
+    idx = b.generic([], [], Aval((n,), dt.int32), position, [ident], ["parallel"],
+                    init=b.op(f"bufferization.alloc_tensor() : {it}"))
     keys_b, idx_b = b.op(f"bufferization.alloc_tensor() : {kt}"), b.op(f"bufferization.alloc_tensor() : {it}")
     n_val = b.index(n)
     passes = max(1, math.ceil(math.log2(n)))
@@ -235,17 +217,102 @@ def _lower_cpu(e, ins, in_avals, out, axis):
         b.lines.extend(p.lines)
         b.line("}")
         keys, idx, keys_b, idx_b = f"{pair}#0", f"{pair}#1", f"{pair}#2", f"{pair}#3"
-    if passes % 2:  # the last pass A -> B: its indices are the result
-        _, idx = _merge_pass(b, d, keys, idx, keys_b, idx_b, b.index(1 << (passes - 1)), n_val, n)
+    if passes % 2:  # the last pass A -> B
+        keys, idx = _merge_pass(b, d, keys, idx, keys_b, idx_b, b.index(1 << (passes - 1)), n_val, n)
+    return keys, idx
+
+
+def _each_row(e, x2, rows, n, d, parallel, keys_too=False, chunk_first=False):
+    """The rows of `x2` (rows x n) sorted, in an scf.forall over the threads or an scf.for:
+    the (rows x n) indices, and with `keys_too` the sorted keys before them; with
+    `chunk_first` row r's indices count from r * n (chunks of one long row)."""
+    grid = Aval((rows, n), d)
+    outs = ([Aval((rows, n), d)] if keys_too else []) + [Aval((rows, n), dt.int32)]
+    rowt = [ttype(Aval((n,), v.dtype)) for v in outs]
+    inits = [e.empty(v) for v in outs]
+    r, res = e.fresh("r"), e.fresh("sorted")
+    os_ = [e.fresh("o") for _ in outs]
+    types = ", ".join(ttype(v) for v in outs)
+    args = ", ".join(f"{o} = {i}" for o, i in zip(os_, inits))
+    count = f":{len(outs)}" if len(outs) > 1 else ""
+    if parallel:
+        e.line(f"{res}{count} = scf.forall ({r}) in ({rows}) shared_outs({args}) -> ({types}) {{")
+    else:
+        e.line(f"{res}{count} = scf.for {r} = {e.index(0)} to {e.index(rows)} step {e.index(1)} "
+               f"iter_args({args}) -> ({types}) {{")
+    b = e.sub("  ")
+    row = b.op(f"tensor.extract_slice {x2}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {ttype(Aval((n,), d))}")
+    first = b.op(f"arith.muli {r}, {b.index(n)} : index") if chunk_first else None
+    keys, idx = _sort_row(b, d, row, n, first)
+    results = ([keys] if keys_too else []) + [idx]
     if parallel:
         b.line("scf.forall.in_parallel {")
-        b.line(f"  tensor.parallel_insert_slice {idx} into {o}[{r}, 0] [1, {n}] [1, 1] : {it} into {ttype(ogrid)}")
+        for v, o, t, av in zip(results, os_, rowt, outs):
+            b.line(f"  tensor.parallel_insert_slice {v} into {o}[{r}, 0] [1, {n}] [1, 1] : {t} into {ttype(av)}")
         b.line("}")
     else:
-        y = b.op(f"tensor.insert_slice {idx} into {o}[{r}, 0] [1, {n}] [1, 1] : {it} into {ttype(ogrid)}")
-        b.line(f"scf.yield {y} : {ttype(ogrid)}")
+        ys = [b.op(f"tensor.insert_slice {v} into {o}[{r}, 0] [1, {n}] [1, 1] : {t} into {ttype(av)}")
+              for v, o, t, av in zip(results, os_, rowt, outs)]
+        b.line(f"scf.yield {', '.join(ys)} : {types}")
     e.lines.extend(b.lines)
     e.line("}")
+    return [f"{res}#{k}" for k in range(len(outs))] if len(outs) > 1 else [res]
+
+
+def _sentinel(e, d) -> str | None:
+    """A key that sorts after every key of dtype `d` (NaN, the largest integer, true), or
+    None (complex)."""
+    t = d.memory
+    if d.kind == "f":
+        bits = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}[t]
+        return e.op(f"arith.constant {bits} : {t}")
+    if d.kind == "i":
+        return e.const((1 << (d.bits - 1)) - 1, t)
+    if d.kind in "ub":
+        return e.const(-1 if d.kind == "u" else 1, t)
+    return None
+
+
+def _one_long_row(e, x, d, n):
+    """One row of n >= SORT_PARALLEL_MIN elements on two threads: padded with keys that
+    sort last to two chunks of h = 2^(ceil(log2 n) - 1), each chunk sorted on a thread,
+    the two merged (the merge sort's last pass), the first n indices kept (the padding's
+    indices are n and above, after every element: the order stays stable)."""
+    h = 1 << (math.ceil(math.log2(n)) - 1)
+    row, full = Aval((n,), d), Aval((2 * h,), d)
+    pad = e.op(f"tensor.splat {_sentinel(e, d)} : {ttype(full)}")
+    padded = e.op(f"tensor.insert_slice {x} into {pad}[0] [{n}] [1] : {ttype(row)} into {ttype(full)}")
+    keys, idx = _each_row(e, _reshape(e, padded, full, (2, h)), 2, h, d, True, keys_too=True, chunk_first=True)
+    keys = _reshape(e, keys, Aval((2, h), d), (2 * h,))
+    idx = _reshape(e, idx, Aval((2, h), dt.int32), (2 * h,))
+    kt, it = ttype(full), ttype(Aval((2 * h,), dt.int32))
+    _, idx = _merge_pass(e, d, keys, idx, e.op(f"bufferization.alloc_tensor() : {kt}"),
+                         e.op(f"bufferization.alloc_tensor() : {it}"), e.index(h), e.index(2 * h), 2 * h)
+    return e.op(f"tensor.extract_slice {idx}[0] [{n}] [1] : {it} to {ttype(Aval((n,), dt.int32))}")
+
+
+def _lower_cpu(e, ins, in_avals, out, axis):
+    a = in_avals[0]
+    ax = int(axis)
+    n = a.shape[ax]
+    if out.size == 0:
+        return e.empty(out)
+    if n == 1:
+        return e.fill(0, out)
+    d = a.dtype
+    outer, inner = math.prod(a.shape[:ax]), math.prod(a.shape[ax + 1:])
+    rows = outer * inner
+    if rows == 1 and n >= SORT_PARALLEL_MIN and d.kind != "c":
+        return _reshape(e, _one_long_row(e, _reshape(e, ins[0], a, (n,)), d, n), Aval((n,), dt.int32), out.shape)
+    # rows in memory order: along an inner axis the array is transposed first (and the
+    # result back): rows gathered in place read a cache line an element (1024 x 4096
+    # along axis 0: 248 ms against 70 along the last axis)
+    x = ins[0]
+    if inner > 1:
+        x, _ = _swap(e, _reshape(e, x, a, (outer, n, inner)), Aval((outer, n, inner), d))
+    x2 = _reshape(e, x, Aval((outer, inner, n) if inner > 1 else a.shape, d), (rows, n))
+    (res,) = _each_row(e, x2, rows, n, d, rows >= 2 and a.size >= SORT_PARALLEL_MIN)
+    ogrid = Aval((rows, n), dt.int32)
     if inner > 1:
         res, _ = _swap(e, _reshape(e, res, ogrid, (outer, inner, n)), Aval((outer, inner, n), dt.int32))
         return _reshape(e, res, Aval((outer, n, inner), dt.int32), out.shape)

@@ -75,6 +75,24 @@ def test_long_rows_and_many_rows_sort_on_the_threads(rng):
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(z), axis=1)), np.argsort(z, axis=1, kind="stable"))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint8", "bool", "float64"])
+def test_one_long_row_sorts_in_two_chunks_with_the_padding_last(dtype, rng):
+    """One row of 65536 elements or more: padded with keys that sort last (NaN, the
+    largest integer, true) to two chunks sorted on two threads, then merged; elements equal
+    to the padding (NaN, the dtype's maximum) stay before it, in their order."""
+    n = 65537 + 3  # not a power of two: padded to 2 x 65536
+    if dtype == "bool":
+        x = rng.integers(0, 2, n).astype(bool)
+    elif dtype.startswith("float"):
+        x = rng.integers(-50, 50, n).astype(dtype)
+        x[rng.integers(0, n, 300)] = np.nan
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(max(info.min, -50), 50, n).astype(dtype)
+        x[rng.integers(0, n, 300)] = info.max
+    np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
+
+
 def test_the_gpu_refuses_rows_it_cannot_compare_clearly(monkeypatch):
     """On the GPU argsort compares every pair of a row: beyond GPU_MAX_PAIRS pairs a clear
     error names the op and the sizes."""
