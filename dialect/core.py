@@ -195,7 +195,7 @@ def register_lowering(name, rule, target):
     """Give primitive `name` its own lowering on `target` (as JAX's
     `register_lowering(prim, rule, platform=...)`), next to its default rule:
 
-        register_lowering("cumsum", _cumsum_lower_gpu, target="gpu")
+        register_lowering("cumsum", _scan_lower_gpu("sum"), target="gpu")
     """
     PRIMITIVES[name].target_lowerings[target] = rule
 

@@ -211,6 +211,28 @@ irdl.dialect @mirax {
     irdl.operands(x: %in0)
     irdl.results(result: %out)
   }
+  irdl.operation @cummax {
+    // running maximum along `axis` (optionally reversed, exclusive: the first is the lowest value); NaN propagates
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reverse = irdl.base "#builtin.integer"
+    %attr_inclusive = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
+  }
+  irdl.operation @cummin {
+    // running minimum along `axis` (optionally reversed, exclusive: the first is the highest value); NaN propagates
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reverse = irdl.base "#builtin.integer"
+    %attr_inclusive = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
+  }
   irdl.operation @cumsum {
     // running sum along `axis` (optionally reversed, exclusive)
     %in0 = irdl.base "!builtin.tensor"

@@ -16,7 +16,7 @@ a large array is rows, then the row results (`_reduce_lower_cpu`), and argmax/ar
 rows' max, then the first index equal to it (`_arg_lower_cpu`; a long 1-D array, a flattened
 argmax, as rows, then the first best row; other very long axes carry (value, index) in a
 two-output generic); cumsum is an `scf.for` over the axis carrying the running sum: along
-the last axis each row is scanned in memory order (`_cumsum_rows`, the rows on the threads),
+the last axis each row is scanned in memory order (`_scan_rows`, the rows on the threads),
 along another axis the loop steps through slices of the whole array.
 """
 from __future__ import annotations
@@ -479,17 +479,26 @@ register_lowering("argmin", _arg_lower_two_pass("argmin"), target="gpu")
 
 # ---- cumsum --------------------------------------------------------------------------
 
-def _cumsum_shape(avals, axis, reverse, inclusive):
-    (a,) = avals
-    if a.dtype.kind not in "iufc":
-        raise MiraxError(f"mirax.cumsum does not support dtype {a.dtype.name} (shape {a.shape})")
-    if not 0 <= int(axis) < a.ndim:
-        raise MiraxError(f"mirax.cumsum: axis {axis} is out of bounds for an array of shape {a.shape}")
-    return Aval(a.shape, a.dtype)
+def _scan_shape(name):
+    def rule(avals, axis, reverse, inclusive):
+        (a,) = avals
+        if a.dtype.kind not in "iufc":
+            raise MiraxError(f"mirax.{name} does not support dtype {a.dtype.name} (shape {a.shape})")
+        if not 0 <= int(axis) < a.ndim:
+            raise MiraxError(f"mirax.{name}: axis {axis} is out of bounds for an array of shape {a.shape}")
+        return Aval(a.shape, a.dtype)
+    return rule
 
 
-def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
-    """scf.for over the axis: the running sum (the array without the axis) and the
+def _scan_lower(kind):
+    """The running `kind` ("sum", "max", "min": cumsum, cummax, cummin) along the axis."""
+    def lower(e, ins, in_avals, out, axis, reverse, inclusive):
+        return _scan(kind, e, ins, in_avals, out, axis, reverse, inclusive)
+    return lower
+
+
+def _scan(kind, e, ins, in_avals, out, axis, reverse, inclusive):
+    """scf.for over the axis: the running value (the array without the axis) and the
     result are loop-carried tensors; each step reads one slice and writes one slice."""
     a = in_avals[0]
     d = a.dtype
@@ -510,10 +519,10 @@ def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
         # one step: the input, or zeros. Not a loop of one trip: canonicalize would unroll
         # it, and upstream elementwise fusion then fused the in-place accumulation (a
         # generic reading its init) into broadcasting consumers, summing once per element
-        return ins[0] if inclusive else e.fill(0, out)
+        return ins[0] if inclusive else e.fill(_identity_value(kind, d), out)
     if all(s == 1 for s in a.shape[ax + 1:]) and size >= SCAN_MIN_LENGTH:
-        return _cumsum_rows(e, ins[0], a, ax, bool(reverse), bool(inclusive))
-    acc0 = e.fill(0, row)
+        return _scan_rows(kind, e, ins[0], a, ax, bool(reverse), bool(inclusive))
+    acc0 = e.fill(_identity_value(kind, d), row)
     out0 = e.empty(out)
     c0, c1, cn = e.index(0), e.index(1), e.index(size)
     last = e.index(size - 1)
@@ -539,7 +548,7 @@ def _cumsum_lower(e, ins, in_avals, out, axis, reverse, inclusive):
     if not inclusive:
         res2 = insert(acc)
     # accumulate in place (outs = the iter_arg), so the loop bufferizes without copies
-    added = b.generic([sl], [row], row, lambda bb, x, y: _combine("sum", bb, x, y, d), [ident, ident],
+    added = b.generic([sl], [row], row, lambda bb, x, y: _combine(kind, bb, x, y, d), [ident, ident],
                       ["parallel"] * row.ndim, init=acc)
     if inclusive:
         res2 = insert(added)
@@ -553,8 +562,8 @@ SCAN_MIN_LENGTH = 16  # shorter axes run as slices of the whole array, one step 
 SCAN_PARALLEL_MIN = CPU_SPLIT_MIN  # arrays this large scan their rows on all threads
 
 
-def _cumsum_rows(e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
-    """cumsum along the last (non-unit) axis as a scan of each row, in memory order: the
+def _scan_rows(kind, e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
+    """A scan along the last (non-unit) axis as a scan of each row, in memory order: the
     rows (the dims before the axis, collapsed) in an `scf.forall` (OpenMP threads) above
     SCAN_PARALLEL_MIN elements, else an `scf.for`, each row one `scf.for` carrying its
     running sum in a register. A slice a step of the whole array read and wrote 4096
@@ -581,7 +590,7 @@ def _cumsum_rows(e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
         x2 = e.op(f"tensor.collapse_shape {x} {groups} : {ttype(a)} into {ttype(grid)}")
     out0 = e.empty(grid)
     c0, c1, cn, last = e.index(0), e.index(1), e.index(n), e.index(n - 1)
-    zero = e.const(0, t)
+    zero = e.const(_identity_value(kind, d), t)
     parallel = rows >= 2 and a.size >= SCAN_PARALLEL_MIN
     r, o, res = e.fresh("r"), e.fresh("o"), e.fresh("scan")
     if parallel:
@@ -597,7 +606,7 @@ def _cumsum_rows(e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
     bb = b.sub("  ")
     k = bb.op(f"arith.subi {last}, {j} : index") if reverse else j
     v = bb.op(f"tensor.extract {xr}[{k}] : {row_t}")
-    s_ = _combine("sum", bb, v, acc, d)
+    s_ = _combine(kind, bb, v, acc, d)
     w = bb.op(f"tensor.insert {s_ if inclusive else acc} into {tr}[{k}] : {row_t}")
     bb.line(f"scf.yield {s_}, {w} : {t}, {row_t}")
     b.lines.extend(bb.lines)
@@ -629,10 +638,16 @@ def _cumsum_ref(x, axis, reverse, inclusive):
     return np.flip(c, axis) if reverse else c
 
 
-def _cumsum_lower_gpu(e, ins, in_avals, out, axis, reverse, inclusive):
-    """On the GPU: out[.., i, ..] = sum over k of x[.., k, ..] where k <= i (k < i when
-    exclusive, >= / > when reversed): parallel over the output, a reduction over k, so
-    the GPU mapping spreads it over workgroups (work n * len(axis), no host loop)."""
+def _scan_lower_gpu(kind):
+    def lower(e, ins, in_avals, out, axis, reverse, inclusive):
+        return _scan_gpu(kind, e, ins, in_avals, out, axis, reverse, inclusive)
+    return lower
+
+
+def _scan_gpu(kind, e, ins, in_avals, out, axis, reverse, inclusive):
+    """On the GPU: out[.., i, ..] = the `kind` over k of x[.., k, ..] where k <= i (k < i
+    when exclusive, >= / > when reversed): parallel over the output, a reduction over k,
+    so the GPU mapping spreads it over workgroups (work n * len(axis), no host loop)."""
     a = in_avals[0]
     if out.size == 0:
         return e.empty(out)
@@ -650,17 +665,37 @@ def _cumsum_lower_gpu(e, ins, in_avals, out, axis, reverse, inclusive):
     def body(b, kk, x, acc):
         i = b.op(f"linalg.index {ax} : index")
         keep = b.op(f"arith.cmpi {pred}, {b.op(f'arith.index_cast {kk} : i32 to index')}, {i} : index")
-        zero = b.const(0, a.dtype.signless)
-        return _combine("sum", b, b.op(f"arith.select {keep}, {x}, {zero} : {a.dtype.signless}"), acc, a.dtype)
+        ident = b.const(_identity_value(kind, a.dtype), a.dtype.signless)
+        return _combine(kind, b, b.op(f"arith.select {keep}, {x}, {ident} : {a.dtype.signless}"), acc, a.dtype)
     return e.generic([iota, ins[0]], [iota_aval, a], out, body, [_affine(n + 1, [f"d{n}"]), x_map, o_map],
-                     ["parallel"] * n + ["reduction"], init=e.fill(0, out))
+                     ["parallel"] * n + ["reduction"], init=e.fill(_identity_value(kind, a.dtype), out))
 
 
-primitive("cumsum", ["x"], _cumsum_shape, _cumsum_lower, _cumsum_ref,
-          attrs={"axis": I64(), "reverse": Bool(), "inclusive": Bool()},
+def _running_ref(ufunc, kind):
+    def ref(x, axis, reverse, inclusive):
+        y = np.flip(x, axis) if reverse else x
+        c = ufunc.accumulate(y, axis=axis)
+        if not inclusive:
+            lim = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+            low = -np.inf if x.dtype.kind == "f" else lim.min
+            high = np.inf if x.dtype.kind == "f" else lim.max
+            ident = np.full_like(np.take(c, [0], axis=axis), low if kind == "max" else high)
+            c = np.concatenate([ident, np.delete(c, -1, axis=axis)], axis=axis)
+        return np.flip(c, axis) if reverse else c
+    return ref
+
+
+SCAN_ATTRS = {"axis": I64(), "reverse": Bool(), "inclusive": Bool()}
+primitive("cumsum", ["x"], _scan_shape("cumsum"), _scan_lower("sum"), _cumsum_ref, attrs=SCAN_ATTRS,
           summary="running sum along `axis` (optionally reversed, exclusive)",
           dtypes=RED_TEST)
-register_lowering("cumsum", _cumsum_lower_gpu, target="gpu")
+register_lowering("cumsum", _scan_lower_gpu("sum"), target="gpu")
+for _name, _kind, _ufunc in (("cummax", "max", np.maximum), ("cummin", "min", np.minimum)):
+    primitive(_name, ["x"], _scan_shape(_name), _scan_lower(_kind), _running_ref(_ufunc, _kind), attrs=SCAN_ATTRS,
+              summary=f"running {_kind}imum along `axis` (optionally reversed, exclusive: the first is "
+                      f"the {'lowest' if _kind == 'max' else 'highest'} value); NaN propagates",
+              dtypes=RED_TEST)
+    register_lowering(_name, _scan_lower_gpu(_kind), target="gpu")
 
 
 # ---- transform rules -----------------------------------------------------------------
@@ -758,11 +793,53 @@ def _rules():
     for name in ["sum", "prod", "max", "min", "argmax", "argmin"]:
         defbatch(name, reduce_batch(name))
 
-    def cumsum_batch(args, dims, axis, reverse, inclusive):
+    def scan_batch(name):
+        def batch(args, dims, axis, reverse, inclusive):
+            from mirax.array import apply
+            x = move_to_front(args[0], dims[0])
+            return apply(name, [x], axis=int(axis) + 1, reverse=bool(reverse), inclusive=bool(inclusive)), 0
+        return batch
+    for name in ["cumsum", "cummax", "cummin"]:
+        defbatch(name, scan_batch(name))
+
+    # cummax/cummin: each output is one element of x (the latest in the scan's order
+    # attaining the running extreme: MLX's rule for ties), and the derivative flows to it.
+    # That element's position is the latest "record" so far: x[j] equal to the inclusive
+    # scan at j; an exclusive scan's first output (the identity) and a NaN have none.
+    def chosen(name, x, out, axis, reverse, inclusive):
+        """(positions clamped into the axis, where an output has one)."""
         from mirax.array import apply
-        x = move_to_front(args[0], dims[0])
-        return apply("cumsum", [x], axis=int(axis) + 1, reverse=bool(reverse), inclusive=bool(inclusive)), 0
-    defbatch("cumsum", cumsum_batch)
+        ax, n = int(axis), x.shape[int(axis)]
+        inc = out if inclusive else apply(name, [x], axis=ax, reverse=bool(reverse), inclusive=True)
+        j = mr.reshape(mr.arange(n, dtype=mr.int32), (n,) + (1,) * (x.ndim - ax - 1))
+        rec = mr.where(mr.equal(x, inc), j, n if reverse else -1)
+        pos = apply("cummin" if reverse else "cummax", [rec], axis=ax, reverse=bool(reverse), inclusive=bool(inclusive))
+        valid = mr.logical_and(mr.greater_equal(pos, 0), mr.less(pos, n))
+        if x.dtype.kind in "fc":
+            valid = mr.logical_and(valid, mr.logical_not(mr.isnan(out)))
+        return mr.clip(pos, 0, max(n - 1, 0)), valid
+
+    def extreme_jvp(name):
+        def jvp(g, x, out, axis, reverse, inclusive):
+            if x.size == 0:
+                return mr.zeros_like(out)
+            pos, valid = chosen(name, x, out, axis, reverse, inclusive)
+            from mirax.array import apply
+            return mr.where(valid, apply("take_along_axis", [g, pos], axis=int(axis)), mr.zeros_like(out))
+        return jvp
+
+    def extreme_vjp(name):
+        def vjp(ct, x, out, axis, reverse, inclusive):
+            if x.size == 0:
+                return mr.zeros_like(x)
+            pos, valid = chosen(name, x, out, axis, reverse, inclusive)
+            from .core import PRIMITIVES
+            ct = mr.where(valid, ct, mr.zeros_like(ct))
+            return PRIMITIVES["take_along_axis"].vjp([x, pos], ct, out, axis=int(axis))[0]
+        return vjp
+    for name in ["cummax", "cummin"]:
+        defjvp(name, extreme_jvp(name))
+        defvjp(name, extreme_vjp(name))
 
 
 _rules()

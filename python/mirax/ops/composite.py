@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..array import Array, array, where_text
+from ..array import Array, apply, array, where_text
 from ..dialect import dtypes as dt
 from ..dialect.core import MiraxError
 from . import elementwise as ew
@@ -495,13 +495,12 @@ Array.diag = lambda self, k=0: diag(self, k)
 Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset, axis1, axis2)
 
 
-# ---- scans other than cumsum ---------------------------------------------------------------
+# ---- cumprod and logcumsumexp (cumsum, cummax, cummin are primitives) ---------------------
 # A log-depth (Hillis-Steele) scan of an associative, commutative elementwise `combine`:
 # ceil(log2 n) steps, each combining the running result with itself shifted by 1, 2, 4, ...
 # places (the vacated places hold the identity). O(n log n) work in log n ops of other
-# mirax ops, so every device and transform has them (gradients through the multiplies,
-# maxima, logaddexps: exact with zeros, no division); cumsum is the primitive with a linear
-# loop. (It replaced masked reductions over every pair, O(n^2): rows beyond 2^31 pairs
+# mirax ops, so every device and transform has them (gradients through the multiplies and
+# logaddexps: exact with zeros, no division). (It replaced masked reductions over every pair, O(n^2): rows beyond 2^31 pairs
 # were refused.)
 
 def _shift(y, k, reverse, ident):
@@ -535,14 +534,6 @@ def _scan(name, a, axis, reverse, inclusive, combine, identity):
     return sh.moveaxis(y, -1, ax)
 
 
-def _lowest(d):
-    return -math.inf if d.kind in "fc" else (False if d.kind == "b" else int(np.iinfo(d.storage).min))
-
-
-def _highest(d):
-    return math.inf if d.kind in "fc" else (True if d.kind == "b" else int(np.iinfo(d.storage).max))
-
-
 def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
     """Running product along `axis` (the flattened array when None); `dtype` casts the
     input first (`mr.cumprod(x, dtype=mr.int64)`)."""
@@ -551,55 +542,28 @@ def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
     return _scan("cumprod", a, axis, reverse, inclusive, ew.multiply, lambda d: 1)
 
 
-def _running_extreme(name, a, axis, reverse, inclusive, combine, identity):
-    """cummax/cummin whose gradient goes to the latest element attaining each running
-    extreme (MLX's rule for ties): the values are gathered from the positions
-    cummax(where(x == extreme, j, -1)) (the last record position so far holds the
-    current extreme), so grad flows through one take per element."""
-    out = _scan(name, a, axis, reverse, inclusive, combine, identity)
+def _running_extreme(name, a, axis, reverse, inclusive):
+    """cummax/cummin: the dialect's `mirax.cummax` / `mirax.cummin` (a loop along the axis,
+    dialect/reduction.py; the derivative goes to the latest element attaining each running
+    extreme, MLX's rule for ties); bool as uint8."""
     a = _arr(a)
-    if a.dtype.kind not in "fc":
-        return out
-    if not inclusive:  # the inclusive scan shifted by one place; the first is the identity
-        if axis is None:
-            a, axis = sh.reshape(a, (-1,)), 0
-        ax = axis % a.ndim
-        inc = _running_extreme(name, a, ax, reverse, True, combine, identity)
-        n = a.shape[ax]
-        if n == 0:
-            return out
-        first = [slice(None)] * a.ndim
-        first[ax] = slice(0, 1)
-        ident = ew.stop_gradient(out[tuple(first)] if not reverse else out[tuple(
-            slice(n - 1, n) if d == ax else slice(None) for d in range(a.ndim))])
-        keep = [slice(None)] * a.ndim
-        keep[ax] = slice(0, n - 1) if not reverse else slice(1, n)
-        parts = [ident, inc[tuple(keep)]] if not reverse else [inc[tuple(keep)], ident]
-        return sh.concatenate(parts, axis=ax)
     if axis is None:
         a, axis = sh.reshape(a, (-1,)), 0
-    ax = axis % a.ndim
-    n = a.shape[ax]
-    ext = ew.stop_gradient(sh.reshape(out, a.shape))
-    j = sh.reshape(arange(n, dtype=dt.int32), (n,) + (1,) * (a.ndim - ax - 1))
-    if reverse:  # the latest in the scan's order is the smallest index
-        pos = _scan("cummin", ew.where(ew.equal(ew.stop_gradient(a), ext), j, n), ax, True, True,
-                    ew.minimum, _highest)
-    else:
-        pos = _scan("cummax", ew.where(ew.equal(ew.stop_gradient(a), ext), j, -1), ax, False, True,
-                    ew.maximum, _lowest)
-    picked = take_along_axis(a, ew.clip(pos, 0, n - 1), ax)
-    return ew.where(ew.isnan(ext), ext, picked).reshape(out.shape)  # NaN: no element equals it
+    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
+        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    x = ew.astype(a, dt.uint8) if a.dtype.kind == "b" else a
+    out = apply(name, [x], axis=axis % a.ndim, reverse=bool(reverse), inclusive=bool(inclusive))
+    return ew.astype(out, dt.bool_) if a.dtype.kind == "b" else out
 
 
 def cummax(a, axis=None, *, reverse=False, inclusive=True):
     """Running maximum along `axis` (ties: the gradient goes to the latest maximum)."""
-    return _running_extreme("cummax", a, axis, reverse, inclusive, ew.maximum, _lowest)
+    return _running_extreme("cummax", a, axis, reverse, inclusive)
 
 
 def cummin(a, axis=None, *, reverse=False, inclusive=True):
     """Running minimum along `axis` (ties: the gradient goes to the latest minimum)."""
-    return _running_extreme("cummin", a, axis, reverse, inclusive, ew.minimum, _highest)
+    return _running_extreme("cummin", a, axis, reverse, inclusive)
 
 
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
