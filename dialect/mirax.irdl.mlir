@@ -233,6 +233,17 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
   }
+  irdl.operation @cumprod {
+    // running product along `axis` (optionally reversed, exclusive)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reverse = irdl.base "#builtin.integer"
+    %attr_inclusive = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reverse" = %attr_reverse, "inclusive" = %attr_inclusive}
+  }
   irdl.operation @cumsum {
     // running sum along `axis` (optionally reversed, exclusive)
     %in0 = irdl.base "!builtin.tensor"

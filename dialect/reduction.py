@@ -675,7 +675,10 @@ def _running_ref(ufunc, kind):
     def ref(x, axis, reverse, inclusive):
         y = np.flip(x, axis) if reverse else x
         c = ufunc.accumulate(y, axis=axis)
-        if not inclusive:
+        if not inclusive and kind == "prod":
+            ident = np.ones_like(np.take(c, [0], axis=axis))
+            c = np.concatenate([ident, np.delete(c, -1, axis=axis)], axis=axis)
+        elif not inclusive:
             lim = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
             low = -np.inf if x.dtype.kind == "f" else lim.min
             high = np.inf if x.dtype.kind == "f" else lim.max
@@ -690,6 +693,10 @@ primitive("cumsum", ["x"], _scan_shape("cumsum"), _scan_lower("sum"), _cumsum_re
           summary="running sum along `axis` (optionally reversed, exclusive)",
           dtypes=RED_TEST)
 register_lowering("cumsum", _scan_lower_gpu("sum"), target="gpu")
+primitive("cumprod", ["x"], _scan_shape("cumprod"), _scan_lower("prod"), _running_ref(np.multiply, "prod"),
+          attrs=SCAN_ATTRS, summary="running product along `axis` (optionally reversed, exclusive)",
+          dtypes=RED_TEST)
+register_lowering("cumprod", _scan_lower_gpu("prod"), target="gpu")
 for _name, _kind, _ufunc in (("cummax", "max", np.maximum), ("cummin", "min", np.minimum)):
     primitive(_name, ["x"], _scan_shape(_name), _scan_lower(_kind), _running_ref(_ufunc, _kind), attrs=SCAN_ATTRS,
               summary=f"running {_kind}imum along `axis` (optionally reversed, exclusive: the first is "
@@ -799,8 +806,23 @@ def _rules():
             x = move_to_front(args[0], dims[0])
             return apply(name, [x], axis=int(axis) + 1, reverse=bool(reverse), inclusive=bool(inclusive)), 0
         return batch
-    for name in ["cumsum", "cummax", "cummin"]:
+    for name in ["cumsum", "cumprod", "cummax", "cummin"]:
         defbatch(name, scan_batch(name))
+
+    # cumprod: the derivatives of the log-depth scan of multiplies (ops/composite.py, as
+    # JAX differentiates an associative scan): exact with zeros, no division; the loop
+    # computes the values
+    def logdepth_cumprod(axis, reverse, inclusive):
+        from mirax.ops.composite import log_depth_scan
+        return lambda v: log_depth_scan(v, int(axis), bool(reverse), bool(inclusive), mr.multiply, 1)
+
+    def cumprod_jvp(g, x, out, axis, reverse, inclusive):
+        return mr.jvp(logdepth_cumprod(axis, reverse, inclusive), [x], [g])[1][0]
+
+    def cumprod_vjp(ct, x, out, axis, reverse, inclusive):
+        return mr.vjp(logdepth_cumprod(axis, reverse, inclusive), [x], [ct])[1][0]
+    defjvp("cumprod", cumprod_jvp)
+    defvjp("cumprod", cumprod_vjp)
 
     # cummax/cummin: each output is one element of x (the latest in the scan's order
     # attaining the running extreme: MLX's rule for ties), and the derivative flows to it.

@@ -206,6 +206,30 @@ func.func @cumsum_columns(%x: tensor<512x512xf32>) -> tensor<512x512xf32> {
 
 // -----
 
+// cummax and cumprod: cumsum's loops with their combine and identity (an exclusive
+// cummax starts from -inf and writes the running value before taking the element).
+// CHECK-LABEL: func.func @cummax_rows
+// CHECK: %[[LOW:.+]] = arith.constant 0xFF800000 : f32
+// CHECK: scf.for {{.+}} iter_args(%[[ACC:.+]] = %[[LOW]], %[[T:.+]] = %{{.+}}) -> (f32, tensor<64xf32>)
+// CHECK: arith.maximumf %{{.+}}, %[[ACC]] : f32
+// CHECK: tensor.insert %[[ACC]] into %[[T]]
+// CHECK-LABEL: func.func @cumprod_columns
+// CHECK: %[[ONE:.+]] = arith.constant 1 : i32
+// CHECK: linalg.fill ins(%[[ONE]] : i32) outs(%{{.+}} : tensor<3xi32>)
+// CHECK: scf.for {{.+}} -> (tensor<3xi32>, tensor<4x3xi32>)
+// CHECK: arith.subi
+// CHECK: arith.muli
+func.func @cummax_rows(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %0 = "mirax.cummax"(%x) {axis = 1 : i64, reverse = false, inclusive = false} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}
+func.func @cumprod_columns(%x: tensor<4x3xi32>) -> tensor<4x3xi32> {
+  %0 = "mirax.cumprod"(%x) {axis = 0 : i64, reverse = true, inclusive = true} : (tensor<4x3xi32>) -> tensor<4x3xi32>
+  return %0 : tensor<4x3xi32>
+}
+
+// -----
+
 // argsort: a merge sort of each row (dialect/sort.py), the rows on the threads from
 // 65536 elements: the row's keys copied into a buffer of their own beside their indices,
 // passes of pairwise merges two an iteration (A -> B, B -> A: each buffer stays the loop's),

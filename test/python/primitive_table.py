@@ -42,7 +42,7 @@ CASES.update({
               ([(2, 3)], {"axis": 1, "reverse": True, "inclusive": False}, None),
               ([(2, 3, 4)], {"axis": 0, "reverse": True, "inclusive": True}, None),
               ([(3, 20)], {"axis": 1, "reverse": False, "inclusive": False}, None)]
-       for name in ("cummax", "cummin")},
+       for name in ("cummax", "cummin", "cumprod")},
     "argsort": [([(9,)], {"axis": 0}, None), ([(2, 3, 4)], {"axis": 1}, None), ([(3, 17)], {"axis": 1}, None),
                 ([(0, 4)], {"axis": 1}, None), ([(4, 1)], {"axis": 1}, None)],
     "matmul": [([(3, 4), (4, 5)], {}, None), ([(2, 3, 4), (2, 4, 5)], {}, None),

@@ -495,13 +495,13 @@ Array.diag = lambda self, k=0: diag(self, k)
 Array.diagonal = lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset, axis1, axis2)
 
 
-# ---- cumprod and logcumsumexp (cumsum, cummax, cummin are primitives) ---------------------
-# A log-depth (Hillis-Steele) scan of an associative, commutative elementwise `combine`:
-# ceil(log2 n) steps, each combining the running result with itself shifted by 1, 2, 4, ...
-# places (the vacated places hold the identity). O(n log n) work in log n ops of other
-# mirax ops, so every device and transform has them (gradients through the multiplies and
-# logaddexps: exact with zeros, no division). (It replaced masked reductions over every pair, O(n^2): rows beyond 2^31 pairs
-# were refused.)
+# ---- scans: cumprod, cummax, cummin are primitives (dialect/reduction.py, as cumsum) ------
+# logcumsumexp is a log-depth (Hillis-Steele) scan of an associative, commutative elementwise
+# `combine`: ceil(log2 n) steps, each combining the running result with itself shifted by
+# 1, 2, 4, ... places (the vacated places hold the identity). O(n log n) work in log n ops
+# of other mirax ops, so every device and transform has it (gradients through the
+# logaddexps); cumprod's derivative rules differentiate the same scan of multiplies. (It
+# replaced masked reductions over every pair, O(n^2): rows beyond 2^31 pairs were refused.)
 
 def _shift(y, k, reverse, ident):
     """y moved k places along its last axis (backwards when `reverse`), the vacated
@@ -513,25 +513,31 @@ def _shift(y, k, reverse, ident):
     return sh.pad(part, [(0, 0)] * last + [(0, k) if reverse else (k, 0)], constant_values=ident)
 
 
-def _scan(name, a, axis, reverse, inclusive, combine, identity):
-    a = _arr(a)
-    if axis is None:
-        a, axis = sh.reshape(a, (-1,)), 0
-    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
-        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
-    ax = axis % a.ndim
-    n = a.shape[ax]
+def log_depth_scan(a, axis, reverse, inclusive, combine, identity):
+    """The running `combine` (elementwise, associative, commutative) of `a` along `axis`
+    (normalized) in ceil(log2 n) steps; `identity` fills the vacated places. cumprod's
+    derivative rules differentiate it (dialect/reduction.py); logcumsumexp is it."""
+    n = a.shape[axis]
     if n == 0:
         return a
-    ident = identity(a.dtype)
-    y = sh.moveaxis(a, ax, -1)
+    y = sh.moveaxis(a, axis, -1)
     if not inclusive:  # exclusive: the inclusive scan of the input shifted by one place
-        y = _shift(y, 1, reverse, ident)
+        y = _shift(y, 1, reverse, identity)
     k = 1
     while k < n:
-        y = combine(y, _shift(y, k, reverse, ident))
+        y = combine(y, _shift(y, k, reverse, identity))
         k *= 2
-    return sh.moveaxis(y, -1, ax)
+    return sh.moveaxis(y, -1, axis)
+
+
+def _scan_axis(name, a, axis):
+    """(a, axis normalized), a flattened when axis is None; a clear error out of bounds."""
+    a = _arr(a)
+    if axis is None:
+        return sh.reshape(a, (-1,)), 0
+    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
+        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    return a, axis % a.ndim
 
 
 def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
@@ -539,20 +545,18 @@ def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
     input first (`mr.cumprod(x, dtype=mr.int64)`)."""
     if dtype is not None:
         a = ew.astype(_arr(a), dtype)
-    return _scan("cumprod", a, axis, reverse, inclusive, ew.multiply, lambda d: 1)
+    a, ax = _scan_axis("cumprod", a, axis)
+    x = ew.astype(a, dt.int32) if a.dtype.kind == "b" else a
+    return apply("cumprod", [x], axis=ax, reverse=bool(reverse), inclusive=bool(inclusive))
 
 
 def _running_extreme(name, a, axis, reverse, inclusive):
     """cummax/cummin: the dialect's `mirax.cummax` / `mirax.cummin` (a loop along the axis,
     dialect/reduction.py; the derivative goes to the latest element attaining each running
     extreme, MLX's rule for ties); bool as uint8."""
-    a = _arr(a)
-    if axis is None:
-        a, axis = sh.reshape(a, (-1,)), 0
-    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
-        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
+    a, ax = _scan_axis(name, a, axis)
     x = ew.astype(a, dt.uint8) if a.dtype.kind == "b" else a
-    out = apply(name, [x], axis=axis % a.ndim, reverse=bool(reverse), inclusive=bool(inclusive))
+    out = apply(name, [x], axis=ax, reverse=bool(reverse), inclusive=bool(inclusive))
     return ew.astype(out, dt.bool_) if a.dtype.kind == "b" else out
 
 
@@ -568,7 +572,8 @@ def cummin(a, axis=None, *, reverse=False, inclusive=True):
 
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
     """log of the running sum of exp along `axis`, without overflow."""
-    return _scan("logcumsumexp", _float(a), axis, reverse, inclusive, logaddexp, lambda d: -math.inf)
+    a, ax = _scan_axis("logcumsumexp", _float(a), axis)
+    return log_depth_scan(a, ax, reverse, inclusive, logaddexp, -math.inf)
 
 
 cumulative_prod = cumprod  # MLX's array-API alias
