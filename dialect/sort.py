@@ -30,7 +30,8 @@ rows of 256 against numpy's 0.23, and rows over 16384 elements refused).
 
 GPU lowering: each element's rank (the elements ordered before it), then the element of
 rank p at position p: two reductions over the row, parallel over every element, which
-the GPU mapping spreads over workgroups (O(n^2) work: rows up to `GPU_MAX_PAIRS`).
+the GPU mapping spreads over workgroups (O(n^2) work, for up to `GPU_MAX_PAIRS` pairs in
+all); longer rows run a bitonic sorting network (O(n log^2 n) work, a kernel a stage).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from .core import I64, Aval, MiraxError, primitive, register_lowering
 from ..lowering.emit import _affine, identity_map, memory_type, ttype
 
 SORT_PARALLEL_MIN = 1 << 16  # arrays this large sort their rows on all threads (cumsum's rule)
-GPU_MAX_PAIRS = 2**31        # the GPU compares every pair of a row, all rows together
+GPU_MAX_PAIRS = 2**31        # the GPU compares every pair of rows up to this many pairs in all
 
 
 def _shape(avals, axis):
@@ -319,11 +320,94 @@ def _lower_cpu(e, ins, in_avals, out, axis):
     return _reshape(e, res, ogrid, out.shape)
 
 
+def _bitonic_gpu(e, x, a: Aval, ax: int, out: Aval):
+    """A bitonic sorting network over each row, for rows too long to compare every pair:
+    the row (the axis last, transposed in and back) padded with keys that sort last to
+    N = 2^P elements beside their indices, then P(P+1)/2 stages of compare-exchange, each
+    two elementwise generics (keys, indices) over the row viewed as (rows, N/2j, 2, j):
+    element (a, 0, t) meets its partner (a, 1, t). Pairs compare by (key, index), so the
+    network's result is the stable order. O(N log^2 N) work in as many kernels as stages."""
+    d = a.dtype
+    n = a.shape[ax]
+    outer, inner = math.prod(a.shape[:ax]), math.prod(a.shape[ax + 1:])
+    rows = outer * inner
+    sentinel = _sentinel(e, d)
+    if sentinel is None:
+        raise MiraxError(f"mirax.argsort on the GPU: {d.name} rows of {n} elements are too long to compare "
+                         f"every pair (sort on the CPU)")
+    if inner > 1:
+        x, _ = _swap(e, _reshape(e, x, a, (outer, n, inner)), Aval((outer, n, inner), d))
+    x2 = _reshape(e, x, Aval((outer, inner, n) if inner > 1 else a.shape, d), (rows, n))
+    big = 1 << math.ceil(math.log2(n))
+    grid, igrid = Aval((rows, big), d), Aval((rows, big), dt.int32)
+    keys = e.op(f"tensor.splat {sentinel} : {ttype(grid)}")
+    keys = e.op(f"tensor.insert_slice {x2} into {keys}[0, 0] [{rows}, {n}] [1, 1] : "
+                f"{ttype(Aval((rows, n), d))} into {ttype(grid)}")
+    idx = e.generic([], [], igrid, lambda b, _: b.op(f"arith.index_cast {b.op('linalg.index 1 : index')} : "
+                                                      f"index to i32"),
+                    [identity_map(2)], ["parallel"] * 2)
+    size = 2
+    while size <= big:
+        j = size // 2
+        while j >= 1:
+            keys, idx = _bitonic_stage(e, d, keys, idx, rows, big, size, j)
+            j //= 2
+        size *= 2
+    res = e.op(f"tensor.extract_slice {idx}[0, 0] [{rows}, {n}] [1, 1] : {ttype(igrid)} to "
+               f"{ttype(Aval((rows, n), dt.int32))}")
+    ogrid = Aval((rows, n), dt.int32)
+    if inner > 1:
+        res, _ = _swap(e, _reshape(e, res, ogrid, (outer, inner, n)), Aval((outer, inner, n), dt.int32))
+        return _reshape(e, res, Aval((outer, n, inner), dt.int32), out.shape)
+    return _reshape(e, res, ogrid, out.shape)
+
+
+def _bitonic_stage(e, d, keys, idx, rows, big, size, j):
+    """One compare-exchange stage (block `size`, distance `j`) on (keys, idx): (rows, big)."""
+    quad = (rows, big // (2 * j), 2, j)
+    k4, i4 = Aval(quad, d), Aval(quad, dt.int32)
+    grid, igrid = Aval((rows, big), d), Aval((rows, big), dt.int32)
+    shp = ", ".join(map(str, quad))
+    kq = e.op(f"tensor.expand_shape {keys} [[0], [1, 2, 3]] output_shape [{shp}] : {ttype(grid)} into {ttype(k4)}")
+    iq = e.op(f"tensor.expand_shape {idx} [[0], [1, 2, 3]] output_shape [{shp}] : {ttype(igrid)} into {ttype(i4)}")
+    first = _affine(4, ["d0", "d1", "0", "d3"])
+    second = _affine(4, ["d0", "d1", "1", "d3"])
+    here = identity_map(4)
+    t = d.signless
+
+    def take_first(b, k0, k1, i0, i1):
+        """i1: this place (s of the iteration) takes element 0 of the pair."""
+        true = b.const(1, "i1")
+        before = _before(b, d, k0, k1, t)
+        after = _before(b, d, k1, k0, t)
+        tie = b.op(f"arith.andi {b.op(f'arith.xori {after}, {true} : i1')}, "
+                   f"{b.op(f'arith.cmpi slt, {i0}, {i1} : i32')} : i1")
+        lo_first = b.op(f"arith.ori {before}, {tie} : i1")       # element 0 is the smaller
+        blk = b.op(f"arith.muli {b.op('linalg.index 1 : index')}, {b.index(2 * j)} : index")
+        up = b.op(f"arith.cmpi eq, {b.op(f'arith.andi {blk}, {b.index(size)} : index')}, {b.index(0)} : index")
+        low_place = b.op(f"arith.cmpi eq, {b.op('linalg.index 2 : index')}, {b.index(0)} : index")
+        small_here = b.op(f"arith.xori {b.op(f'arith.xori {low_place}, {up} : i1')}, {true} : i1")
+        return b.op(f"arith.xori {b.op(f'arith.xori {small_here}, {lo_first} : i1')}, {true} : i1")
+
+    def pick_key(b, k0, k1, i0, i1, _):
+        return b.op(f"arith.select {take_first(b, k0, k1, i0, i1)}, {k0}, {k1} : {t}")
+
+    def pick_idx(b, k0, k1, i0, i1, _):
+        return b.op(f"arith.select {take_first(b, k0, k1, i0, i1)}, {i0}, {i1} : i32")
+    ins, avals, maps = [kq, kq, iq, iq], [k4, k4, i4, i4], [first, second, first, second, here]
+    nk = e.generic(ins, avals, k4, pick_key, maps, ["parallel"] * 4)
+    ni = e.generic(ins, avals, i4, pick_idx, maps, ["parallel"] * 4)
+    nk = e.op(f"tensor.collapse_shape {nk} [[0], [1, 2, 3]] : {ttype(k4)} into {ttype(grid)}")
+    ni = e.op(f"tensor.collapse_shape {ni} [[0], [1, 2, 3]] : {ttype(i4)} into {ttype(igrid)}")
+    return nk, ni
+
+
 def _lower_gpu(e, ins, in_avals, out, axis):
     """rank[.., i, ..] = #{j: x_j before x_i, or equal with j < i}; then out[.., p, ..] =
     the i whose rank is p (one per p: a sum of selects). The reduced index comes in as a
     constant operand, as in cumsum's GPU lowering (a split reduction's tiling does not
-    offset a `linalg.index` of the reduced dim)."""
+    offset a `linalg.index` of the reduced dim). Rows of more than GPU_MAX_PAIRS pairs in
+    all: a bitonic network (`_bitonic_gpu`)."""
     a = in_avals[0]
     ax = int(axis)
     n, nd = a.shape[ax], a.ndim
@@ -333,8 +417,7 @@ def _lower_gpu(e, ins, in_avals, out, axis):
         return e.fill(0, out)
     rows = a.size // n
     if rows * n * n > GPU_MAX_PAIRS:
-        raise MiraxError(f"mirax.argsort on the GPU compares every pair of a row: {rows} rows of {n} elements "
-                         f"are more than {GPU_MAX_PAIRS} pairs (sort on the CPU)")
+        return _bitonic_gpu(e, ins[0], a, ax, out)
     d = a.dtype
     iota_aval = Aval((n,), dt.int32)
     iota = e.op(f"arith.constant dense<[{', '.join(map(str, range(n)))}]> : {ttype(iota_aval)}")

@@ -93,16 +93,19 @@ def test_one_long_row_sorts_in_two_chunks_with_the_padding_last(dtype, rng):
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
 
 
-def test_the_gpu_refuses_rows_it_cannot_compare_clearly(monkeypatch):
-    """On the GPU argsort compares every pair of a row: beyond GPU_MAX_PAIRS pairs a clear
-    error names the op and the sizes."""
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_the_gpu_sorts_long_rows_with_a_bitonic_network(dtype, monkeypatch, rng):
+    """On the GPU, rows of more than GPU_MAX_PAIRS pairs in all run a bitonic network
+    (padded to a power of two with keys that sort last; pairs compared by key, then
+    index: the stable order), along the last axis and an inner one."""
     from mirax.dialect import sort as sort_op
     monkeypatch.setattr(sort_op, "GPU_MAX_PAIRS", 1000)
-    x = np.arange(40, dtype=np.float32)[::-1].copy()
+    x = rng.integers(-5, 5, (3, 37)).astype(dtype)  # ties
+    if dtype == "float32":
+        x[0, 3] = x[2, 0] = np.nan
     with mr.stream(mr.gpu):
-        with pytest.raises(mr.MiraxError, match="argsort on the GPU compares every pair"):
-            mr.eval(mr.argsort(A(x)))
-        np.testing.assert_array_equal(np.asarray(mr.argsort(A(x[:30]))), np.argsort(x[:30]))
+        np.testing.assert_array_equal(np.asarray(mr.argsort(A(x), axis=1)), np.argsort(x, 1, kind="stable"))
+        np.testing.assert_array_equal(np.asarray(mr.sort(A(x.T), axis=0)), np.sort(x.T, axis=0))
 
 
 @pytest.mark.parametrize("reverse", [False, True])
