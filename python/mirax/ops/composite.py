@@ -573,7 +573,18 @@ def cummin(a, axis=None, *, reverse=False, inclusive=True):
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True):
     """log of the running sum of exp along `axis`, without overflow."""
     a, ax = _scan_axis("logcumsumexp", _float(a), axis)
-    return log_depth_scan(a, ax, reverse, inclusive, logaddexp, -math.inf)
+    return log_depth_scan(a, ax, reverse, inclusive, _logaddexp_complex if a.dtype.kind == "c" else logaddexp,
+                          -math.inf)
+
+
+def _logaddexp_complex(a, b):
+    """log(exp(a) + exp(b)) of complex a and b, scaled by the larger real part (a real
+    part of -inf: the other one, exp of it being 0)."""
+    m = ew.maximum(ew.real(a), ew.real(b))
+    inf = ew.isinf(m)
+    safe = ew.where(inf, zeros_like(m), m)
+    out = safe + ew.log(ew.exp(a - safe) + ew.exp(b - safe))
+    return ew.where(inf, ew.where(ew.greater_equal(ew.real(a), ew.real(b)), a, b), out)
 
 
 cumulative_prod = cumprod  # MLX's array-API alias
