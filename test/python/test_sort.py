@@ -149,6 +149,12 @@ def test_long_scans_run_in_log_depth(rng):
     assert err.max() <= np.max(np.abs(np.cumprod(y, 1) - ref) / ref)  # numpy's float32 product: 4.4e-4
 
 
+def test_complex_logcumsumexp_matches_log_of_the_running_sum():
+    z = np.array([[1 + 1j, 2 - 0.5j, -3 + 2j, 0.5j], [10 + 0j, -np.inf, 10.5 + 1j, 0]], np.complex64)
+    want = np.log(np.cumsum(np.exp(z.astype(np.complex128)), axis=1))
+    np.testing.assert_allclose(np.asarray(mr.logcumsumexp(A(z), axis=1)), want, rtol=1e-5)
+
+
 def test_scan_gradients():
     g = mr.grad(lambda v: mr.cumprod(v).sum())(A([1.0, 2.0, 0.0, 3.0]))
     np.testing.assert_array_equal(np.asarray(g), [3, 1, 8, 0])  # a zero handled exactly
