@@ -92,6 +92,17 @@ def _before(b, d, u, v, t):
     return first(nru, nrv, first(niu, niv, lex))
 
 
+def _before_pair(b, d, ku, iu, kv, iv):
+    """i1, in a generic's block: (key ku, index iu) is ordered before (kv, iv): its key is
+    before, or the keys are equivalent (neither before the other) and its index smaller.
+    Indices are distinct, so this is a total order: the stable one."""
+    t = d.signless
+    true = b.const(1, "i1")
+    not_after = b.op(f"arith.xori {_before(b, d, kv, ku, t)}, {true} : i1")
+    tie = b.op(f"arith.andi {not_after}, {b.op(f'arith.cmpi slt, {iu}, {iv} : i32')} : i1")
+    return b.op(f"arith.ori {_before(b, d, ku, kv, t)}, {tie} : i1")
+
+
 def _reshape(e, x, src: Aval, shape) -> str:
     """`x` (of `src`) as `shape` (the same elements in the same order)."""
     if src.shape == tuple(shape):
@@ -378,11 +389,7 @@ def _bitonic_stage(e, d, keys, idx, rows, big, size, j):
     def take_first(b, k0, k1, i0, i1):
         """i1: this place (s of the iteration) takes element 0 of the pair."""
         true = b.const(1, "i1")
-        before = _before(b, d, k0, k1, t)
-        after = _before(b, d, k1, k0, t)
-        tie = b.op(f"arith.andi {b.op(f'arith.xori {after}, {true} : i1')}, "
-                   f"{b.op(f'arith.cmpi slt, {i0}, {i1} : i32')} : i1")
-        lo_first = b.op(f"arith.ori {before}, {tie} : i1")       # element 0 is the smaller
+        lo_first = _before_pair(b, d, k0, i0, k1, i1)       # element 0 is the smaller
         blk = b.op(f"arith.muli {b.op('linalg.index 1 : index')}, {b.index(2 * j)} : index")
         up = b.op(f"arith.cmpi eq, {b.op(f'arith.andi {blk}, {b.index(size)} : index')}, {b.index(0)} : index")
         low_place = b.op(f"arith.cmpi eq, {b.op('linalg.index 2 : index')}, {b.index(0)} : index")
@@ -430,14 +437,7 @@ def _lower_gpu(e, ins, in_avals, out, axis):
 
     def count(b, xj, xi, j, acc):
         i = b.op(f"arith.index_cast {b.op(f'linalg.index {ax} : index')} : index to i32")
-        ahead = _before(b, d, xj, xi, d.signless)
-        true = b.const(1, "i1")
-        # equal keys (neither before the other) tie-break by position: stable
-        not_after = b.op(f"arith.xori {_before(b, d, xi, xj, d.signless)}, {true} : i1")
-        not_ahead = b.op(f"arith.xori {ahead}, {true} : i1")
-        earlier = b.op(f"arith.cmpi slt, {j}, {i} : i32")
-        tie = b.op(f"arith.andi {b.op(f'arith.andi {not_after}, {not_ahead} : i1')}, {earlier} : i1")
-        one = b.op(f"arith.extui {b.op(f'arith.ori {ahead}, {tie} : i1')} : i1 to i32")
+        one = b.op(f"arith.extui {_before_pair(b, d, xj, j, xi, i)} : i1 to i32")
         return b.op(f"arith.addi {acc}, {one} : i32")
     rank = e.generic([ins[0], ins[0], iota], [a, a, iota_aval], ranks, count, [along, here, red, here], it,
                      init=e.fill(0, ranks))
