@@ -9,8 +9,8 @@ this op and a `take_along_axis`, so their gradients flow through the gather.
 
 CPU lowering: a bottom-up merge sort of each row (the dims before and after the axis
 are the rows, an `scf.forall` over the threads when the array is large; along an inner
-axis the array is transposed to rows and the result back), on a copy of
-the row's keys and their indices: ceil(log2 n) passes, each merging runs of width w
+axis the array is transposed to rows and the result back), on a copy of the row's keys
+and their indices: ceil(log2 n) passes, each merging runs of width w
 into runs of 2w, ping-ponging between two buffers (two passes an iteration of the pass
 loop, so each buffer stays the loop's own: no copies at bufferization). A merge is
 branchless (both runs' heads read, the one to take chosen with `arith.select`) and runs
