@@ -303,6 +303,32 @@ def _one_long_row(e, x, d, n):
     return e.op(f"tensor.extract_slice {idx}[0] [{n}] [1] : {it} to {ttype(Aval((n,), dt.int32))}")
 
 
+_INT_KEY = {"f16": (dt.int16, 15), "bf16": (dt.int16, 15), "f32": (dt.int32, 31), "f64": (dt.int64, 63)}
+
+
+def _int_keys(e, x, a: Aval):
+    """Float keys as signed integers of the same width in the same order (the bits, with
+    the magnitude bits flipped for negative numbers), -0.0 as 0.0 and every NaN as the
+    positive quiet NaN (after +inf): the merge then compares and selects integers. With
+    float keys LLVM's x86 code selected floats by branches where AVX-512's masks were
+    missing: 4096 x 1024 f32 under the AVX2 cap 154 ms, int32 keys 58 (native 73 / 54)."""
+    t = a.dtype.signless
+    di, top = _INT_KEY[t]
+    it = di.signless
+    nan = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF8000000000000"}[t]
+
+    def key(b, v):
+        zero = b.const(0.0, t)
+        v = b.op(f"arith.select {b.op(f'arith.cmpf oeq, {v}, {zero} : {t}')}, {zero}, {v} : {t}")
+        v = b.op(f"arith.select {b.op(f'arith.cmpf uno, {v}, {v} : {t}')}, {b.op(f'arith.constant {nan} : {t}')}, "
+                 f"{v} : {t}")
+        bits = b.op(f"arith.bitcast {v} : {t} to {it}")
+        sign = b.op(f"arith.shrsi {bits}, {b.const(top, it)} : {it}")
+        flip = b.op(f"arith.andi {sign}, {b.const((1 << top) - 1, it)} : {it}")
+        return b.op(f"arith.xori {bits}, {flip} : {it}")
+    return e.map([x], [a], Aval(a.shape, di), key), Aval(a.shape, di)
+
+
 def _lower_cpu(e, ins, in_avals, out, axis):
     a = in_avals[0]
     ax = int(axis)
@@ -311,15 +337,17 @@ def _lower_cpu(e, ins, in_avals, out, axis):
         return e.empty(out)
     if n == 1:
         return e.fill(0, out)
+    x = ins[0]
+    if a.dtype.kind == "f":
+        x, a = _int_keys(e, x, a)
     d = a.dtype
     outer, inner = math.prod(a.shape[:ax]), math.prod(a.shape[ax + 1:])
     rows = outer * inner
     if rows == 1 and n >= SORT_PARALLEL_MIN and d.kind != "c":
-        return _reshape(e, _one_long_row(e, _reshape(e, ins[0], a, (n,)), d, n), Aval((n,), dt.int32), out.shape)
+        return _reshape(e, _one_long_row(e, _reshape(e, x, a, (n,)), d, n), Aval((n,), dt.int32), out.shape)
     # rows in memory order: along an inner axis the array is transposed first (and the
     # result back): rows gathered in place read a cache line an element (1024 x 4096
     # along axis 0: 248 ms against 70 along the last axis)
-    x = ins[0]
     if inner > 1:
         x, _ = _swap(e, _reshape(e, x, a, (outer, n, inner)), Aval((outer, n, inner), d))
     x2 = _reshape(e, x, Aval((outer, inner, n) if inner > 1 else a.shape, d), (rows, n))

@@ -231,22 +231,26 @@ func.func @cumprod_columns(%x: tensor<4x3xi32>) -> tensor<4x3xi32> {
 // -----
 
 // argsort: a merge sort of each row (dialect/sort.py), the rows on the threads from
-// 65536 elements: the row's keys copied into a buffer of their own beside their indices,
-// passes of pairwise merges two an iteration (A -> B, B -> A: each buffer stays the loop's),
-// each merge from both ends (the front's compare and the back's: NaN after numbers).
+// 65536 elements. Float keys become integers in the same order first (-0.0 as 0.0, NaN
+// after +inf), so the merges compare and select integers; the row's keys copied into a
+// buffer of their own beside their indices, passes of pairwise merges two an iteration
+// (A -> B, B -> A: each buffer stays the loop's), each merge from both ends.
 // Along the first axis of a small array: the rows transposed in, serial, and back.
 // CHECK-LABEL: func.func @argsort_rows
+// CHECK: arith.cmpf uno
+// CHECK: %[[BITS:.+]] = arith.bitcast %{{.+}} : f32 to i32
+// CHECK: %[[SIGN:.+]] = arith.shrsi %[[BITS]], %{{.+}} : i32
+// CHECK: arith.xori %[[BITS]], %{{.+}} : i32
 // CHECK: scf.forall (%[[R:.+]]) in (512) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<512x512xi32>)
-// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xf32> to tensor<512xf32>
-// CHECK: bufferization.alloc_tensor() copy(%[[ROW]]) : tensor<512xf32>
+// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xi32> to tensor<512xi32>
+// CHECK: bufferization.alloc_tensor() copy(%[[ROW]]) : tensor<512xi32>
 // CHECK: linalg.index 0
-// CHECK: scf.for {{.+}} -> (tensor<512xf32>, tensor<512xi32>, tensor<512xf32>, tensor<512xi32>)
-// CHECK: scf.for {{.+}} -> (tensor<512xf32>, tensor<512xi32>)
-// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<512xf32>, tensor<512xi32>)
-// CHECK: %[[LT:.+]] = arith.cmpf olt, %[[B:.+]], %[[A:.+]] : f32
-// CHECK: arith.cmpf uno, %[[A]], %[[A]] : f32
-// CHECK: arith.cmpf olt
-// CHECK: scf.yield {{.+}} : index, index, index, index, tensor<512xf32>, tensor<512xi32>
+// CHECK: scf.for {{.+}} -> (tensor<512xi32>, tensor<512xi32>, tensor<512xi32>, tensor<512xi32>)
+// CHECK: scf.for {{.+}} -> (tensor<512xi32>, tensor<512xi32>)
+// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<512xi32>, tensor<512xi32>)
+// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
+// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
+// CHECK: scf.yield {{.+}} : index, index, index, index, tensor<512xi32>, tensor<512xi32>
 // CHECK: tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512xi32> into tensor<512x512xi32>
 // CHECK-LABEL: func.func @argsort_columns
 // CHECK-NOT: scf.forall

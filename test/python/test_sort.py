@@ -93,6 +93,16 @@ def test_one_long_row_sorts_in_two_chunks_with_the_padding_last(dtype, rng):
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_signed_zeros_tie_and_every_nan_sorts_last(dtype):
+    """The CPU merge compares float keys as integers in the same order: -0.0 and 0.0 tie
+    (their order kept), NaNs of either sign come after +inf in their order."""
+    x = np.array([0.0, -0.0, np.inf, -np.nan, 1.0, -0.0, np.nan, -np.inf, 0.0, -1.0], dtype)
+    x[3] = -np.abs(x[3])  # a NaN with the sign bit set
+    np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
+    np.testing.assert_array_equal(np.signbit(np.asarray(mr.sort(A(x)))), np.signbit(x[np.argsort(x, kind="stable")]))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_the_gpu_sorts_long_rows_with_a_bitonic_network(dtype, monkeypatch, rng):
     """On the GPU, rows of more than GPU_MAX_PAIRS pairs in all run a bitonic network
