@@ -491,7 +491,8 @@ def _scan_shape(name):
 
 
 def _scan_lower(kind):
-    """The running `kind` ("sum", "max", "min": cumsum, cummax, cummin) along the axis."""
+    """The running `kind` ("sum", "prod", "max", "min": cumsum, cumprod, cummax, cummin)
+    along the axis."""
     def lower(e, ins, in_avals, out, axis, reverse, inclusive):
         return _scan(kind, e, ins, in_avals, out, axis, reverse, inclusive)
     return lower
@@ -630,14 +631,6 @@ def _scan_rows(kind, e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
     return e.op(f"tensor.expand_shape {res} {groups} output_shape [{shp}] : {ttype(grid)} into {ttype(a)}")
 
 
-def _cumsum_ref(x, axis, reverse, inclusive):
-    y = np.flip(x, axis) if reverse else x
-    c = np.cumsum(y, axis=axis, dtype=x.dtype)
-    if not inclusive:
-        c = c - y
-    return np.flip(c, axis) if reverse else c
-
-
 def _scan_lower_gpu(kind):
     def lower(e, ins, in_avals, out, axis, reverse, inclusive):
         return _scan_gpu(kind, e, ins, in_avals, out, axis, reverse, inclusive)
@@ -672,24 +665,26 @@ def _scan_gpu(kind, e, ins, in_avals, out, axis, reverse, inclusive):
 
 
 def _running_ref(ufunc, kind):
+    """The numpy reference of a scan: `ufunc.accumulate` in the input's dtype; exclusive,
+    shifted by one place behind the identity of `kind`."""
     def ref(x, axis, reverse, inclusive):
         y = np.flip(x, axis) if reverse else x
-        c = ufunc.accumulate(y, axis=axis)
-        if not inclusive and kind == "prod":
-            ident = np.ones_like(np.take(c, [0], axis=axis))
-            c = np.concatenate([ident, np.delete(c, -1, axis=axis)], axis=axis)
-        elif not inclusive:
-            lim = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
-            low = -np.inf if x.dtype.kind == "f" else lim.min
-            high = np.inf if x.dtype.kind == "f" else lim.max
-            ident = np.full_like(np.take(c, [0], axis=axis), low if kind == "max" else high)
-            c = np.concatenate([ident, np.delete(c, -1, axis=axis)], axis=axis)
+        c = ufunc.accumulate(y, axis=axis, dtype=x.dtype)
+        if not inclusive:
+            if kind in ("sum", "prod"):
+                ident = 0 if kind == "sum" else 1
+            else:
+                lim = None if x.dtype.kind in "fc" else np.iinfo(x.dtype)
+                ident = (-np.inf if lim is None else lim.min) if kind == "max" else (np.inf if lim is None else lim.max)
+            c = np.concatenate([np.full_like(np.take(c, [0], axis=axis), ident), np.delete(c, -1, axis=axis)],
+                               axis=axis)
         return np.flip(c, axis) if reverse else c
     return ref
 
 
 SCAN_ATTRS = {"axis": I64(), "reverse": Bool(), "inclusive": Bool()}
-primitive("cumsum", ["x"], _scan_shape("cumsum"), _scan_lower("sum"), _cumsum_ref, attrs=SCAN_ATTRS,
+primitive("cumsum", ["x"], _scan_shape("cumsum"), _scan_lower("sum"), _running_ref(np.add, "sum"),
+          attrs=SCAN_ATTRS,
           summary="running sum along `axis` (optionally reversed, exclusive)",
           dtypes=RED_TEST)
 register_lowering("cumsum", _scan_lower_gpu("sum"), target="gpu")

@@ -18,6 +18,7 @@ from . import shape as sh
 from .creation import arange, full, ones, zeros, zeros_like
 from .indexing import take, take_along_axis
 from .linalg import matmul
+from .sorting import _prepare
 
 __all__ = [
     "log2", "log10", "logaddexp", "trunc", "degrees", "radians", "isfinite", "isposinf", "isneginf",
@@ -531,13 +532,10 @@ def log_depth_scan(a, axis, reverse, inclusive, combine, identity):
 
 
 def _scan_axis(name, a, axis):
-    """(a, axis normalized), a flattened when axis is None; a clear error out of bounds."""
-    a = _arr(a)
-    if axis is None:
-        return sh.reshape(a, (-1,)), 0
-    if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
-        raise MiraxError(f"{name}: axis {axis} is out of bounds for an array of shape {a.shape}{where_text()}")
-    return a, axis % a.ndim
+    """(a, axis normalized), a flattened along axis 0 when axis is None; a clear error out
+    of bounds (the sorts' `_prepare`)."""
+    a, ax = _prepare(a, axis, name)
+    return a, 0 if ax is None else ax
 
 
 def cumprod(a, axis=None, *, reverse=False, inclusive=True, dtype=None):
