@@ -32,11 +32,12 @@ batching folds the batch into N (input) or into the groups (weights).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from . import dtypes as dt
-from .core import Aval, Bool, I64, I64Array, MiraxError, primitive
+from .core import Aval, Bool, I64, I64Array, MiraxError, primitive, register_lowering
 from .reduction import _reshape
 from ..lowering.emit import _affine, identity_map, memory_type, ttype
 
@@ -215,6 +216,230 @@ def _flip_spatial(e, w, wa):
 
 def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation,
                 groups, flip):
+    """On the CPU: the convolution as matrix products (`_im2col_products`) that
+    mirax-matmul-codegen tiles; with input dilation (a transposed convolution, a strided
+    convolution's input gradient) one such convolution per output phase (`_phases`);
+    grouped convolutions as one linalg.generic."""
+    xa, wa = in_avals
+    x, w = ins
+    if out.size == 0:
+        return e.empty(out)
+    if xa.size == 0 or wa.size == 0:  # an empty reduction (no input channels)
+        return e.fill(0, out)
+    stride, kdil = [int(v) for v in stride], [int(v) for v in kernel_dilation]
+    if flip:
+        w = _flip_spatial(e, w, wa)
+    if int(groups) == 1 and any(int(v) > 1 for v in input_dilation) and all(v == 1 for v in stride):
+        return _phases(e, x, xa, w, wa, out, [int(v) for v in padding_lo], kdil, [int(v) for v in input_dilation])
+    x, xa = _dilate_pad(e, x, xa, padding_lo, padding_hi, input_dilation)
+    if int(groups) != 1:
+        return _conv_generic(e, x, xa, w, wa, out, stride, kdil, int(groups))
+    return _im2col_products(e, x, xa, w, wa, out, stride, kdil)
+
+
+def _phases(e, x, xa: Aval, w, wa: Aval, out: Aval, lo, kdil, idil):
+    """A stride-1 convolution of the input dilated by `idil` (idil - 1 zeros between
+    elements), without the zeros: output positions o = idil * j + r of one phase r read
+    the input only through the kernel taps k with (r + k * kd - lo) % idil == 0, at
+    x[j + (r + k * kd - lo) / idil]. Each phase is a convolution of the undilated input
+    with those taps (a strided slice of the kernel, dilation kd / gcd(kd, idil)), its
+    result inserted at the phase's positions (a strided `tensor.insert_slice`): idil^d
+    times less work than convolving the zeros (a stride-2 2-D convolution's input
+    gradient: 4x)."""
+    d = xa.ndim - 2
+    per_dim = []  # per dim: [(r, first tap, tap step, taps, dilation, lo', hi', outputs)]
+    for i in range(d):
+        s, kd, k, size, o = idil[i], kdil[i], wa.shape[1 + i], xa.shape[1 + i], out.shape[1 + i]
+        step = s // math.gcd(kd, s)
+        opts = []
+        for r in range(min(s, o)):
+            taps = [t for t in range(k) if (r + t * kd - lo[i]) % s == 0]
+            if not taps:
+                continue
+            first, n_taps = taps[0], len(taps)
+            kd2 = step * kd // s
+            e0 = (r + first * kd - lo[i]) // s
+            j = (o - r + s - 1) // s
+            lo2 = -e0
+            hi2 = j + (n_taps - 1) * kd2 - size - lo2
+            opts.append((r, first, step, n_taps, kd2, lo2, hi2, j))
+        per_dim.append(opts)
+    phases = list(itertools.product(*per_dim))
+    covered = sum(math.prod(p[7] for p in ph) for ph in phases) == math.prod(out.shape[1:-1])
+    res = e.empty(out) if covered else e.fill(0, out)  # (positions no tap reaches are zeros)
+    for ph in phases:
+        wsub_a = Aval((wa.shape[0],) + tuple(p[3] for p in ph) + (wa.shape[-1],), wa.dtype)
+        wsub = e.op(f"tensor.extract_slice {w}[0, {_lst(p[1] for p in ph)}, 0] [{_lst(wsub_a.shape)}] "
+                    f"[1, {_lst(p[2] for p in ph)}, 1] : {ttype(wa)} to {ttype(wsub_a)}")
+        if wsub_a.shape != wa.shape:  # (a strided slice: a buffer of its own, which reshapes can view)
+            wsub = e.op(f"linalg.copy ins({wsub} : {ttype(wsub_a)}) outs({e.empty(wsub_a)} : {ttype(wsub_a)}) "
+                        f"-> {ttype(wsub_a)}")
+        xp, xpa = _dilate_pad(e, x, xa, [p[5] for p in ph], [p[6] for p in ph], [1] * d)
+        sub_a = Aval((out.shape[0],) + tuple(p[7] for p in ph) + (out.shape[-1],), out.dtype)
+        sub = _im2col_products(e, xp, xpa, wsub, wsub_a, sub_a, [1] * d, [p[4] for p in ph])
+        res = e.op(f"tensor.insert_slice {sub} into {res}[0, {_lst(p[0] for p in ph)}, 0] [{_lst(sub_a.shape)}] "
+                   f"[1, {_lst(idil)}, 1] : {ttype(sub_a)} into {ttype(out)}")
+    return res
+
+
+def _divisors(n):
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def im2col_chunks(xa: Aval, wa: Aval, out: Aval, budget_bytes: int, min_rows: int):
+    """(nb, ob, kb): a chunk of `_im2col_products` is nb images x ob rows of the first
+    output dim (whole images when ob is all of them, else within one image) x kb of the
+    kernel's first dim, the largest whose window copy fits `budget_bytes`. The kernel
+    is cut first only when `min_rows` rows of its whole window would not fit (a weight
+    gradient's window is the output's size)."""
+    esize = np.dtype(xa.dtype.storage).itemsize
+    n, o0, k0 = xa.shape[0], out.shape[1], wa.shape[1]
+    row_unit = math.prod(out.shape[2:-1])  # rows of one (image, first output dim) pair
+    col_unit = math.prod(wa.shape[2:])  # columns of one step of the kernel's first dim
+    budget = max(1, budget_bytes // esize)
+    rows_all = n * o0 * row_unit
+    kb = max([k for k in _divisors(k0) if k * col_unit * min(rows_all, min_rows) <= budget] or [1])
+    best = (1, 1)
+    for nb, ob in [(nb, o0) for nb in _divisors(n)] + [(1, ob) for ob in _divisors(o0)]:
+        if nb * ob * row_unit * kb * col_unit <= budget and nb * ob > best[0] * best[1]:
+            best = (nb, ob)
+    return best[0], best[1], kb
+
+
+def _barrier(e, v, a: Aval):
+    # Reshape propagation would fold the product's reshapes into it, and fusion the window
+    # copy after them, back into one convolution generic: a barrier (kept until
+    # bufferization, lowering/lower_barriers.py) keeps the product a linalg.matmul.
+    return e.op(f'"mirax.optimization_barrier"({v}) : ({ttype(a)}) -> {ttype(a)}', "barrier")
+
+
+def _mul(e, v, k: int):
+    """index `v` (an SSA name or a Python int) times `k`."""
+    if isinstance(v, int) or k == 0:
+        return v * k
+    return v if k == 1 else e.op(f"arith.muli {v}, {e.index(k)} : index")
+
+
+def _add(e, a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0 or b == 0:
+        return b if a == 0 else a
+    return e.op(f"arith.addi {e.index(a) if isinstance(a, int) else a}, {e.index(b) if isinstance(b, int) else b} "
+                f": index")
+
+
+def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
+    """The convolution of padded input `x` (N, P..., C) with `w` (C_out, K..., C) as
+    matrix products: the windows of a chunk of output rows copied into a matrix (rows:
+    output positions, columns: (kernel position, channel)) and multiplied by the weights'
+    (K*C, C_out) transpose with a `linalg.matmul` that mirax-matmul-codegen tiles, chunk
+    by chunk so the copy stays in cache (`im2col_chunks`: the tuning table's
+    `conv.im2col_bytes`, from the host's L2):
+
+        scf.for %r (row chunks)                           [when more than one]
+          scf.for %k (chunks of the kernel's first dim)   [when more than one]
+            %col = linalg.generic (window copy)   (nb, ob, O..., kb, K..., C)
+            %acc = linalg.matmul ins(collapse(%col), slice(wT)) outs(%acc)
+          tensor.insert_slice %acc into the result's rows
+
+    A 1x1 kernel with stride 1 is one product of the input itself."""
+    from ..lowering import tuning
+    d = xa.ndim - 2
+    n, psz, c = xa.shape[0], xa.shape[1:-1], xa.shape[-1]
+    co, ksz = wa.shape[0], wa.shape[1:-1]
+    osz = out.shape[1:-1]
+    kc = math.prod(ksz) * c
+    m = n * math.prod(osz)
+    dt_ = out.dtype
+    # the weights as (K*C, C_out): rows in the window copy's (k..., c) order
+    w2a, wt_a = Aval((co, kc), dt_), Aval((kc, co), dt_)
+    w2 = e.op(f"tensor.collapse_shape {w} [[0], [{_lst(range(1, d + 2))}]] : {ttype(wa)} into {ttype(w2a)}")
+    wt = e.op(f"linalg.transpose ins({w2} : {ttype(w2a)}) outs({e.empty(wt_a)} : {ttype(wt_a)}) "
+              f"permutation = [1, 0]")
+    wt = _barrier(e, wt, wt_a)
+    res_a = Aval((m, co), dt_)
+    rows_dims = f"[{_lst(range(d + 1))}], [{d + 1}]"
+    if all(k == 1 for k in ksz) and all(s == 1 for s in stride):
+        col_a = Aval((m, c), dt_)
+        col = _barrier(e, e.op(f"tensor.collapse_shape {x} [{rows_dims}] : {ttype(xa)} into {ttype(col_a)}"), col_a)
+        r = _barrier(e, _matmul(e, col, col_a, wt, wt_a, e.fill(0, res_a), res_a), res_a)
+        return e.op(f"tensor.expand_shape {r} [{rows_dims}] output_shape [{_lst(out.shape)}] "
+                    f": {ttype(res_a)} into {ttype(out)}")
+    cfg = tuning.table()["conv"]
+    nb, ob, kb = im2col_chunks(xa, wa, out, cfg["im2col_bytes"], cfg["min_rows"])
+    rows = nb * ob * math.prod(osz[1:])
+    kcb = kb * math.prod(ksz[1:]) * c
+    n_rows, n_k = m // rows, ksz[0] // kb
+    acc_a, flat_a, wk_a = Aval((rows, co), dt_), Aval((rows, kcb), dt_), Aval((kcb, co), dt_)
+    # the window copy: (n, o_0..o_{d-1}, k_0..k_{d-1}, c) <- x[n, o*s + k*kd, c]
+    col_a = Aval((nb, ob) + osz[1:] + (kb,) + ksz[1:] + (c,), dt_)
+    nl = col_a.ndim
+    src_a = Aval((nb, (ob - 1) * stride[0] + (kb - 1) * kdil[0] + 1) + psz[1:] + (c,), dt_)
+    x_map = _affine(nl, ["d0"] + [f"d{1 + i} * {stride[i]} + d{d + 1 + i} * {kdil[i]}" for i in range(d)]
+                    + [f"d{nl - 1}"])
+    flat = f"[[{_lst(range(d + 1))}], [{_lst(range(d + 1, nl))}]]"
+
+    def chunk(b, n0, row0, kq, acc):
+        """The chunk of images from n0, output rows from row0, kernel chunk kq (index SSA
+        names or ints): its window copy and product into `acc`; returns the new `acc`."""
+        off = _add(b, _mul(b, row0, stride[0]), _mul(b, kq, kb * kdil[0]))
+        src = x if src_a.shape == xa.shape else b.op(
+            f"tensor.extract_slice {x}[{n0}, {off}{', 0' * d}] [{_lst(src_a.shape)}] [{_lst([1] * xa.ndim)}] "
+            f": {ttype(xa)} to {ttype(src_a)}")
+        col = b.generic([src], [src_a], col_a, lambda bb, v, _o: v, [x_map, identity_map(nl)], ["parallel"] * nl)
+        col = _barrier(b, b.op(f"tensor.collapse_shape {col} {flat} : {ttype(col_a)} into {ttype(flat_a)}"), flat_a)
+        wk = wt if kcb == kc else b.op(f"tensor.extract_slice {wt}[{_mul(b, kq, kcb)}, 0] [{kcb}, {co}] [1, 1] "
+                                       f": {ttype(wt_a)} to {ttype(wk_a)}")
+        return _matmul(b, col, flat_a, wk, wk_a, acc, acc_a)
+
+    def row_chunk(b, r):
+        """Row chunk `r`'s products over the kernel's first dim; returns its (rows, C_out)."""
+        if ob == osz[0]:  # whole images
+            n0, row0 = _mul(b, r, nb), 0
+        else:  # ob rows of one image
+            per = b.index(osz[0] // ob)
+            n0 = b.op(f"arith.divui {r}, {per} : index")
+            row0 = _mul(b, b.op(f"arith.remui {r}, {per} : index"), ob)
+        zero = b.fill(0, acc_a)
+        if n_k == 1:
+            return chunk(b, n0, row0, 0, zero)
+        k, a, res = b.fresh("k"), b.fresh("acc"), b.fresh("kloop")
+        b.line(f"{res} = scf.for {k} = {b.index(0)} to {b.index(n_k)} step {b.index(1)} "
+               f"iter_args({a} = {zero}) -> ({ttype(acc_a)}) {{")
+        bb = b.sub()
+        bb.line(f"scf.yield {chunk(bb, n0, row0, k, a)} : {ttype(acc_a)}")
+        b.lines.extend(bb.lines)
+        b.line("}")
+        return res
+
+    if n_rows == 1:
+        r2 = row_chunk(e, 0)
+    else:
+        r, o, r2 = e.fresh("r"), e.fresh("out"), e.fresh("rloop")
+        init = e.empty(res_a)
+        e.line(f"{r2} = scf.for {r} = {e.index(0)} to {e.index(n_rows)} step {e.index(1)} "
+               f"iter_args({o} = {init}) -> ({ttype(res_a)}) {{")
+        b = e.sub()
+        part = row_chunk(b, r)
+        ins = b.op(f"tensor.insert_slice {part} into {o}[{_mul(b, r, rows)}, 0] [{rows}, {co}] [1, 1] "
+                   f": {ttype(acc_a)} into {ttype(res_a)}")
+        b.line(f"scf.yield {ins} : {ttype(res_a)}")
+        e.lines.extend(b.lines)
+        e.line("}")
+    return e.op(f"tensor.expand_shape {r2} [{rows_dims}] output_shape [{_lst(out.shape)}] "
+                f": {ttype(res_a)} into {ttype(out)}")
+
+
+def _matmul(e, a, aa: Aval, b, ba: Aval, acc, acc_a: Aval):
+    return e.op(f"linalg.matmul ins({a}, {b} : {ttype(aa)}, {ttype(ba)}) outs({acc} : {ttype(acc_a)}) "
+                f"-> {ttype(acc_a)}")
+
+
+def _conv_lower_gpu(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_dilation, input_dilation,
+                    groups, flip):
+    """On the GPU: the named convolutions, else one linalg.generic (upstream's GPU tiling
+    maps its parallel dims to the threads)."""
     xa, wa = in_avals
     x, w = ins
     d = xa.ndim - 2
@@ -225,7 +450,12 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
     x, xa = _dilate_pad(e, x, xa, padding_lo, padding_hi, input_dilation)
     if flip:  # flip the (small) kernel once; the convolution then reads every operand forwards
         w, flip = _flip_spatial(e, w, wa), False
-    g = int(groups)
+    return _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, int(groups))
+
+
+def _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, g, flip=False):
+    """The convolution of the padded input `x` as a named linalg op or one linalg.generic."""
+    d = xa.ndim - 2
     if g == 1 and not flip and d in (1, 2):
         r = _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation)
         if r is not None:
@@ -266,6 +496,7 @@ primitive("conv", ["input", "weight"], _conv_shape, _conv_lower, _conv_ref,
           summary="channels-last convolution (MLX conv_general): (N, S..., C_in) x (C_out, K..., C_in/groups) "
                   "-> (N, O..., C_out)",
           dtypes=CONV_TEST)
+register_lowering("conv", _conv_lower_gpu, target="gpu")
 
 
 # ---- transform rules -----------------------------------------------------------------

@@ -209,6 +209,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # Derived: the polynomial where there is no library (one libm call a lane, 2.9x
         # slower); the tuner measures both (`python -m mirax.tune`, math powf).
         "math": dict(pow_polynomial=vector_math_library() is None),
+        # convolutions on the CPU (dialect/conv.py): a chunk's window copy (im2col) of
+        # at most half of L2, so the product reads it from cache; a kernel is cut along
+        # its first dim only when min_rows rows of its whole window would not fit
+        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=256),
     }
 
 
@@ -433,6 +437,8 @@ def table() -> dict:
         t = dict(t)
         for fam, v in thresholds.items():
             t[fam] = dict(t[fam], parallel_min_elements=v["parallel_min_elements"])
+    if "conv" in m:  # (the tests' override: chunk sizes that cut every dim)
+        t = dict(t, conv=dict(t["conv"], **m["conv"]))
     if "powf" in m.get("math", {}):
         t = dict(t, math=dict(t["math"], pow_polynomial=bool(m["math"]["powf"]["polynomial"])))
     return t

@@ -221,3 +221,105 @@ def test_vmap_of_grad(rng):
     got = np.asarray(mr.vmap(mr.grad(loss), in_axes=(None, 0))(A(w), A(x)))
     want = np.stack([np.asarray(mr.grad(loss)(A(w), A(x[i]))) for i in range(3)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ---- the CPU lowering: window copies (im2col) and tiled products ------------------------
+
+from mirax.dialect.conv import im2col_chunks  # noqa: E402
+from mirax.dialect.core import Aval  # noqa: E402
+from mirax.dialect import dtypes as dt  # noqa: E402
+from mirax.lowering import tuning  # noqa: E402
+
+
+def _chunks(xs, ws, params, budget, min_rows=4):
+    """im2col_chunks of a convolution without input dilation."""
+    out = REF(np.zeros(xs, np.float32), np.zeros(ws, np.float32), **params).shape
+    xp = (xs[0],) + tuple(s + lo + hi for s, lo, hi in zip(xs[1:-1], params["padding_lo"], params["padding_hi"])) \
+        + (xs[-1],)
+    return im2col_chunks(Aval(xp, dt.float32), Aval(ws, dt.float32), Aval(out, dt.float32), budget, min_rows)
+
+
+def test_im2col_chunks_fit_the_budget():
+    p = P(2, lo=1, hi=1)
+    # all of it fits: one chunk (nb = N, ob = O_0, kb = K_0)
+    assert _chunks((2, 8, 8, 4), (3, 3, 3, 4), p, 1 << 20) == (2, 8, 3)
+    # 36-column rows (3 x 3 x 4), 8 a (image, output row): whole images while they fit,
+    # then rows of one image
+    assert _chunks((4, 8, 8, 4), (3, 3, 3, 4), p, 2 * 64 * 36 * 4) == (2, 8, 3)
+    assert _chunks((4, 8, 8, 4), (3, 3, 3, 4), p, 4 * 8 * 36 * 4) == (1, 4, 3)
+    assert _chunks((4, 8, 8, 4), (3, 3, 3, 4), p, 10) == (1, 1, 1)  # at least one row unit
+    # a weight gradient's shape (the kernel as large as the image): the kernel is cut when
+    # min_rows rows of its whole window would not fit
+    g = P(2)
+    assert _chunks((8, 16, 16, 4), (6, 16, 16, 4), g, 4 * 64 * 8 * 4, min_rows=64) == (8, 1, 4)
+
+
+# (input, weight, params, budget in bytes): every way a convolution is cut in chunks, with
+# products large enough for mirax-matmul-codegen's tiling (f32) and the generic one
+CHUNKED = [
+    ((3, 12, 10, 16), (24, 3, 3, 16), P(2, lo=1, hi=1), 4 * 10 * 144 * 4),  # rows of one image
+    ((4, 6, 6, 16), (20, 3, 3, 16), P(2, lo=1, hi=1), 2 * 36 * 144 * 4),  # whole images
+    ((2, 13, 11, 8), (16, 3, 4, 8), P(2, stride=(2, 1), lo=(2, 1), hi=(1, 2), kd=(1, 2)), 3000),
+    ((6, 16, 16, 8), (12, 12, 12, 8), P(2), 16 * 12 * 8 * 4 * 4),  # the kernel cut too
+    ((4, 40, 24), (32, 7, 24), P(1, stride=3, lo=3, hi=3, kd=2), 2048),
+    ((8, 9, 9, 32), (48, 1, 1, 32), P(2), 64),  # 1x1: the input is the matrix
+    ((8, 9, 9, 32), (48, 1, 1, 32), P(2, stride=2), 64),  # strided 1x1: a window copy
+]
+
+
+@pytest.mark.parametrize("xs,ws,params,budget", CHUNKED)
+def test_chunked_products_match_reference(xs, ws, params, budget, rng):
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    with tuning.override(conv={"im2col_bytes": budget, "min_rows": 4}):
+        for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
+            got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
+            np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
+        xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
+        np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
+
+
+def test_chunked_cases_cut_every_dim():
+    """CHUNKED cuts images, rows and kernels somewhere (else it tests less than it says)."""
+    cuts = set()
+    for xs, ws, params, budget in CHUNKED:
+        ch = _chunks(xs, ws, params, budget)
+        out = REF(np.zeros(xs), np.zeros(ws), **params).shape
+        cuts |= {name for name, c, full in zip("nok", ch, (xs[0], out[1], ws[1])) if c < full}
+    assert cuts == {"n", "o", "k"}
+
+
+def test_convolutions_become_tiled_products(rng):
+    """A 3x3 convolution and a 1x1 one compile to mirax-matmul-codegen's register tiles
+    (vector.fma), not a convolution loop nest: fusion must not fold the window copy and the
+    reshapes back into one linalg.generic (the barriers in dialect/conv.py)."""
+    for xs, ws, pad in [((4, 16, 16, 32), (32, 3, 3, 32), 1), ((4, 16, 16, 64), (32, 1, 1, 64), 0)]:
+        x, w = A(rng.standard_normal(xs).astype(np.float32)), A(rng.standard_normal(ws).astype(np.float32))
+        f = mr.compile(lambda x, w: mr.conv2d(x, w, padding=pad))
+        text = f.lower(x, w).as_text("optimized")
+        assert "vector.fma" in text, xs
+        assert '"reduction", "reduction", "reduction"' not in text, xs
+        np.testing.assert_allclose(np.asarray(f(x, w)), REF(np.asarray(x), np.asarray(w), **P(2, lo=pad, hi=pad)),
+                                   rtol=2e-5, atol=2e-4)
+
+
+# input dilation (transposed convolutions, strided convolutions' input gradients): one
+# convolution per output phase, without the zeros
+PHASES = [
+    ((2, 7, 6, 8), (12, 3, 3, 8), P(2, idl=2, lo=2, hi=2)),  # a stride-2 3x3's input gradient
+    ((2, 5, 9, 4), (6, 4, 3, 4), P(2, idl=(3, 2), lo=(3, 1), hi=(2, 2), flip=True)),
+    ((1, 6, 6, 4), (6, 3, 3, 4), P(2, idl=2, kd=2, lo=(-1, 0), hi=(1, -1))),  # gcd(kd, idl) = 2; crops
+    ((3, 9, 5), (4, 1, 5), P(1, idl=3, lo=1, hi=1)),  # one tap: phases no tap reaches stay zero
+    ((2, 4, 6), (5, 2, 6), P(1, idl=4, lo=0, hi=0)),
+    ((1, 2, 3), (2, 3, 3), P(1, idl=5, lo=2, hi=2)),  # fewer outputs than phases
+    ((2, 17, 16, 32), (48, 5, 5, 32), P(2, idl=2, lo=(4, 3), hi=(4, 2))),  # products the codegen tiles
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", PHASES)
+def test_input_dilation_by_phases(xs, ws, params, rng):
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    if x.size < 2000:
+        np.testing.assert_allclose(REF(x, w, **params), naive(x, w, **params), rtol=1e-12, atol=1e-12)
+    for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
+        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
+        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
