@@ -323,3 +323,25 @@ def test_input_dilation_by_phases(xs, ws, params, rng):
     for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
         got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
         np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
+
+
+# a few wide groups: one product a group (dialect/conv.py GROUP_PRODUCTS), also by phases
+GROUPED = [
+    ((2, 6, 5, 32), (32, 3, 2, 16), P(2, groups=2, lo=1, hi=(1, 0))),
+    ((2, 9, 7, 48), (48, 3, 3, 16), P(2, groups=3, stride=2, kd=(1, 2), lo=2, hi=1, flip=True)),
+    ((1, 5, 4, 32), (32, 3, 3, 16), P(2, groups=2, idl=2, lo=2, hi=2)),
+    ((3, 20, 64), (64, 5, 16), P(1, groups=4, lo=2, hi=2)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", GROUPED)
+def test_grouped_products_match_reference(xs, ws, params, rng):
+    from mirax.dialect.conv import _group_products
+    g = params["groups"]
+    assert _group_products(g, xs[-1] // g, ws[0] // g, int(np.prod(ws[1:-1])))
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
+        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
+        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
+    xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
