@@ -80,7 +80,7 @@ $(BENCH_STAMP): $(STAMP)
 
 # `make tune bench ISA=avx2` tunes and measures the AVX2 code on an AVX-512 host, the
 # peers capped alike (bench/_host.py: OpenBLAS's Haswell kernels, XLA's --xla_cpu_max_isa)
-BENCHES := eager_overhead cache elementwise matmul sort train_step transformer_step eager_grad \
+BENCHES := eager_overhead cache elementwise matmul sort conv train_step transformer_step eager_grad \
 	checkpoint_memory donation compile_time
 ISA_ENV := $(if $(ISA),MIRAX_CPU_MAX_ISA=$(ISA))
 

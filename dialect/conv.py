@@ -445,7 +445,11 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
         b.line(f"{res} = scf.for {k} = {b.index(0)} to {b.index(n_k)} step {b.index(1)} "
                f"iter_args({a} = {zero}) -> ({ttype(acc_a)}) {{")
         bb = b.sub()
-        bb.line(f"scf.yield {chunk(bb, n0, row0, k, a)} : {ttype(acc_a)}")
+        # (the product into the loop's own accumulator: a padded one, say 9 rows of a small
+        # weight gradient, is a new tensor, which bufferization refuses to yield)
+        acc = bb.op(f"bufferization.materialize_in_destination {chunk(bb, n0, row0, k, a)} in {a} "
+                    f": ({ttype(acc_a)}, {ttype(acc_a)}) -> {ttype(acc_a)}")
+        bb.line(f"scf.yield {acc} : {ttype(acc_a)}")
         b.lines.extend(bb.lines)
         b.line("}")
         return res

@@ -278,6 +278,20 @@ def test_chunked_products_match_reference(xs, ws, params, budget, rng):
         np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
 
 
+def test_padded_product_in_a_kernel_loop(rng):
+    """A weight gradient's shape with few rows (9: one input channel, 3x3) and its kernel
+    cut in chunks: the tiled product pads its rows, a new tensor each chunk, which goes
+    back into the loop's accumulator (bufferization refused to yield it: a CNN's first
+    layer failed to compile)."""
+    xs, ws, params = (1, 10, 10, 128), (32, 8, 8, 128), P(2)
+    budget = 9 * 2 * 8 * 128 * 4  # (9 rows of two of the kernel's 8 rows)
+    assert _chunks(xs, ws, params, budget, min_rows=9) == (1, 3, 2)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    with tuning.override(conv={"im2col_bytes": budget, "min_rows": 9}):
+        got = np.asarray(apply("conv", [A(x), A(w)], **params))
+    np.testing.assert_allclose(got, REF(x, w, **params), rtol=2e-5, atol=2e-4)
+
+
 def test_chunked_cases_cut_every_dim():
     """CHUNKED cuts images, rows and kernels somewhere (else it tests less than it says)."""
     cuts = set()
