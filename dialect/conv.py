@@ -218,7 +218,7 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
                 groups, flip):
     """On the CPU: the convolution as matrix products (`_products`) that
     mirax-matmul-codegen tiles, a group at a time when the groups are few and wide
-    (GROUP_PRODUCTS); many narrow groups (a depthwise convolution) as one linalg.generic."""
+    (`_group_products`); many narrow groups (a depthwise convolution) as one linalg.generic."""
     xa, wa = in_avals
     x, w = ins
     if out.size == 0:
@@ -233,7 +233,7 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
     if g == 1:
         return _products(e, x, xa, w, wa, out, *geo)
     cig, cog = xa.shape[-1] // g, wa.shape[0] // g
-    if not _group_products(g, cig, cog, math.prod(wa.shape[1:-1])):
+    if not _group_products(g, cog):
         x, xa = _dilate_pad(e, x, xa, geo[0], geo[1], geo[4])
         return _conv_generic(e, x, xa, w, wa, out, geo[2], geo[3], g)
     res = e.empty(out)
@@ -252,17 +252,14 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
     return res
 
 
-# Grouped convolutions run as one product a group when a group's product is wide and deep
-# enough for the tiled matmul (16x16 at least: (N*O, K*C_in/g) x (K*C_in/g, C_out/g)) and
-# the groups few (each is code of its own). 16x64x64x128, 3x3, 4 groups of 32 channels: as
-# one generic 624 ms, jax.jit 220; 32 groups of 4 and depthwise stay generic (109 and 49 ms,
-# jax.jit 290 and 217).
-GROUP_PRODUCTS = dict(min_out=16, min_depth=64, max_groups=16)
-
-
-def _group_products(g, cig, cog, kernel_size) -> bool:
-    return (g <= GROUP_PRODUCTS["max_groups"] and cog >= GROUP_PRODUCTS["min_out"]
-            and cig * kernel_size >= GROUP_PRODUCTS["min_depth"])
+def _group_products(g, cog) -> bool:
+    """Whether `g` groups of `cog` output channels each run as a product a group (the tuning
+    table's `conv` section). 16x64x64x128, 3x3, 4 groups of 32 channels: as one generic
+    624 ms, a product a group 38 (jax.jit 220); 32 groups of 4 and depthwise stay one
+    generic (109 and 49 ms; jax.jit 290 and 217)."""
+    from ..lowering import tuning
+    cfg = tuning.table()["conv"]
+    return g <= cfg["max_groups"] and cog >= cfg["group_min_out"]
 
 
 def _products(e, x, xa: Aval, w, wa: Aval, out: Aval, lo, hi, stride, kdil, idil):

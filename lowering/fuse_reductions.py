@@ -1175,6 +1175,8 @@ class MiraxRowMemory(MiraxPass):
                "stream-bytes": (0, "outputs of at least this many bytes get their rows by non-temporal stores "
                                    "(0: tuning.py's, the host's last-level cache; -1: none)"),
                "line": (0, "bytes the non-temporal stores align to (0: tuning.py's cache line)")}
+    choices = {"ldexp": ("auto", "on", "scalef", "off"), "exp-reduce": ("auto", "on", "off"),
+               "exp-range": ("auto", "on", "off"), "locality": ("0", "1", "2", "3")}
 
     def run(self, module: ir.Operation):
         from .host_cpu import host
@@ -1182,8 +1184,6 @@ class MiraxRowMemory(MiraxPass):
         with module.context:
             l1d = int(self.opts["l1d"]) or h.l1d
             locality = int(self.opts["locality"]) or tuning.table()["row_fusion"]["prefetch_locality"]
-            if not 1 <= locality <= 3:
-                raise ValueError(f"pass '{self.name}': locality must be 1, 2 or 3, got {locality}")
             # one prefetch a cache line: one a 32-byte AVX2 vector asked for each line twice
             # (Zen 3, logsumexp 4096^2: 5.07 -> 4.91 ms)
             parallel = (int(self.opts["threads"]) or tuning.threads()) > 1
@@ -1202,8 +1202,6 @@ class MiraxRowMemory(MiraxPass):
             scalef = ldexp == "scalef" or auto
             exp_range = str(self.opts["exp-range"])
             reduce = str(self.opts["exp-reduce"])
-            if reduce not in ("auto", "on", "off"):
-                raise ValueError(f"pass '{self.name}': exp-reduce must be auto, on or off, got {reduce!r}")
             use_reduce = reduce == "on" or (reduce == "auto" and {"avx512f", "avx512dq"} <= h.features)
             for forall in walk_ops(module, lambda n: n == "scf.forall"):
                 if use_reduce:

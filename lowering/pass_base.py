@@ -96,11 +96,20 @@ class MiraxPass:
     summary = ""
     after: list = []  # upstream pipeline elements appended after run()
     options: dict = {}  # option name -> (default, help)
+    choices: dict = {}  # option name -> the values it may take
 
     def __init__(self, **options):
         unknown = set(options) - set(self.options)
         if unknown:
             raise ValueError(f"pass '{self.name}' has no option {', '.join(sorted(unknown))}")
+        # checked here, where mirax-opt reports a usage error, not in run() (a traceback)
+        for k, v in options.items():
+            default = self.options[k][0]
+            if type(default) is int and not (type(v) is int or (isinstance(v, str) and v.lstrip("-").isdigit())):
+                raise ValueError(f"pass '{self.name}': option {k} must be an integer, got {v!r}")
+            if k in self.choices and str(v) not in self.choices[k]:
+                raise ValueError(f"pass '{self.name}': option {k} must be {', '.join(self.choices[k][:-1])} or "
+                                 f"{self.choices[k][-1]}, got {v!r}")
         self.opts = {k: v[0] for k, v in self.options.items()}
         self.opts.update(options)
 

@@ -210,9 +210,14 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # slower); the tuner measures both (`python -m mirax.tune`, math powf).
         "math": dict(pow_polynomial=vector_math_library() is None),
         # convolutions on the CPU (dialect/conv.py): a chunk's window copy (im2col) of
-        # at most half of L2, so the product reads it from cache; a kernel is cut along
-        # its first dim only when min_rows rows of its whole window would not fit
-        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=256),
+        # at most half of L2, so the product reads it from cache (16x64x64x64 3x3 on
+        # rocketlake, a quarter to twice that: within 10%); a kernel is cut along its
+        # first dim only when min_rows rows of its whole window (8 register tiles a
+        # thread) would not fit. Grouped convolutions run a product a group when a group
+        # has a vector of output channels at least (fewer pad the tile's columns), and at
+        # most max_groups groups (each is code of its own: a compile-time bound)
+        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
+                     max_groups=16),
     }
 
 

@@ -7,6 +7,9 @@
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 exp-reduce=on" | FileCheck %s --check-prefix=REDUCE
 // RUN: not %mirax-opt %s -split-input-file "--mirax-row-memory=exp-reduce=maybe" 2>&1 | FileCheck %s --check-prefix=BADREDUCE
 // BADREDUCE: exp-reduce must be auto, on or off, got 'maybe'
+// RUN: not %mirax-opt %s -split-input-file "--mirax-row-memory=l1d=big" 2>&1 | FileCheck %s --check-prefix=BADINT
+// BADINT: error: pass 'mirax-row-memory': option l1d must be an integer, got 'big'
+// BADINT-NOT: Traceback
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=2 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAM
 // RUN: %mirax-opt %s -split-input-file "--mirax-row-memory=threads=1 stream-bytes=4096 line=64" | FileCheck %s --check-prefix=STREAMSEQ
 
