@@ -74,6 +74,10 @@ def choices() -> str:
                  + f"; loops {ew['loop_vector_bits']}-bit, vector math {(tuning.vector_math_library() or ['libm a lane'])[0]}")
     lines.append(f"f32 pow: {'polynomial' if t['math']['pow_polynomial'] else 'vector math library'} "
                  f"({'measured' if 'powf' in m.get('math', {}) else 'derived'})")
+    cv = t["conv"]
+    lines.append(f"conv (derived): window copies of at most {cv['im2col_bytes'] >> 10} KiB, kernels cut below "
+                 f"{cv['min_rows']} rows; groups as products from {cv['group_min_out']} output channels, "
+                 f"up to {cv['max_groups']} groups")
     return "\n".join("  " + x for x in lines)
 
 

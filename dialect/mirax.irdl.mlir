@@ -97,6 +97,16 @@ irdl.dialect @mirax {
     irdl.results(result: %out)
     irdl.attributes {"axis" = %attr_axis}
   }
+  irdl.operation @argtopk {
+    // indices (uint32) of the k largest of `x` along `axis`, ascending: argsort's last k
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_k = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "k" = %attr_k}
+  }
   irdl.operation @astype {
     // dtype conversion (C casts; float to int truncates)
     %in0 = irdl.base "!builtin.tensor"

@@ -269,6 +269,40 @@ func.func @argsort_columns(%x: tensor<4x8xi32>) -> tensor<4x8xui32> {
 
 // -----
 
+// argtopk: each row's k largest by insertion (dialect/sort.py `_select_row`): k slots of
+// (key, index) ascending, from (lowest key, -1); an element at least the first slot's key
+// enters (an index after every slot's: ties go to the later element), the slots up to
+// the last with a key <= it move down one, without branches (selects); the first slot's
+// key is the new bar. A k large for the row (5 of 8) takes the merge sort's last k.
+// CHECK-LABEL: func.func @argtopk_rows
+// CHECK: arith.xori %{{.+}}, %{{.+}} : i32
+// CHECK: scf.for {{.+}} -> (tensor<4x3xi32>)
+// CHECK: %[[K0:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<3xi32>)
+// CHECK: %[[I0:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<3xi32>)
+// CHECK: %{{.+}}:3 = scf.for %[[I:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[BK:.+]] = %[[K0]], %[[BI:.+]] = %[[I0]], %[[T:.+]] = %{{.+}}) -> (tensor<3xi32>, tensor<3xi32>, i32)
+// CHECK: %[[X:.+]] = tensor.extract %{{.+}}[%[[I]]] : tensor<100xi32>
+// CHECK: %[[IN:.+]] = arith.cmpi sge, %[[X]], %[[T]] : i32
+// CHECK: scf.if %[[IN]] -> (tensor<3xi32>, tensor<3xi32>, i32)
+// CHECK: scf.for {{.+}} iter_args(%{{.+}} = %[[BK]], %{{.+}} = %[[BI]]) -> (tensor<3xi32>, tensor<3xi32>)
+// CHECK: arith.cmpi sle, %{{.+}}, %[[X]] : i32
+// CHECK: arith.select
+// CHECK: tensor.insert
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[BK]], %[[BI]], %[[T]] : tensor<3xi32>, tensor<3xi32>, i32
+// CHECK-LABEL: func.func @argtopk_most
+// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<8xi32>, tensor<8xi32>)
+// CHECK: tensor.extract_slice %{{.+}}[0, 3] [6, 5] [1, 1] : tensor<6x8xi32> to tensor<6x5xi32>
+func.func @argtopk_rows(%x: tensor<4x100xf32>) -> tensor<4x3xui32> {
+  %0 = "mirax.argtopk"(%x) {axis = 1 : i64, k = 3 : i64} : (tensor<4x100xf32>) -> tensor<4x3xui32>
+  return %0 : tensor<4x3xui32>
+}
+func.func @argtopk_most(%x: tensor<6x8xi32>) -> tensor<6x5xui32> {
+  %0 = "mirax.argtopk"(%x) {axis = 1 : i64, k = 5 : i64} : (tensor<6x8xi32>) -> tensor<6x5xui32>
+  return %0 : tensor<6x5xui32>
+}
+
+// -----
+
 // argsort of one long row: padded with the largest key to two power-of-two chunks, the
 // chunks sorted on two threads (keys and indices out, the second chunk's from 65536), one
 // merge of the two, the first n indices.

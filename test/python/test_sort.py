@@ -5,6 +5,7 @@ import pytest
 
 import mirax as mr
 from arrays import A
+from mirax.array import apply
 
 CASES = [((7,), -1), ((3, 5), 0), ((3, 5), 1), ((2, 3, 4), 1), ((2, 3, 4), -3), ((0, 3), 1), ((4, 1), 1), ((5,), None)]
 
@@ -183,3 +184,53 @@ def test_complex_sorts_by_real_then_imaginary_part():
                   complex(nan, -1), complex(1, nan), -1 + 0j], np.complex64)
     np.testing.assert_array_equal(np.array(mr.sort(A(z))), np.sort(z))
     np.testing.assert_array_equal(np.array(mr.argsort(A(z))), np.argsort(z, kind="stable"))
+
+
+# ---- topk: mirax.argtopk (the k largest by insertion, or the merge sort's last k) -------
+
+def _top(x, k, axis):
+    n = x.shape[axis]
+    return np.take(np.argsort(x, axis=axis, kind="stable"), np.arange(n - k, n), axis=axis)
+
+
+@pytest.mark.parametrize("shape,axis,k,insertion", [
+    ((6, 1000), 1, 8, True), ((1000, 5), 0, 3, True), ((3, 200, 4), 1, 1, True), ((2, 40000), 1, 20, True),
+    ((7, 64), 1, 64, False), ((5, 300), 1, 150, False)])
+def test_argtopk_is_argsorts_last_k(shape, axis, k, insertion, rng):
+    """Exactly the stable argsort's last k (ties: the later indices), by insertion or,
+    where k is large for the row (select_by_insertion), by the merge sort."""
+    from mirax.dialect.sort import select_by_insertion
+    n = shape[axis]
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.flat[::7] = 0.0  # ties, and -0.0 equal to 0.0
+    x.flat[::11] = -0.0
+    x.flat[::13] = np.nan  # NaN sorts last: the largest
+    xi = rng.integers(-4, 5, shape).astype(np.int32)  # many ties
+    xu = rng.integers(0, 3, shape).astype(np.uint8)
+    for v in (x, x.astype(np.float64), x.astype(np.float16), xi, xu, xu > 0):
+        got = np.asarray(apply("argtopk", [A(v)], axis=axis, k=k))
+        np.testing.assert_array_equal(got, _top(v, k, axis), err_msg=f"{v.dtype}")
+    assert select_by_insertion(n, k) == insertion  # (both paths are tested)
+
+
+def test_topk_values_gradient_and_vmap(rng):
+    x = rng.standard_normal((4, 50))
+    t = mr.topk(A(x), 5, axis=1)
+    np.testing.assert_array_equal(np.asarray(t), np.sort(x, 1)[:, -5:])
+    # the gradient flows through the gather to the k largest
+    g = np.asarray(mr.grad(lambda v: (mr.topk(v, 5, axis=1) * mr.arange(5.0)).sum())(A(x)))
+    want = np.zeros_like(x)
+    np.put_along_axis(want, _top(x, 5, 1), np.broadcast_to(np.arange(5.0), (4, 5)), 1)
+    np.testing.assert_array_equal(g, want)
+    v = np.asarray(mr.vmap(lambda r: mr.topk(r, 3, axis=0))(A(x)))
+    np.testing.assert_array_equal(v, np.sort(x, 1)[:, -3:])
+    c = (x + 1j * rng.standard_normal((4, 50))).astype(np.complex64)  # complex: the full sort's last k
+    np.testing.assert_array_equal(np.asarray(mr.topk(A(c), 4, axis=1)), np.sort(c, 1)[:, -4:])
+
+
+def test_argtopk_on_rows_of_the_threads(rng):
+    """Enough rows for an scf.forall over the threads (SORT_PARALLEL_MIN elements)."""
+    x = rng.standard_normal((64, 2048)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(apply("argtopk", [A(x)], axis=1, k=5)), _top(x, 5, 1))
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.topk(v, 5, axis=0))(A(x))),
+                                  np.sort(x, 0)[-5:])

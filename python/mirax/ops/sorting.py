@@ -6,6 +6,7 @@ them (stable, NaN last as numpy, along `axis`, default -1; `axis=None` flattens)
 `argsort` is the dialect's `mirax.argsort` (dialect/sort.py: a merge sort of each row on
 the CPU); the others are it and a `take_along_axis`, so they run on every device and
 under every transform (sort's gradient flows through the gather; indices have none).
+`topk` gathers `mirax.argtopk`'s indices (the k largest by insertion, not a full sort).
 `partition` and `argpartition` return the full sort, a valid partition for every `kth`.
 """
 from __future__ import annotations
@@ -81,10 +82,12 @@ def topk(a, k, axis=-1):
         key = [slice(None)] * a2.ndim
         key[ax] = slice(0, 0)
         return a2[tuple(key)]
-    s = sort(a2, ax)
-    key = [slice(None)] * s.ndim
-    key[ax] = slice(n - k, n)
-    return s[tuple(key)]
+    if a2.dtype.kind == "c":  # (no integer keys for complex: the full sort's last k)
+        s = sort(a2, ax)
+        key = [slice(None)] * s.ndim
+        key[ax] = slice(n - k, n)
+        return s[tuple(key)]
+    return take_along_axis(a2, apply("argtopk", [a2], axis=ax % a2.ndim, k=k), axis=ax)
 
 
 def median(a, axis=None, keepdims=False):
