@@ -225,6 +225,16 @@ def _conv_lower(e, ins, in_avals, out, stride, padding_lo, padding_hi, kernel_di
         return e.empty(out)
     if xa.size == 0 or wa.size == 0:  # an empty reduction (no input channels)
         return e.fill(0, out)
+    if xa.dtype.kind == "f" and xa.dtype.bits == 16:
+        # half precision: the products in float32, rounded once (as MLX accumulates; a
+        # float16 sum of 100 terms lost digits), on the float32 product code
+        t = xa.dtype.signless
+        f32 = [Aval(v.shape, dt.float32) for v in (xa, wa, out)]
+        x32, w32 = (e.map([v], [a], a32, lambda b, u: b.op(f"arith.extf {u} : {t} to f32"))
+                    for v, a, a32 in zip((x, w), (xa, wa), f32))
+        r = _conv_lower(e, [x32, w32], f32[:2], f32[2], stride, padding_lo, padding_hi, kernel_dilation,
+                        input_dilation, groups, flip)
+        return e.map([r], [f32[2]], out, lambda b, u: b.op(f"arith.truncf {u} : f32 to {t}"))
     geo = ([int(v) for v in padding_lo], [int(v) for v in padding_hi], [int(v) for v in stride],
            [int(v) for v in kernel_dilation], [int(v) for v in input_dilation])
     if flip:

@@ -359,3 +359,23 @@ def test_grouped_products_match_reference(xs, ws, params, rng):
         np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
     xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
     np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
+
+
+def test_half_precision_sums_in_float32(rng):
+    """float16 / bfloat16 convolutions multiply-add in float32 and round once (as MLX): a
+    float16 running sum of 3 x 3 x 32 products lost digits."""
+    x = rng.standard_normal((2, 9, 9, 32)).astype(np.float16)
+    w = rng.standard_normal((8, 3, 3, 32)).astype(np.float16)
+    want = REF(x.astype(np.float64), w.astype(np.float64), **P(2, lo=1, hi=1))
+    got = np.asarray(mr.conv2d(A(x), A(w), padding=1)).astype(np.float64)
+    np.testing.assert_allclose(got, want.astype(np.float16).astype(np.float64), rtol=2e-3, atol=2e-2)
+    b = np.asarray(mr.conv2d(A(x).astype(mr.bfloat16), A(w).astype(mr.bfloat16), padding=1).astype(mr.float32))
+    np.testing.assert_allclose(b, want, rtol=3e-2, atol=0.3)
+
+
+def test_conv1d_over_more_spatial_dims(rng):
+    """As MLX's conv1d (conv_general with one stride, padding, dilation): a 4-D input is a
+    2-D convolution with those in both dims."""
+    x, w = rng.standard_normal((1, 6, 5, 4)), rng.standard_normal((4, 3, 3, 2))
+    got = np.asarray(mr.conv1d(A(x), A(w), stride=2, padding=1, groups=2))
+    np.testing.assert_allclose(got, REF(x, w, **P(2, stride=2, lo=1, hi=1, groups=2)), rtol=1e-12, atol=1e-12)

@@ -90,8 +90,13 @@ def _convnd(nd, op, input, weight, stride, padding, dilation, groups):
 
 
 def conv1d(input, weight, stride=1, padding=0, dilation=1, groups=1) -> Array:
-    """1-D convolution (cross-correlation): input (N, L, C_in), weight (C_out, K, C_in / groups)."""
-    return _convnd(1, "conv1d", input, weight, stride, padding, dilation, groups)
+    """1-D convolution (cross-correlation): input (N, L, C_in), weight (C_out, K, C_in / groups).
+    As MLX's (`conv_general` with one stride, padding and dilation), an input of more
+    spatial dims is convolved over each of them with the same ones."""
+    x, w = _operands(input, weight, "conv1d")
+    if x.ndim > 3 and isinstance(stride, int) and isinstance(padding, int) and isinstance(dilation, int):
+        return conv_general(x, w, stride, padding, dilation, 1, groups)
+    return _convnd(1, "conv1d", x, w, stride, padding, dilation, groups)
 
 
 def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1) -> Array:
