@@ -86,7 +86,9 @@ def convolutions(rounds):
                 cands["jax.jit"] = lambda jfn=jfn, xj=xj, wj=wj: jax.block_until_ready(jfn(xj, wj))
             res = measure(cands, rounds=rounds)
             report(f"conv {name} {xs} x {ws}, {what}", res, x.nbytes)
-            judge(cands, TARGETS)
+            # (fewer paired rounds where a call takes over half a second: jax.jit's
+            # grouped gradient, 3.5 s here, made this benchmark 8 minutes long)
+            judge(cands, TARGETS, rounds=7 if max(res.values()) > 0.5 else None)
 
 
 def cnn_step(rounds, batch=128):

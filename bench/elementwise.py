@@ -137,15 +137,17 @@ def report(title, res, nbytes, ref="mirax compiled"):
         print(f"  {n:28s} {t * 1e3:10.2f} ms   {nbytes / t / 1e9:7.1f} GB/s   x{t / base:7.2f} vs {ref}")
 
 
-def judge(cands, targets, ref="mirax compiled", at_most=False):
-    """Each target on its own pair (`ref` and the peer), TARGET_ROUNDS interleaved rounds:
-    `ref`'s speed-up over the peer at least the target, or with `at_most` its time over
-    the peer's at most the target (gelu against the copy of the same bytes)."""
+def judge(cands, targets, ref="mirax compiled", at_most=False, rounds=None):
+    """Each target on its own pair (`ref` and the peer), TARGET_ROUNDS (or `rounds`)
+    interleaved rounds: `ref`'s speed-up over the peer at least the target, or with
+    `at_most` its time over the peer's at most the target (gelu against the copy of the
+    same bytes)."""
+    rounds = rounds or TARGET_ROUNDS
     for peer, want in targets.items():
         if peer not in cands:
             continue
-        res = measure({ref: cands[ref], peer: cands[peer]}, rounds=TARGET_ROUNDS)
-        pair = f"({res[ref] * 1e3:.2f} vs {res[peer] * 1e3:.2f} ms, {TARGET_ROUNDS} paired rounds"
+        res = measure({ref: cands[ref], peer: cands[peer]}, rounds=rounds)
+        pair = f"({res[ref] * 1e3:.2f} vs {res[peer] * 1e3:.2f} ms, {rounds} paired rounds"
         if at_most:
             got = res[ref] / res[peer]
             print(f"  {ref} takes {got:.2f}x the time of {peer} {pair}; target <= {want}x): "

@@ -416,12 +416,25 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
     kcb = kb * math.prod(ksz[1:]) * c
     n_rows, n_k = m // rows, ksz[0] // kb
     acc_a, flat_a, wk_a = Aval((rows, co), dt_), Aval((rows, kcb), dt_), Aval((kcb, co), dt_)
-    # the window copy: (n, o_0..o_{d-1}, k_0..k_{d-1}, c) <- x[n, o*s + k*kd, c]
-    col_a = Aval((nb, ob) + osz[1:] + (kb,) + ksz[1:] + (c,), dt_)
-    nl = col_a.ndim
+    # the window copy: (n, o_0..o_{d-1}, k_0..k_{d-1}, c) <- x[n, o*s + k*kd, c]; with an
+    # undilated last kernel dim, (k_{d-1}, c) is one run of the input's last two dims
+    # (x[.., (o*s) * C + j], j < K*C): the copy's inner loop runs K*C elements, not C
+    # (a 7x7 stem's 3 channels: 21)
+    kext = (kb,) + ksz[1:]
     src_a = Aval((nb, (ob - 1) * stride[0] + (kb - 1) * kdil[0] + 1) + psz[1:] + (c,), dt_)
-    x_map = _affine(nl, ["d0"] + [f"d{1 + i} * {stride[i]} + d{d + 1 + i} * {kdil[i]}" for i in range(d)]
-                    + [f"d{nl - 1}"])
+    merge = kdil[-1] == 1
+    if merge:
+        col_a = Aval((nb, ob) + osz[1:] + kext[:-1] + (kext[-1] * c,), dt_)
+        view_a = Aval(src_a.shape[:-2] + (src_a.shape[-2] * c,), dt_)
+        nl = col_a.ndim
+        x_map = _affine(nl, ["d0"] + [f"d{1 + i} * {stride[i]} + d{d + 1 + i} * {kdil[i]}" for i in range(d - 1)]
+                        + [f"d{d} * {stride[-1] * c} + d{nl - 1}"])
+    else:
+        col_a = Aval((nb, ob) + osz[1:] + kext + (c,), dt_)
+        view_a = src_a
+        nl = col_a.ndim
+        x_map = _affine(nl, ["d0"] + [f"d{1 + i} * {stride[i]} + d{d + 1 + i} * {kdil[i]}" for i in range(d)]
+                        + [f"d{nl - 1}"])
     flat = f"[[{_lst(range(d + 1))}], [{_lst(range(d + 1, nl))}]]"
 
     def chunk(b, n0, row0, kq, acc):
@@ -431,7 +444,10 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
         src = x if src_a.shape == xa.shape else b.op(
             f"tensor.extract_slice {x}[{n0}, {off}{', 0' * d}] [{_lst(src_a.shape)}] [{_lst([1] * xa.ndim)}] "
             f": {ttype(xa)} to {ttype(src_a)}")
-        col = b.generic([src], [src_a], col_a, lambda bb, v, _o: v, [x_map, identity_map(nl)], ["parallel"] * nl)
+        if merge:  # (the last two dims as one: [[0], .., [d - 1], [d, d + 1]])
+            groups = ", ".join([f"[{i}]" for i in range(d)] + [f"[{d}, {d + 1}]"])
+            src = b.op(f"tensor.collapse_shape {src} [{groups}] : {ttype(src_a)} into {ttype(view_a)}")
+        col = b.generic([src], [view_a], col_a, lambda bb, v, _o: v, [x_map, identity_map(nl)], ["parallel"] * nl)
         col = _barrier(b, b.op(f"tensor.collapse_shape {col} {flat} : {ttype(col_a)} into {ttype(flat_a)}"), flat_a)
         wk = wt if kcb == kc else b.op(f"tensor.extract_slice {wt}[{_mul(b, kq, kcb)}, 0] [{kcb}, {co}] [1, 1] "
                                        f": {ttype(wt_a)} to {ttype(wk_a)}")

@@ -3,8 +3,11 @@
 
 // On the CPU a convolution is a matrix product (dialect/conv.py, `_im2col_products`): the
 // weights as a (K*C, C_out) matrix, the padded input's windows copied into rows (one
-// linalg.generic), one linalg.matmul, barriers keeping fusion from folding them back
-// into one convolution loop nest. This window copy fits the chunk budget of any host: no loop.
+// linalg.generic whose inner dim is a run of the kernel's last dim and the channels:
+// 3 x 4 = 12, read from the input's last two dims as one, at 4 x the output column),
+// one linalg.matmul, barriers keeping fusion from folding them back into one
+// convolution loop nest. This window copy fits the chunk budget of any host: no loop.
+// CHECK: #[[WIN:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 + d3, d2 * 4 + d4)>
 // CHECK-LABEL: func.func @conv3x3
 // CHECK-SAME:    (%[[X:.+]]: tensor<2x8x8x4xf32>, %[[W:.+]]: tensor<6x3x3x4xf32>)
 // CHECK-NOT:     scf.for
@@ -13,10 +16,11 @@
 // CHECK:         %[[WT:.+]] = linalg.transpose ins(%[[W2]] : tensor<6x36xf32>) outs(%{{.+}} : tensor<36x6xf32>) permutation = [1, 0]
 // CHECK:         %[[B:.+]] = "mirax.optimization_barrier"(%[[WT]]) : (tensor<36x6xf32>) -> tensor<36x6xf32>
 // CHECK:         %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<128x6xf32>)
-// CHECK:         %[[COL:.+]] = linalg.generic {indexing_maps = [#[[WIN:.+]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[P]] : tensor<2x10x10x4xf32>) outs(%{{.+}} : tensor<2x8x8x3x3x4xf32>)
+// CHECK:         %[[V:.+]] = tensor.collapse_shape %[[P]] {{\[\[}}0], [1], [2, 3]] : tensor<2x10x10x4xf32> into tensor<2x10x40xf32>
+// CHECK:         %[[COL:.+]] = linalg.generic {indexing_maps = [#[[WIN]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[V]] : tensor<2x10x40xf32>) outs(%{{.+}} : tensor<2x8x8x3x12xf32>)
 // CHECK-NEXT:    ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
 // CHECK-NEXT:      linalg.yield %[[IN]] : f32
-// CHECK:         %[[A:.+]] = tensor.collapse_shape %[[COL]] {{\[\[}}0, 1, 2], [3, 4, 5]] : tensor<2x8x8x3x3x4xf32> into tensor<128x36xf32>
+// CHECK:         %[[A:.+]] = tensor.collapse_shape %[[COL]] {{\[\[}}0, 1, 2], [3, 4]] : tensor<2x8x8x3x12xf32> into tensor<128x36xf32>
 // CHECK:         %[[AB:.+]] = "mirax.optimization_barrier"(%[[A]])
 // CHECK:         %[[R:.+]] = linalg.matmul ins(%[[AB]], %[[B]] : tensor<128x36xf32>, tensor<36x6xf32>) outs(%[[Z]] : tensor<128x6xf32>)
 // CHECK:         tensor.expand_shape %[[R]] {{\[\[}}0, 1, 2], [3]] output_shape [2, 8, 8, 6] : tensor<128x6xf32> into tensor<2x8x8x6xf32>
