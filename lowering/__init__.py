@@ -18,6 +18,7 @@ from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, PassError
 from .pin_constants import MiraxPinConstants
+from .reshape_views import MiraxReshapeViews
 from .results_in_place import MiraxResultsInPlace
 from .streaming_stores import MiraxStreamingStores
 from .stable_shift import MiraxStableShift
@@ -34,6 +35,7 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxEarlyDealloc, MiraxVectorizeTransposes, MiraxRowMemory,
                                MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants,
                                MiraxStableShift, MiraxTaskCounter, MiraxStaticPartition,
-                               MiraxDonateArguments, MiraxSinkDonatedWriters, MiraxDropDonatedResults]}
+                               MiraxDonateArguments, MiraxSinkDonatedWriters, MiraxDropDonatedResults,
+                               MiraxReshapeViews]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -56,6 +56,7 @@ from .outline_kernels import MiraxOutlineKernels
 from .parallelize import MiraxParallelize
 from .pass_base import MiraxPass, walk_ops
 from .pin_constants import MiraxPinConstants
+from .reshape_views import MiraxReshapeViews
 from .results_in_place import MiraxResultsInPlace
 from .stable_shift import MiraxStableShift
 from .static_partition import MiraxStaticPartition
@@ -245,6 +246,7 @@ class MiraxCpuPipeline(MiraxPass):
     def add_to(self, pm):
         threads = self.add_tensor_passes(pm)
         MiraxLowerBarriers().add_to(pm)  # after the last CSE on tensors (dialect/barrier.py)
+        MiraxReshapeViews().add_to(pm)  # (reshaped results computed in the caller's buffer)
         for p in BUFFERIZE:
             if p == "eliminate-empty-tensors":
                 pm.add(split_empty_tensors, name="mirax-split-empty-tensors")

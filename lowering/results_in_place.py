@@ -106,9 +106,9 @@ def results_in_place(module) -> int:
         args = list(block.arguments)
         ops = [o for o in walk_ops(fn, lambda n: True) if o.block == block]
         index = {o: i for i, o in enumerate(ops)}
-        for copy in ops:
-            if copy.name != "memref.copy":
-                continue
+        # (the copies listed before any rewrite: a rewrite erases deallocs after its copy,
+        # and reading an erased op's name crashed the interpreter)
+        for copy in [o for o in ops if o.name == "memref.copy"]:
             src, out = copy.operands[0], copy.operands[1]
             if not any(out == a for a in args) or len(list(out.uses)) != 1 or not _identity(out.type):
                 continue
