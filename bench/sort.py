@@ -1,8 +1,8 @@
-"""argsort and sort (dialect/sort.py: a merge sort of each row), compiled, side by side
-with numpy and jax.jit.
+"""argsort, sort and topk (dialect/sort.py: a merge sort of each row; argtopk), compiled,
+side by side with numpy and jax.jit.
 
     .venv/bin/python bench/sort.py           # 4096x1024 along the last axis, 1024x4096
-                                             # along axis 0, 1M elements in one row
+                                             # along axis 0, 1M elements in one row; topk
 
 Medians of interleaved rounds with a pause before each call (bench/elementwise.py's
 `measure`), and ratios to the compiled mirax kernel. argsort is stable in MLX, so its
@@ -27,6 +27,11 @@ from elementwise import jax, jnp, judge, measure, report  # noqa: E402
 
 TARGETS = {"numpy": 1.0}  # argsort: compiled at least as fast as numpy's stable argsort
 CASES = [((4096, 1024), -1), ((1024, 4096), 0), ((1 << 20,), 0)]
+# topk (dialect/sort.py argtopk: the k largest by insertion): a 4096^2 array's rows, a
+# language model's sampling (64 rows of a 50k vocabulary, k = 40), one long row;
+# target (this benchmark's): at least as fast as jax.jit's lax.top_k
+TOPK = [((4096, 4096), 8), ((64, 50000), 40), ((1 << 20,), 10)]
+TOPK_TARGETS = {"jax.jit": 1.0}
 
 
 def main():
@@ -55,6 +60,22 @@ def main():
             report(f"{name} {shape} f32 along axis {axis}", res, x.nbytes)
             if name == "argsort":
                 judge(cands, TARGETS)
+    for shape, k in TOPK:
+        x = rng.standard_normal(shape).astype(np.float32)
+        xa = mr.array(x)
+        c = mr.compile(lambda v: mr.topk(v, k, axis=-1))
+        npf = lambda: np.partition(x, -k, axis=-1)[..., -k:]  # noqa: E731  (the k largest, unordered)
+        if not np.array_equal(np.asarray(c(xa)), np.sort(npf(), axis=-1)):
+            raise SystemExit(f"topk {shape} k {k}: mirax differs from numpy")
+        cands = {"mirax compiled": lambda c=c, xa=xa: mr.eval(c(xa)), "numpy partition": npf}
+        if jax is not None:
+            xj = jnp.asarray(x)
+            jfn = jax.jit(lambda v: jax.lax.top_k(v, k)[0])
+            jfn(xj).block_until_ready()
+            cands["jax.jit"] = lambda jfn=jfn, xj=xj: jfn(xj).block_until_ready()
+        res = measure(cands)
+        report(f"topk {shape} f32, k = {k}", res, x.nbytes)
+        judge(cands, TOPK_TARGETS)
 
 
 if __name__ == "__main__":

@@ -270,25 +270,34 @@ func.func @argsort_columns(%x: tensor<4x8xi32>) -> tensor<4x8xui32> {
 // -----
 
 // argtopk: each row's k largest by insertion (dialect/sort.py `_select_row`): k slots of
-// (key, index) ascending, from (lowest key, -1); an element at least the first slot's key
-// enters (an index after every slot's: ties go to the later element), the slots up to
-// the last with a key <= it move down one, without branches (selects); the first slot's
-// key is the new bar. A k large for the row (5 of 8) takes the merge sort's last k.
+// (key, index) ascending, from (lowest key, -1). The row is read a vector of the host's
+// width at a time, turned into integer keys in the registers (the merge sort's order),
+// compared with the first slot's key; only a vector with a key at least that is walked an
+// element at a time: such an element enters (an index after every slot's: ties go to the
+// later element), the slots up to the last with a key <= it move down one, without
+// branches (selects), and the first slot's key is the new bar. A k large for the row (5
+// of 8) takes the merge sort's last k.
 // CHECK-LABEL: func.func @argtopk_rows
-// CHECK: arith.xori %{{.+}}, %{{.+}} : i32
 // CHECK: scf.for {{.+}} -> (tensor<4x3xi32>)
 // CHECK: %[[K0:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<3xi32>)
 // CHECK: %[[I0:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<3xi32>)
-// CHECK: %{{.+}}:3 = scf.for %[[I:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[BK:.+]] = %[[K0]], %[[BI:.+]] = %[[I0]], %[[T:.+]] = %{{.+}}) -> (tensor<3xi32>, tensor<3xi32>, i32)
-// CHECK: %[[X:.+]] = tensor.extract %{{.+}}[%[[I]]] : tensor<100xi32>
-// CHECK: %[[IN:.+]] = arith.cmpi sge, %[[X]], %[[T]] : i32
+// CHECK: scf.for %[[C:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[BK:.+]] = %[[K0]], %[[BI:.+]] = %[[I0]], %[[T:.+]] = %{{.+}}) -> (tensor<3xi32>, tensor<3xi32>, i32)
+// CHECK: vector.transfer_read %{{.+}}[%[[C]]], %{{.+}} {in_bounds = [true]} : tensor<100xf32>, vector<[[L:[0-9]+]]xf32>
+// CHECK: arith.bitcast %{{.+}} : vector<[[L]]xf32> to vector<[[L]]xi32>
+// CHECK: %[[KEYS:.+]] = arith.xori %{{.+}}, %{{.+}} : vector<[[L]]xi32>
+// CHECK: %[[TV:.+]] = vector.broadcast %[[T]] : i32 to vector<[[L]]xi32>
+// CHECK: %[[M:.+]] = arith.cmpi sge, %[[KEYS]], %[[TV]] : vector<[[L]]xi32>
+// CHECK: %[[ANY:.+]] = vector.reduction <or>, %[[M]]
+// CHECK: scf.if %[[ANY]] -> (tensor<3xi32>, tensor<3xi32>, i32)
+// CHECK: scf.for {{.+}} iter_args(%{{.+}} = %[[BK]], %{{.+}} = %[[BI]], %{{.+}} = %[[T]])
+// CHECK: tensor.extract %{{.+}}[%{{.+}}] : tensor<100xf32>
+// CHECK: %[[X:.+]] = arith.xori %{{.+}}, %{{.+}} : i32
+// CHECK: %[[IN:.+]] = arith.cmpi sge, %[[X]], %{{.+}} : i32
 // CHECK: scf.if %[[IN]] -> (tensor<3xi32>, tensor<3xi32>, i32)
-// CHECK: scf.for {{.+}} iter_args(%{{.+}} = %[[BK]], %{{.+}} = %[[BI]]) -> (tensor<3xi32>, tensor<3xi32>)
+// CHECK: scf.for
 // CHECK: arith.cmpi sle, %{{.+}}, %[[X]] : i32
 // CHECK: arith.select
 // CHECK: tensor.insert
-// CHECK: } else {
-// CHECK-NEXT: scf.yield %[[BK]], %[[BI]], %[[T]] : tensor<3xi32>, tensor<3xi32>, i32
 // CHECK-LABEL: func.func @argtopk_most
 // CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<8xi32>, tensor<8xi32>)
 // CHECK: tensor.extract_slice %{{.+}}[0, 3] [6, 5] [1, 1] : tensor<6x8xi32> to tensor<6x5xi32>
