@@ -16,12 +16,20 @@ Channels-last layout, as MLX: the input is (N, S_1..S_d, C_in), the weight
            padding_hi = array<i64: 1>, kernel_dilation = array<i64: 1>, input_dilation = array<i64: 1>,
            groups = 1 : i64, flip = false} : (tensor<2x8x3xf32>, tensor<4x3x3xf32>) -> tensor<2x8x4xf32>
 
-Lowering: input dilation scatters the input into a zero tensor (a strided
-`tensor.insert_slice`), padding is `tensor.pad` (and `tensor.extract_slice` for negative
-padding), then one `linalg.generic` over (n, o..., g, co_g, k..., ci) with the groups split
-out by `tensor.reshape`. A 2-D (1-D) convolution with one group, no input dilation and
-no flip becomes `linalg.conv_2d_nhwc_fhwc` (`linalg.conv_1d_nwc_wcf`), which upstream
-tiles and vectorizes.
+Lowering on the CPU (`_conv_lower`): the convolution as matrix products. The padded
+input's windows, a chunk of output rows at a time (within half of L2), are copied into
+a matrix (rows: output positions; columns: kernel position and channel) and multiplied
+by the weights as a (K*C_in, C_out) matrix with a `linalg.matmul`, which
+mirax-matmul-codegen tiles; a 1x1 kernel is one product of the input itself. Input
+dilation (a transposed convolution, a strided convolution's input gradient) is one such
+convolution per output phase, over the taps that phase reaches, without the zeros; a
+few wide groups run a product each; many narrow groups (a depthwise convolution) and
+the GPU keep the general form: input dilation scatters the input into a zero tensor (a
+strided `tensor.insert_slice`), padding is `tensor.pad` (and `tensor.extract_slice` for
+negative padding), then one `linalg.generic` over (n, o..., g, co_g, k..., ci) with the
+groups split out by `tensor.reshape`; a 2-D (1-D) convolution with one group becomes
+`linalg.conv_2d_nhwc_fhwc` (`linalg.conv_1d_nwc_wcf`) there. A flip reverses the
+(small) kernel first. Half precision multiplies and adds in float32 on the CPU.
 
 Rules (as JAX's conv_general_dilated): jvp bilinear; the vjp w.r.t. the input is the
 transposed convolution (the cotangent convolved with the flipped, in/out-swapped weights,
@@ -513,19 +521,19 @@ def _conv_lower_gpu(e, ins, in_avals, out, stride, padding_lo, padding_hi, kerne
         return e.fill(0, out)
     x, xa = _dilate_pad(e, x, xa, padding_lo, padding_hi, input_dilation)
     if flip:  # flip the (small) kernel once; the convolution then reads every operand forwards
-        w, flip = _flip_spatial(e, w, wa), False
+        w = _flip_spatial(e, w, wa)
     return _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, int(groups))
 
 
-def _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, g, flip=False):
-    """The convolution of the padded input `x` as a named linalg op or one linalg.generic."""
+def _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, g):
+    """The convolution of the padded input `x` (its kernel read forwards) as a named
+    linalg op or one linalg.generic."""
     d = xa.ndim - 2
-    if g == 1 and not flip and d in (1, 2):
+    if g == 1 and d in (1, 2):
         r = _named_conv(e, x, xa, w, wa, out, stride, kernel_dilation)
         if r is not None:
             return r
     cig, cog = xa.shape[-1] // g, wa.shape[0] // g
-    ksz = wa.shape[1:-1]
     # operands with the groups split out
     xg = Aval(xa.shape[:-1] + (g, cig), xa.dtype)
     wg = Aval((g, cog) + wa.shape[1:], wa.dtype)
@@ -537,13 +545,7 @@ def _conv_generic(e, x, xa, w, wa, out, stride, kernel_dilation, g, flip=False):
     G, F = d + 1, d + 2
     K = list(range(d + 3, 2 * d + 3))
     C = 2 * d + 3
-    sp = []
-    for i in range(d):
-        if flip:  # the kernel read backwards: input position o*s + (K-1-k)*kd
-            sp.append(f"d{O[i]} * {int(stride[i])} - d{K[i]} * {int(kernel_dilation[i])} "
-                      f"+ {(ksz[i] - 1) * int(kernel_dilation[i])}")
-        else:
-            sp.append(f"d{O[i]} * {int(stride[i])} + d{K[i]} * {int(kernel_dilation[i])}")
+    sp = [f"d{O[i]} * {int(stride[i])} + d{K[i]} * {int(kernel_dilation[i])}" for i in range(d)]
     x_map = _affine(nl, [f"d{N}"] + sp + [f"d{G}", f"d{C}"])
     w_map = _affine(nl, [f"d{G}", f"d{F}"] + [f"d{k}" for k in K] + [f"d{C}"])
     o_map = _affine(nl, [f"d{N}"] + [f"d{o}" for o in O] + [f"d{G}", f"d{F}"])
