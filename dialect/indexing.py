@@ -203,8 +203,10 @@ def _scatter_lower(e, ins, in_avals, out, axis, mode="add"):
     d = x.dtype
     t = d.memory
     # copy x explicitly: a function argument counts as writable, so an in-place loop on it
-    # would overwrite the caller's input buffer
-    acc = e.op(f"bufferization.alloc_tensor() copy({ins[0]}) : {ttype(x)}", "acc")
+    # would overwrite the caller's input buffer. As a linalg.copy into a new tensor, a copy
+    # of zeros (every gradient of a gather) folds into filling the new tensor with zeros
+    # (an embedding's gradient, 50000 x 512: the zeros were written, then copied)
+    acc = e.op(f"linalg.copy ins({ins[0]} : {ttype(x)}) outs({e.empty(x)} : {ttype(x)}) -> {ttype(x)}", "acc")
     if upd.size == 0:
         return acc
     zero, one = e.index(0), e.index(1)
