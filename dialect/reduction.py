@@ -490,6 +490,47 @@ def _scan_shape(name):
     return rule
 
 
+def over_rows(e, x2, rows, n, d, parallel, widths, body):
+    """`body(b, row, r, dest)` for each row r of `x2` (rows x n, of dtype `d`): in an
+    scf.forall over the threads or an scf.for. `body` returns one value a result, each a
+    row of (width, dtype) in `widths`; `dest(i)` emits result i's row r as a slice of its
+    loop-carried tensor (a row written in place there). Returns the (rows x width)
+    results. The scans' row loops here, the sorts' (dialect/sort.py)."""
+    grid = Aval((rows, n), d)
+    outs = [Aval((rows, w), t) for w, t in widths]
+    rowt = [ttype(Aval((w,), t)) for w, t in widths]
+    inits = [e.empty(v) for v in outs]
+    r, res = e.fresh("r"), e.fresh("rows")
+    os_ = [e.fresh("o") for _ in outs]
+    types = ", ".join(ttype(v) for v in outs)
+    args = ", ".join(f"{o} = {i}" for o, i in zip(os_, inits))
+    count = f":{len(outs)}" if len(outs) > 1 else ""
+    if parallel:
+        e.line(f"{res}{count} = scf.forall ({r}) in ({rows}) shared_outs({args}) -> ({types}) {{")
+    else:
+        e.line(f"{res}{count} = scf.for {r} = {e.index(0)} to {e.index(rows)} step {e.index(1)} "
+               f"iter_args({args}) -> ({types}) {{")
+    b = e.sub("  ")
+    row = b.op(f"tensor.extract_slice {x2}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {ttype(Aval((n,), d))}")
+    sizes = [w for w, _ in widths]
+
+    def dest(i):
+        return b.op(f"tensor.extract_slice {os_[i]}[{r}, 0] [1, {sizes[i]}] [1, 1] : {ttype(outs[i])} to {rowt[i]}")
+    results = body(b, row, r, dest)
+    if parallel:
+        b.line("scf.forall.in_parallel {")
+        for v, o, t, av, w in zip(results, os_, rowt, outs, sizes):
+            b.line(f"  tensor.parallel_insert_slice {v} into {o}[{r}, 0] [1, {w}] [1, 1] : {t} into {ttype(av)}")
+        b.line("}")
+    else:
+        ys = [b.op(f"tensor.insert_slice {v} into {o}[{r}, 0] [1, {w}] [1, 1] : {t} into {ttype(av)}")
+              for v, o, t, av, w in zip(results, os_, rowt, outs, sizes)]
+        b.line(f"scf.yield {', '.join(ys)} : {types}")
+    e.lines.extend(b.lines)
+    e.line("}")
+    return [f"{res}#{k}" for k in range(len(outs))] if len(outs) > 1 else [res]
+
+
 def _scan_lower(kind):
     """The running `kind` ("sum", "prod", "max", "min": cumsum, cumprod, cummax, cummin)
     along the axis."""
@@ -589,38 +630,23 @@ def _scan_rows(kind, e, x, a: Aval, ax: int, reverse: bool, inclusive: bool):
         x2 = x
     else:
         x2 = e.op(f"tensor.collapse_shape {x} {groups} : {ttype(a)} into {ttype(grid)}")
-    out0 = e.empty(grid)
     c0, c1, cn, last = e.index(0), e.index(1), e.index(n), e.index(n - 1)
     zero = e.const(_identity_value(kind, d), t)
-    parallel = rows >= 2 and a.size >= SCAN_PARALLEL_MIN
-    r, o, res = e.fresh("r"), e.fresh("o"), e.fresh("scan")
-    if parallel:
-        e.line(f"{res} = scf.forall ({r}) in ({rows}) shared_outs({o} = {out0}) -> ({ttype(grid)}) {{")
-    else:
-        e.line(f"{res} = scf.for {r} = {c0} to {e.index(rows)} step {c1} iter_args({o} = {out0}) -> ({ttype(grid)}) {{")
-    b = e.sub("  ")
-    xr = b.op(f"tensor.extract_slice {x2}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {row_t}")
-    orow = b.op(f"tensor.extract_slice {o}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {row_t}")
-    j, acc, tr, loop = b.fresh("j"), b.fresh("acc"), b.fresh("t"), b.fresh("loop")
-    b.line(f"{loop}:2 = scf.for {j} = {c0} to {cn} step {c1} iter_args({acc} = {zero}, {tr} = {orow}) "
-           f"-> ({t}, {row_t}) {{")
-    bb = b.sub("  ")
-    k = bb.op(f"arith.subi {last}, {j} : index") if reverse else j
-    v = bb.op(f"tensor.extract {xr}[{k}] : {row_t}")
-    s_ = _combine(kind, bb, v, acc, d)
-    w = bb.op(f"tensor.insert {s_ if inclusive else acc} into {tr}[{k}] : {row_t}")
-    bb.line(f"scf.yield {s_}, {w} : {t}, {row_t}")
-    b.lines.extend(bb.lines)
-    b.line("}")
-    if parallel:
-        b.line("scf.forall.in_parallel {")
-        b.line(f"  tensor.parallel_insert_slice {loop}#1 into {o}[{r}, 0] [1, {n}] [1, 1] : {row_t} into {ttype(grid)}")
+
+    def body(b, xr, r, dest):
+        j, acc, tr, loop = b.fresh("j"), b.fresh("acc"), b.fresh("t"), b.fresh("loop")
+        b.line(f"{loop}:2 = scf.for {j} = {c0} to {cn} step {c1} iter_args({acc} = {zero}, {tr} = {dest(0)}) "
+               f"-> ({t}, {row_t}) {{")
+        bb = b.sub("  ")
+        k = bb.op(f"arith.subi {last}, {j} : index") if reverse else j
+        v = bb.op(f"tensor.extract {xr}[{k}] : {row_t}")
+        s_ = _combine(kind, bb, v, acc, d)
+        w = bb.op(f"tensor.insert {s_ if inclusive else acc} into {tr}[{k}] : {row_t}")
+        bb.line(f"scf.yield {s_}, {w} : {t}, {row_t}")
+        b.lines.extend(bb.lines)
         b.line("}")
-    else:
-        y = b.op(f"tensor.insert_slice {loop}#1 into {o}[{r}, 0] [1, {n}] [1, 1] : {row_t} into {ttype(grid)}")
-        b.line(f"scf.yield {y} : {ttype(grid)}")
-    e.lines.extend(b.lines)
-    e.line("}")
+        return [f"{loop}#1"]
+    (res,) = over_rows(e, x2, rows, n, d, rows >= 2 and a.size >= SCAN_PARALLEL_MIN, [(n, d)], body)
     shp = ", ".join(map(str, a.shape))
     if ax == 0:
         flat = e.op(f"tensor.collapse_shape {res} [[0, 1]] : {ttype(grid)} into {row_t}")

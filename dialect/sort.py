@@ -42,7 +42,7 @@ import numpy as np
 from . import dtypes as dt
 from .core import I64, Aval, MiraxError, primitive, register_lowering
 from ..lowering.emit import _affine, identity_map, memory_type, ttype
-from .reduction import SCAN_PARALLEL_MIN, _reshape as _reshape_to
+from .reduction import SCAN_PARALLEL_MIN, over_rows as _over_rows, _reshape as _reshape_to
 from .shape import _transpose_lower
 
 SORT_PARALLEL_MIN = SCAN_PARALLEL_MIN  # arrays this large sort their rows on all threads (cumsum's rule)
@@ -250,47 +250,11 @@ def _sort_row(b, d, row, n, first=None):
     return keys, idx
 
 
-def _over_rows(e, x2, rows, n, d, parallel, widths, body):
-    """`body(b, row, r)` for each row of `x2` (rows x n, keys of dtype `d`): in an
-    scf.forall over the threads or an scf.for; `body` returns one value a result, each a
-    row of (width, dtype) in `widths`. Returns the (rows x width) results."""
-    grid = Aval((rows, n), d)
-    outs = [Aval((rows, w), t) for w, t in widths]
-    rowt = [ttype(Aval((w,), t)) for w, t in widths]
-    inits = [e.empty(v) for v in outs]
-    r, res = e.fresh("r"), e.fresh("rows")
-    os_ = [e.fresh("o") for _ in outs]
-    types = ", ".join(ttype(v) for v in outs)
-    args = ", ".join(f"{o} = {i}" for o, i in zip(os_, inits))
-    count = f":{len(outs)}" if len(outs) > 1 else ""
-    if parallel:
-        e.line(f"{res}{count} = scf.forall ({r}) in ({rows}) shared_outs({args}) -> ({types}) {{")
-    else:
-        e.line(f"{res}{count} = scf.for {r} = {e.index(0)} to {e.index(rows)} step {e.index(1)} "
-               f"iter_args({args}) -> ({types}) {{")
-    b = e.sub("  ")
-    row = b.op(f"tensor.extract_slice {x2}[{r}, 0] [1, {n}] [1, 1] : {ttype(grid)} to {ttype(Aval((n,), d))}")
-    results = body(b, row, r)
-    sizes = [w for w, _ in widths]
-    if parallel:
-        b.line("scf.forall.in_parallel {")
-        for v, o, t, av, w in zip(results, os_, rowt, outs, sizes):
-            b.line(f"  tensor.parallel_insert_slice {v} into {o}[{r}, 0] [1, {w}] [1, 1] : {t} into {ttype(av)}")
-        b.line("}")
-    else:
-        ys = [b.op(f"tensor.insert_slice {v} into {o}[{r}, 0] [1, {w}] [1, 1] : {t} into {ttype(av)}")
-              for v, o, t, av, w in zip(results, os_, rowt, outs, sizes)]
-        b.line(f"scf.yield {', '.join(ys)} : {types}")
-    e.lines.extend(b.lines)
-    e.line("}")
-    return [f"{res}#{k}" for k in range(len(outs))] if len(outs) > 1 else [res]
-
-
 def _each_row(e, x2, rows, n, d, parallel, keys_too=False, chunk_first=False):
     """The rows of `x2` (rows x n) sorted (`_over_rows`): the (rows x n) indices, and with
     `keys_too` the sorted keys before them; with `chunk_first` row r's indices count from
     r * n (chunks of one long row)."""
-    def body(b, row, r):
+    def body(b, row, r, _dest):
         first = b.op(f"arith.muli {r}, {b.index(n)} : index") if chunk_first else None
         keys, idx = _sort_row(b, d, row, n, first)
         return ([keys] if keys_too else []) + [idx]
@@ -660,7 +624,7 @@ def _topk_cpu(e, ins, in_avals, out, axis, k):
     lanes = max(1, host().vector_bits // max(8, d.bits))
     rows = a.size // n
     (res,) = _over_rows(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, rows >= 2 and a.size >= SORT_PARALLEL_MIN,
-                        [(k, dt.int32)], lambda b, row, r: [_select_row(b, d, row, n, k, lanes, src)])
+                        [(k, dt.int32)], lambda b, row, r, _dest: [_select_row(b, d, row, n, k, lanes, src)])
     return _from_rows(e, res, a, ax, out)
 
 
