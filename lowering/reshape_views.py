@@ -22,14 +22,15 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import tensor
 
+from .fuse import _reassoc
 from .pass_base import MiraxPass, walk_ops
 
 NAME = "mirax-reshape-views"
 
 
 def _all(rank):
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in range(rank)])])
+    """The reassociation of `rank` dims into one."""
+    return _reassoc([list(range(rank))])
 
 
 def reshapes_as_views(root) -> int:
