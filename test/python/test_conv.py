@@ -254,6 +254,18 @@ def test_im2col_chunks_fit_the_budget():
     assert _chunks((8, 16, 16, 4), (6, 16, 16, 4), g, 4 * 64 * 8 * 4, min_rows=64) == (8, 1, 4)
 
 
+def _matches_reference(xs, ws, params, rng, ints=True):
+    """The lowered convolution of random operands of shapes xs, ws against the numpy
+    reference in float32 and float64 (and exactly in int32 with `ints`)."""
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
+        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
+        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
+    if ints:
+        xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
+        np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
+
+
 # (input, weight, params, budget in bytes): every way a convolution is cut in chunks, with
 # products large enough for mirax-matmul-codegen's tiling (f32) and the generic one
 CHUNKED = [
@@ -269,13 +281,8 @@ CHUNKED = [
 
 @pytest.mark.parametrize("xs,ws,params,budget", CHUNKED)
 def test_chunked_products_match_reference(xs, ws, params, budget, rng):
-    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
     with tuning.override(conv={"im2col_bytes": budget, "min_rows": 4}):
-        for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
-            got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
-            np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
-        xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
-        np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
+        _matches_reference(xs, ws, params, rng)
 
 
 def test_padded_product_in_a_kernel_loop(rng):
@@ -331,12 +338,10 @@ PHASES = [
 
 @pytest.mark.parametrize("xs,ws,params", PHASES)
 def test_input_dilation_by_phases(xs, ws, params, rng):
-    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
-    if x.size < 2000:
+    if np.prod(xs) < 2000:
+        x, w = rng.standard_normal(xs), rng.standard_normal(ws)
         np.testing.assert_allclose(REF(x, w, **params), naive(x, w, **params), rtol=1e-12, atol=1e-12)
-    for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
-        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
-        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
+    _matches_reference(xs, ws, params, rng, ints=False)
 
 
 # a few wide groups: one product a group (dialect/conv.py `_group_products`), also by phases
@@ -353,12 +358,7 @@ def test_grouped_products_match_reference(xs, ws, params, rng):
     from mirax.dialect.conv import _group_products
     g = params["groups"]
     assert _group_products(g, ws[0] // g)
-    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
-    for d, tol in [(np.float32, 2e-5), (np.float64, 1e-12)]:
-        got = np.asarray(apply("conv", [A(x.astype(d)), A(w.astype(d))], **params))
-        np.testing.assert_allclose(got, REF(x.astype(d), w.astype(d), **params), rtol=tol, atol=tol * 10)
-    xi, wi = rng.integers(-3, 4, xs).astype(np.int32), rng.integers(-3, 4, ws).astype(np.int32)
-    np.testing.assert_array_equal(np.asarray(apply("conv", [A(xi), A(wi)], **params)), REF(xi, wi, **params))
+    _matches_reference(xs, ws, params, rng)
 
 
 def test_half_precision_sums_in_float32(rng):
