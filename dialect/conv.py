@@ -319,6 +319,11 @@ def _phases(e, x, xa: Aval, w, wa: Aval, out: Aval, lo, kdil, idil):
     phases = list(itertools.product(*per_dim))
     covered = sum(math.prod(p[7] for p in ph) for ph in phases) == math.prod(out.shape[1:-1])
     res = e.empty(out) if covered else e.fill(0, out)  # (positions no tap reaches are zeros)
+    # the input padded once for every phase (the most any phase pads at each end), each
+    # phase's padded input a slice of it
+    pad_lo = [max([0] + [p[5] for p in opts]) for opts in per_dim]
+    pad_hi = [max([0] + [p[6] for p in opts]) for opts in per_dim]
+    xall, xall_a = _dilate_pad(e, x, xa, pad_lo, pad_hi, [1] * d)
     for ph in phases:
         wsub_a = Aval((wa.shape[0],) + tuple(p[3] for p in ph) + (wa.shape[-1],), wa.dtype)
         wsub = e.op(f"tensor.extract_slice {w}[0, {_lst(p[1] for p in ph)}, 0] [{_lst(wsub_a.shape)}] "
@@ -326,7 +331,12 @@ def _phases(e, x, xa: Aval, w, wa: Aval, out: Aval, lo, kdil, idil):
         if wsub_a.shape != wa.shape:  # (a strided slice: a buffer of its own, which reshapes can view)
             wsub = e.op(f"linalg.copy ins({wsub} : {ttype(wsub_a)}) outs({e.empty(wsub_a)} : {ttype(wsub_a)}) "
                         f"-> {ttype(wsub_a)}")
-        xp, xpa = _dilate_pad(e, x, xa, [p[5] for p in ph], [p[6] for p in ph], [1] * d)
+        xpa = Aval((xa.shape[0],) + tuple(xa.shape[1 + i] + p[5] + p[6] for i, p in enumerate(ph)) + (xa.shape[-1],),
+                   xa.dtype)
+        offs = [pad_lo[i] - p[5] for i, p in enumerate(ph)]
+        xp = xall if xpa.shape == xall_a.shape else e.op(
+            f"tensor.extract_slice {xall}[0, {_lst(offs)}, 0] [{_lst(xpa.shape)}] [{_lst([1] * xa.ndim)}] "
+            f": {ttype(xall_a)} to {ttype(xpa)}")
         sub_a = Aval((out.shape[0],) + tuple(p[7] for p in ph) + (out.shape[-1],), out.dtype)
         sub = _im2col_products(e, xp, xpa, wsub, wsub_a, sub_a, [1] * d, [p[4] for p in ph])
         res = e.op(f"tensor.insert_slice {sub} into {res}[0, {_lst(p[0] for p in ph)}, 0] [{_lst(sub_a.shape)}] "
