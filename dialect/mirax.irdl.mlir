@@ -755,6 +755,15 @@ irdl.dialect @mirax {
     irdl.operands(a: %in0, b: %in1)
     irdl.results(result: %out)
   }
+  irdl.operation @sort {
+    // `x` sorted along `axis` (NaN last; as numpy's sort)
+    %in0 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in0)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
   irdl.operation @sqrt {
     // sqrt(x)
     %in0 = irdl.base "!builtin.tensor"

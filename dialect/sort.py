@@ -4,8 +4,9 @@ last (numpy's order: for complex, by real part, then imaginary part, with
 
     %i = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<4x1000xf32>) -> tensor<4x1000xui32>
 
-`sort`, `partition`, `topk`, `median` and `unique` (python/mirax/ops/sorting.py) are
-this op and a `take_along_axis`, so their gradients flow through the gather.
+`topk` and `unique` (python/mirax/ops/sorting.py) gather by this op's indices
+(`mirax.argtopk`'s for topk); `sort`, `partition` and `median` are `mirax.sort`
+(the values alone, by vectors: below), whose gradient gathers by argsort's indices.
 
 CPU lowering: a bottom-up merge sort of each row (the dims before and after the axis
 are the rows, an `scf.forall` over the threads when the array is large; along an inner
@@ -51,13 +52,13 @@ _QNAN = {"f16": "0x7E00", "bf16": "0x7FC0", "f32": "0x7FC00000", "f64": "0x7FF80
 GPU_MAX_PAIRS = 2**31        # the GPU compares every pair of rows up to this many pairs in all
 
 
-def _shape(avals, axis):
+def _shape(avals, axis, op="argsort"):
     (a,) = avals
     if a.dtype.kind not in "biufc":
-        raise MiraxError(f"mirax.argsort does not support dtype {a.dtype.name} (shape {a.shape})")
+        raise MiraxError(f"mirax.{op} does not support dtype {a.dtype.name} (shape {a.shape})")
     if not 0 <= int(axis) < a.ndim:
-        raise MiraxError(f"mirax.argsort: axis {axis} is out of bounds for an array of shape {a.shape}")
-    return Aval(a.shape, dt.uint32)
+        raise MiraxError(f"mirax.{op}: axis {axis} is out of bounds for an array of shape {a.shape}")
+    return Aval(a.shape, dt.uint32 if op == "argsort" else a.dtype)
 
 
 def _reference(x, axis):
@@ -652,8 +653,310 @@ primitive("argtopk", ["x"], _topk_shape, _topk_cpu, _topk_reference, attrs={"axi
 register_lowering("argtopk", _topk_gpu, target="gpu")
 
 
+# ---- sort: the values themselves, by vectors -----------------------------------------
+
+def _key_dtype(d):
+    """The signed integer type `sort` orders dtype `d`'s values as (None: complex)."""
+    return None if d.kind == "c" else (dt.int64 if d.bits == 64 else dt.int32)
+
+
+def _flip(b, bits, it, w):
+    """IEEE bits as signed integers in the floats' order (the magnitude bits of negative
+    numbers flipped); its own inverse (the sign bit is kept)."""
+    sign = b.op(f"arith.shrsi {bits}, {b.const(w - 1, it)} : {it}")
+    return b.op(f"arith.xori {bits}, {b.op(f'arith.andi {sign}, {b.const((1 << (w - 1)) - 1, it)} : {it}')} : {it}")
+
+
+def _to_key(b, v, d):
+    """Value `v` of dtype `d` as `_key_dtype(d)`, in the same order and one-to-one but for
+    NaN (every NaN the positive quiet one, after +inf; -0.0 before +0.0)."""
+    t, kt = d.signless, _key_dtype(d).signless
+    if d.kind == "b":
+        return b.op(f"arith.extui {v} : i1 to i32")
+    if d.kind == "f":
+        it = f"i{d.bits}"
+        v = b.op(f"arith.select {b.op(f'arith.cmpf uno, {v}, {v} : {t}')}, "
+                 f"{b.op(f'arith.constant {_QNAN[t]} : {t}')}, {v} : {t}")
+        k = _flip(b, b.op(f"arith.bitcast {v} : {t} to {it}"), it, d.bits)
+        return k if it == kt else b.op(f"arith.extsi {k} : {it} to {kt}")
+    if d.bits in (32, 64):  # unsigned: the sign bit flipped orders them as signed integers
+        return b.op(f"arith.xori {v}, {b.const(-(1 << (d.bits - 1)), t)} : {t}") if d.kind == "u" else v
+    return b.op(f"arith.ext{'s' if d.kind == 'i' else 'u'}i {v} : {t} to {kt}")
+
+
+def _from_key(b, k, d):
+    """`_to_key`'s inverse."""
+    t, kt = d.signless, _key_dtype(d).signless
+    if d.kind == "b":
+        return b.op(f"arith.trunci {k} : i32 to i1")
+    if d.kind == "f":
+        it = f"i{d.bits}"
+        k = k if it == kt else b.op(f"arith.trunci {k} : {kt} to {it}")
+        return b.op(f"arith.bitcast {_flip(b, k, it, d.bits)} : {it} to {t}")
+    if d.bits in (32, 64):
+        return b.op(f"arith.xori {k}, {b.const(-(1 << (d.bits - 1)), t)} : {t}") if d.kind == "u" else k
+    return b.op(f"arith.trunci {k} : {kt} to {t}")
+
+
+def sort_block(kd, lanes) -> int:
+    """Elements of dtype `kd` a row's bitonic blocks hold: half of L1d, a power of two of
+    at least two vectors (tuning.py "sort")."""
+    from ..lowering import tuning
+    per = tuning.table()["sort"]["block_bytes"] // (kd.bits // 8)
+    return max(2 * lanes, 1 << max(0, per.bit_length() - 1))
+
+
+class _Bitonic:
+    """Emits the bitonic sort of the blocks of a row of integer keys, with vectors of
+    `lanes` keys: `sort(b, t, P, block)` returns tensor t (P keys) with each run of
+    `block` sorted ascending. Every compare-exchange is a min and a max of two vectors:
+    across vectors (distance >= lanes) of two loaded vectors, within one by a shuffle
+    and a select of a constant mask; merges of bitonic runs in the form whose first step
+    pairs an element with its mirror in the block (a reversed vector) and the rest pair
+    i with i + distance, so every step sorts ascending."""
+
+    def __init__(self, b, kd, lanes):
+        self.kd, self.lanes = kd, lanes
+        self.et = kd.signless
+        self.vt = f"vector<{lanes}x{self.et}>"
+        self.pad = b.const(0, self.et)
+        # the selects' masks, made before any loop (the steps use them inside loops)
+        self.masks = {}
+        for d in range(lanes.bit_length() - 1):
+            for partner in (self._flip(2 << d), [i ^ (1 << d) for i in range(lanes)]):
+                bits = ", ".join("true" if i < q else "false" for i, q in enumerate(partner))
+                self.masks[tuple(partner)] = b.op(f"arith.constant dense<[{bits}]> : vector<{lanes}xi1>")
+
+    def _flip(self, s):
+        """Lane partners of the first step of merging runs of s / 2 lanes: mirrors in s."""
+        return [(i // s) * s + s - 1 - i % s for i in range(self.lanes)]
+
+    def _read(self, b, t, tt, i):
+        return b.op(f"vector.transfer_read {t}[{i}], {self.pad} {{in_bounds = [true]}} : {tt}, {self.vt}")
+
+    def _write(self, b, v, t, tt, i):
+        return b.op(f"vector.transfer_write {v}, {t}[{i}] {{in_bounds = [true]}} : {self.vt}, {tt}")
+
+    def _exchange(self, b, x, partner):
+        """One in-register step: lane i and lane partner[i], the lower lane takes the min."""
+        perm = ", ".join(map(str, partner))
+        p = b.op(f"vector.shuffle {x}, {x} [{perm}] : {self.vt}, {self.vt}")
+        lo, hi = b.op(f"arith.minsi {x}, {p} : {self.vt}"), b.op(f"arith.maxsi {x}, {p} : {self.vt}")
+        mask = self.masks[tuple(partner)]
+        return b.op(f"arith.select {mask}, {lo}, {hi} : vector<{self.lanes}xi1>, {self.vt}")
+
+    def _cleaners(self, b, x, dist):
+        """The in-register half-cleaners at distances dist, dist / 2, ..., 1."""
+        while dist >= 1:
+            x = self._exchange(b, x, [i ^ dist for i in range(self.lanes)])
+            dist //= 2
+        return x
+
+    def _loop(self, b, count, t, tt, body):
+        i, acc, res = b.fresh("i"), b.fresh("t"), b.fresh("bitonic")
+        b.line(f"{res} = scf.for {i} = {b.index(0)} to {b.index(count)} step {b.index(1)} "
+               f"iter_args({acc} = {t}) -> ({tt}) {{")
+        bb = b.sub("  ")
+        bb.line(f"scf.yield {body(bb, acc, i)} : {tt}")
+        b.lines.extend(bb.lines)
+        b.line("}")
+        return res
+
+    def _each_vector(self, b, t, tt, P, fn):
+        def body(bb, acc, v):
+            at = bb.op(f"arith.muli {v}, {bb.index(self.lanes)} : index")
+            return self._write(bb, fn(bb, self._read(bb, acc, tt, at)), acc, tt, at)
+        return self._loop(b, P // self.lanes, t, tt, body)
+
+    def _pairs(self, b, t, tt, P, group, first, second, mirror):
+        """For each pair q of vectors: a group of `group` pairs a block, the pair's two
+        vectors at element offsets first(bb, block, j) and second(bb, block, j)."""
+        L = self.lanes
+        rev = list(range(L - 1, -1, -1))
+
+        def body(bb, acc, q):
+            blk = bb.op(f"arith.divui {q}, {bb.index(group)} : index")
+            j = bb.op(f"arith.remui {q}, {bb.index(group)} : index")
+            a, c = first(bb, blk, j), second(bb, blk, j)
+            x, y = self._read(bb, acc, tt, a), self._read(bb, acc, tt, c)
+            if mirror:
+                y = bb.op(f"vector.shuffle {y}, {y} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
+            lo, hi = bb.op(f"arith.minsi {x}, {y} : {self.vt}"), bb.op(f"arith.maxsi {x}, {y} : {self.vt}")
+            if mirror:
+                hi = bb.op(f"vector.shuffle {hi}, {hi} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
+            return self._write(bb, hi, self._write(bb, lo, acc, tt, a), tt, c)
+        return self._loop(b, P // (2 * L), t, tt, body)
+
+    def sort(self, b, t, P, block):
+        L = self.lanes
+        tt = ttype(Aval((P,), self.kd))
+
+        def in_register(bb, x):  # each vector sorted: merges of 2, 4, ..., L lanes
+            s = 2
+            while s <= L:
+                x = self._exchange(bb, x, self._flip(s))
+                x = self._cleaners(bb, x, s // 4)
+                s *= 2
+            return x
+        t = self._each_vector(b, t, tt, P, in_register)
+        s = 2 * L
+        while s <= block:
+            half = s // (2 * L)  # vector pairs a block
+
+            def at(bb, blk, j, size, off):
+                base = bb.op(f"arith.muli {blk}, {bb.index(size)} : index")
+                return bb.op(f"arith.addi {base}, {bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index") \
+                    if off is None else bb.op(f"arith.subi {bb.op(f'arith.addi {base}, {bb.index(off)} : index')}, "
+                                              f"{bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index")
+            t = self._pairs(b, t, tt, P, half, lambda bb, blk, j: at(bb, blk, j, s, None),
+                            lambda bb, blk, j: at(bb, blk, j, s, s - L), True)
+            dist = s // 4
+            while dist >= L:
+                def second(bb, blk, j, dist=dist):
+                    return bb.op(f"arith.addi {at(bb, blk, j, 2 * dist, None)}, {bb.index(dist)} : index")
+                t = self._pairs(b, t, tt, P, dist // L, lambda bb, blk, j, dist=dist: at(bb, blk, j, 2 * dist, None),
+                                second, False)
+                dist //= 2
+            t = self._each_vector(b, t, tt, P, lambda bb, x: self._cleaners(bb, x, L // 2))
+            s *= 2
+        return t
+
+    def _merge2(self, b, x, y):
+        """Two sorted vectors merged: (the lanes smallest, the lanes largest), each sorted."""
+        L = self.lanes
+        rev = ", ".join(map(str, range(L - 1, -1, -1)))
+        y = b.op(f"vector.shuffle {y}, {y} [{rev}] : {self.vt}, {self.vt}")
+        lo, hi = b.op(f"arith.minsi {x}, {y} : {self.vt}"), b.op(f"arith.maxsi {x}, {y} : {self.vt}")
+        return self._cleaners(b, lo, L // 2), self._cleaners(b, hi, L // 2)
+
+    def merge(self, b, src, dst, P, w):
+        """One merge pass: the sorted runs of `w` keys of `src` (P keys, P / w even) merged
+        pairwise into `dst`, a vector at a time: the two vectors in hand merged (`_merge2`),
+        the smaller half stored, the larger kept, and the next vector read from the run
+        whose next key is smaller (Chhugani et al.'s SIMD merge)."""
+        L, et = self.lanes, self.et
+        tt = ttype(Aval((P,), self.kd))
+
+        def pair(bb, acc, blk):
+            lo = bb.op(f"arith.muli {blk}, {bb.index(2 * w)} : index")
+            mid = bb.op(f"arith.addi {lo}, {bb.index(w)} : index")
+            wi, last = bb.index(w), bb.index(P - 1)
+            k, ia, ib, va, vb, dd, res = (bb.fresh(h) for h in ("k", "ia", "ib", "va", "vb", "d", "merge"))
+            bb.line(f"{res}:5 = scf.for {k} = {bb.index(0)} to {bb.index(2 * w // L - 2)} step {bb.index(1)} "
+                    f"iter_args({ia} = {bb.index(L)}, {ib} = {bb.index(L)}, {va} = {self._read(bb, src, tt, lo)}, "
+                    f"{vb} = {self._read(bb, src, tt, mid)}, {dd} = {acc}) -> (index, index, {self.vt}, {self.vt}, {tt}) {{")
+            m = bb.sub("  ")
+            small, large = self._merge2(m, va, vb)
+            at = m.op(f"arith.addi {lo}, {m.op(f'arith.muli {k}, {m.index(L)} : index')} : index")
+            d2 = self._write(m, small, dd, tt, at)
+            pa = m.op(f"arith.addi {lo}, {ia} : index")
+            pb = m.op(f"arith.addi {mid}, {ib} : index")
+            ha = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pa}, {last} : index')}] : {tt}")
+            hb = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pb}, {last} : index')}] : {tt}")
+            a_on = m.op(f"arith.cmpi ult, {ia}, {wi} : index")
+            b_done = m.op(f"arith.cmpi uge, {ib}, {wi} : index")
+            first = m.op(f"arith.cmpi sle, {ha}, {hb} : {et}")
+            take_a = m.op(f"arith.andi {a_on}, {m.op(f'arith.ori {b_done}, {first} : i1')} : i1")
+            nxt = self._read(m, src, tt, m.op(f"arith.select {take_a}, {pa}, {pb} : index"))
+            step, zero = m.index(L), m.index(0)
+            ia2 = m.op(f"arith.addi {ia}, {m.op(f'arith.select {take_a}, {step}, {zero} : index')} : index")
+            ib2 = m.op(f"arith.addi {ib}, {m.op(f'arith.select {take_a}, {zero}, {step} : index')} : index")
+            m.line(f"scf.yield {ia2}, {ib2}, {nxt}, {large}, {d2} : index, index, {self.vt}, {self.vt}, {tt}")
+            bb.lines.extend(m.lines)
+            bb.line("}")
+            small, large = self._merge2(bb, f"{res}#2", f"{res}#3")
+            end = bb.op(f"arith.addi {lo}, {bb.index(2 * w - 2 * L)} : index")
+            d2 = self._write(bb, small, f"{res}#4", tt, end)
+            return self._write(bb, large, d2, tt, bb.op(f"arith.addi {end}, {bb.index(L)} : index"))
+        return self._loop(b, P // (2 * w), dst, tt, pair)
+
+def _sort_keys_row(b, kd, row, n, lanes, block):
+    """Row `row` (tensor<n x kd>, integer keys) sorted ascending: padded with the largest
+    key to P (the power of two from n, at least two vectors), its blocks of up to `block`
+    keys sorted by the bitonic network, then merged pairwise by vectors until one run is
+    left (`_Bitonic`); the first n kept."""
+    P = max(2 * lanes, 1 << (n - 1).bit_length())
+    full = Aval((P,), kd)
+    buf = b.op(f"bufferization.alloc_tensor() : {ttype(full)}")
+    if P > n:
+        top = b.const((1 << (kd.bits - 1)) - 1, kd.signless)
+        buf = b.op(f"linalg.fill ins({top} : {kd.signless}) outs({buf} : {ttype(full)}) -> {ttype(full)}")
+    buf = b.op(f"tensor.insert_slice {row} into {buf}[0] [{n}] [1] : {ttype(Aval((n,), kd))} into {ttype(full)}")
+    net = _Bitonic(b, kd, lanes)
+    keys = net.sort(b, buf, P, min(P, block))
+    other = b.op(f"bufferization.alloc_tensor() : {ttype(full)}")
+    w = block
+    while w < P:  # (the two buffers swap roles a pass)
+        keys, other = net.merge(b, keys, other, P, w), keys
+        w *= 2
+    return keys if P == n else b.op(f"tensor.extract_slice {keys}[0] [{n}] [1] : {ttype(full)} to "
+                                    f"{ttype(Aval((n,), kd))}")
+
+
+def _sort_cpu(e, ins, in_avals, out, axis):
+    """The values along `axis` sorted: as integer keys in their order (`_to_key`), each row
+    by `_sort_keys_row` on the threads, back to values; one long row as two halves on
+    two threads and a merge. Complex values: the merge sort's keys (`_sort_row`)."""
+    a = in_avals[0]
+    ax = int(axis)
+    n = a.shape[ax]
+    if out.size == 0 or n == 1:
+        return ins[0]
+    rows = a.size // n
+    parallel = rows >= 2 and a.size >= SORT_PARALLEL_MIN
+    if a.dtype.kind == "c":
+        keys, _ = _each_row(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, parallel, keys_too=True)
+        return _from_rows(e, keys, a, ax, out)
+    from ..lowering.host_cpu import host
+    kd = _key_dtype(a.dtype)
+    lanes = max(2, host().vector_bits // kd.bits)
+    block = sort_block(kd, lanes)
+    ka = Aval(a.shape, kd)
+    keys = e.map([ins[0]], [a], ka, lambda b, v: _to_key(b, v, a.dtype))
+    if rows == 1 and n >= SORT_PARALLEL_MIN:
+        h = max(2 * lanes, 1 << (math.ceil(math.log2(n)) - 1))
+        full = Aval((2 * h,), kd)
+        pad = e.op(f"tensor.splat {e.const((1 << (kd.bits - 1)) - 1, kd.signless)} : {ttype(full)}")
+        padded = e.op(f"tensor.insert_slice {_reshape(e, keys, ka, (n,))} into {pad}[0] [{n}] [1] : "
+                      f"{ttype(Aval((n,), kd))} into {ttype(full)}")
+        (halves,) = _over_rows(e, _reshape(e, padded, full, (2, h)), 2, h, kd, True, [(h, kd)],
+                               lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, h, lanes, block)])
+        merged = _Bitonic(e, kd, lanes).merge(e, _reshape(e, halves, Aval((2, h), kd), (2 * h,)),
+                                              e.op(f"bufferization.alloc_tensor() : {ttype(full)}"), 2 * h, h)
+        res = _reshape(e, e.op(f"tensor.extract_slice {merged}[0] [{n}] [1] : {ttype(full)} to "
+                               f"{ttype(Aval((n,), kd))}"), Aval((n,), kd), a.shape)
+    else:
+        (res,) = _over_rows(e, _to_rows(e, keys, ka, ax), rows, n, kd, parallel, [(n, kd)],
+                            lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, n, lanes, block)])
+        res = _from_rows(e, res, ka, ax, ka)
+    return e.map([res], [ka], out, lambda b, k: _from_key(b, k, a.dtype))
+
+
+def _sort_gpu(e, ins, in_avals, out, axis):
+    """argsort's GPU lowering (ranks, or the bitonic network), then the gather."""
+    a = in_avals[0]
+    if out.size == 0:
+        return e.empty(out)
+    idx_aval = Aval(a.shape, dt.uint32)
+    idx = _lower_gpu(e, ins, in_avals, idx_aval, axis)
+    from .core import PRIMITIVES
+    return PRIMITIVES["take_along_axis"].lowering("gpu")(e, [ins[0], idx], [a, idx_aval], out, axis=axis)
+
+
+primitive("sort", ["x"], lambda avals, axis: _shape(avals, axis, "sort"),
+          _sort_cpu, lambda x, axis: np.sort(x, axis=int(axis), kind="stable"), attrs={"axis": I64()},
+          summary="`x` sorted along `axis` (NaN last; as numpy's sort)",
+          dtypes=[dt.float32, dt.int32, dt.float64])
+register_lowering("sort", _sort_gpu, target="gpu")
+
+
 def _rules():
+    from .core import PRIMITIVES
     from .rules import defbatch, defjvp, defvjp, move_to_front
+
+    def _apply(name, args, **params):
+        from mirax.array import apply
+        return apply(name, args, **params)
 
     # integer results: no derivative (sort's flows through take_along_axis)
     defjvp("argsort", None)
@@ -663,6 +966,21 @@ def _rules():
         from mirax.array import apply
         return apply("argsort", [move_to_front(args[0], dims[0])], axis=int(axis) + 1), 0
     defbatch("argsort", batch)
+
+    def sort_jvp(t, x, out, axis):
+        """The tangent gathered in the values' order (argsort's indices)."""
+        return _apply("take_along_axis", [t, _apply("argsort", [x], axis=axis)], axis=axis)
+
+    def sort_vjp(ct, x, out, axis):
+        """take_along_axis's transpose: the cotangent scattered back to where each value was."""
+        idx = _apply("argsort", [x], axis=axis)
+        return PRIMITIVES["take_along_axis"].vjp([x, idx], ct, out, axis=axis)[0]
+    defjvp("sort", sort_jvp)
+    defvjp("sort", sort_vjp)
+
+    def batch_sort(args, dims, axis):
+        return _apply("sort", [move_to_front(args[0], dims[0])], axis=int(axis) + 1), 0
+    defbatch("sort", batch_sort)
 
     defjvp("argtopk", None)
     defvjp("argtopk", None)

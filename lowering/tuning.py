@@ -216,6 +216,9 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # thread) would not fit. Grouped convolutions run a product a group when a group
         # has a vector of output channels at least (fewer pad the tile's columns), and at
         # most max_groups groups (each is code of its own: a compile-time bound)
+        # sort (dialect/sort.py): a row's bitonic blocks (O(n log^2 n) vector min/max) fill
+        # half of L1d; longer rows merge the sorted blocks
+        "sort": dict(block_bytes=h.l1d // 2),
         "conv": dict(im2col_bytes=h.l2 // 2, min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
                      max_groups=16),
     }
@@ -442,8 +445,9 @@ def table() -> dict:
         t = dict(t)
         for fam, v in thresholds.items():
             t[fam] = dict(t[fam], parallel_min_elements=v["parallel_min_elements"])
-    if "conv" in m:  # (the tests' override: chunk sizes that cut every dim)
-        t = dict(t, conv=dict(t["conv"], **m["conv"]))
+    for section in ("conv", "sort"):  # (the tests' overrides: chunks and blocks that cut every dim)
+        if section in m:
+            t = dict(t, **{section: dict(t[section], **m[section])})
     if "powf" in m.get("math", {}):
         t = dict(t, math=dict(t["math"], pow_polynomial=bool(m["math"]["powf"]["polynomial"])))
     return t

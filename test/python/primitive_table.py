@@ -45,6 +45,8 @@ CASES.update({
        for name in ("cummax", "cummin", "cumprod")},
     "argsort": [([(9,)], {"axis": 0}, None), ([(2, 3, 4)], {"axis": 1}, None), ([(3, 17)], {"axis": 1}, None),
                 ([(0, 4)], {"axis": 1}, None), ([(4, 1)], {"axis": 1}, None)],
+    "sort": [([(9,)], {"axis": 0}, None), ([(2, 3, 4)], {"axis": 1}, None), ([(3, 17)], {"axis": 1}, None),
+             ([(0, 4)], {"axis": 1}, None), ([(4, 1)], {"axis": 1}, None), ([(2, 40)], {"axis": 1}, None)],
     "argtopk": [([(9,)], {"axis": 0, "k": 3}, None), ([(2, 30, 4)], {"axis": 1, "k": 2}, None),
                 ([(3, 17)], {"axis": 1, "k": 17}, None), ([(3, 17)], {"axis": 1, "k": 0}, None),
                 ([(40, 5)], {"axis": 0, "k": 1}, None)],

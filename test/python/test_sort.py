@@ -97,11 +97,14 @@ def test_one_long_row_sorts_in_two_chunks_with_the_padding_last(dtype, rng):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_signed_zeros_tie_and_every_nan_sorts_last(dtype):
     """The CPU merge compares float keys as integers in the same order: -0.0 and 0.0 tie
-    (their order kept), NaNs of either sign come after +inf in their order."""
+    (their order kept), NaNs of either sign come after +inf in their order. `sort` orders
+    the values totally, as jax's: -0.0 before 0.0, every NaN last (as the quiet NaN)."""
     x = np.array([0.0, -0.0, np.inf, -np.nan, 1.0, -0.0, np.nan, -np.inf, 0.0, -1.0], dtype)
     x[3] = -np.abs(x[3])  # a NaN with the sign bit set
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
-    np.testing.assert_array_equal(np.signbit(np.asarray(mr.sort(A(x)))), np.signbit(x[np.argsort(x, kind="stable")]))
+    got = np.asarray(mr.sort(A(x)))
+    np.testing.assert_array_equal(got, np.sort(x))
+    np.testing.assert_array_equal(np.signbit(got), [True, True, True, True, False, False, False, False, False, False])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
@@ -234,3 +237,92 @@ def test_argtopk_on_rows_of_the_threads(rng):
     np.testing.assert_array_equal(np.asarray(apply("argtopk", [A(x)], axis=1, k=5)), _top(x, 5, 1))
     np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.topk(v, 5, axis=0))(A(x))),
                                   np.sort(x, 0)[-5:])
+
+
+# ---- sort: mirax.sort, the values by vectors (bitonic blocks, vector merges) --------------
+
+SORT_DTYPES = ["float32", "float64", "float16", "int8", "int16", "int32", "int64",
+               "uint8", "uint16", "uint32", "uint64", "bool"]
+
+
+def _values(rng, dtype, shape):
+    """Random values of `dtype` over its whole range (extremes and, for floats, NaN,
+    +-inf, +-0 included): the keys' sign bits and flips matter at the ends."""
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.startswith("float"):
+        x = (rng.standard_normal(shape) * 1e3).astype(dtype)
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, np.finfo(dtype).max, np.finfo(dtype).min], dtype)
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+        specials = np.array([info.min, info.max, 0, 1], dtype)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, min(flat.size, 3 * specials.size))] = np.resize(specials, min(flat.size, 3 * specials.size))
+    return x
+
+
+@pytest.mark.parametrize("dtype", SORT_DTYPES)
+def test_sort_every_dtype_through_blocks_and_merges(dtype, rng):
+    """Blocks of 64 bytes (two vectors of 32-bit keys on AVX2... four on AVX-512 for
+    int64: the smallest allowed is two vectors) so rows of 1 to 300 elements go through
+    the in-register network, the inter-vector steps and one to several vector merge
+    passes; the padding (the largest key) never shows."""
+    from mirax.lowering import tuning
+    with tuning.override(sort={"block_bytes": 64}):
+        for n in (1, 2, 3, 15, 16, 17, 64, 100, 300):
+            x = _values(rng, dtype, (3, n))
+            got = np.asarray(apply("sort", [A(x)], axis=1))
+            np.testing.assert_array_equal(got, np.sort(x, axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint16"])
+def test_sort_one_long_row_in_two_halves(dtype, rng):
+    """One row of 65536+ elements: two padded halves sorted on two threads, then one
+    vector merge of the halves (and, along axis 0 of a 2-d array, rows on the threads)."""
+    x = _values(rng, dtype, (70001,))
+    np.testing.assert_array_equal(np.asarray(apply("sort", [A(x)], axis=0)), np.sort(x))
+    y = _values(rng, dtype, (700, 97))
+    np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.sort(v, 0))(A(y))), np.sort(y, 0))
+
+
+def test_sort_keeps_signed_zeros_infinities_and_puts_nan_last(rng):
+    """Every value comes back bit for bit (a one-to-one key), but NaNs (any sign or
+    payload: the quiet NaN, last)."""
+    x = np.array([3.0, -0.0, np.nan, 0.0, -np.inf, -np.nan, 1e-45, -1e-45, np.inf, -3.0], np.float32)
+    got = np.asarray(mr.sort(A(x)))
+    want = np.array([-np.inf, -3.0, -1e-45, -0.0, 0.0, 1e-45, 3.0, np.inf, np.nan, np.nan], np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32)[:8], want.view(np.uint32)[:8])
+    assert np.isnan(got[8:]).all()
+
+
+def test_sort_lowers_to_vector_min_max_on_the_cpu():
+    """The CPU lowering is vector code (min/max of vectors, shuffles), not a scalar merge
+    of keys and indices (rows longer than a block: vector merges, which read the next
+    run's head); complex values keep the merge sort (no integer keys)."""
+    from mirax.dialect.core import PRIMITIVES, Aval
+    from mirax.dialect import dtypes as dt
+    from mirax.lowering.emit import kernel_function
+    text = kernel_function("k", PRIMITIVES["sort"], {"axis": 1}, [Aval((8, 10000), dt.float32)],
+                           Aval((8, 10000), dt.float32))
+    assert "arith.minsi" in text and "vector.shuffle" in text and "tensor.extract %" in text
+    assert "ui32" not in text and "index_cast" not in text  # no indices
+    ctext = kernel_function("k", PRIMITIVES["sort"], {"axis": 0}, [Aval((9,), dt.complex64)], Aval((9,), dt.complex64))
+    assert "vector.shuffle" not in ctext
+
+
+def test_sort_of_complex_and_its_rules(rng):
+    z = (rng.integers(-2, 3, (3, 11)) + 1j * rng.integers(-2, 3, (3, 11))).astype(np.complex64)
+    np.testing.assert_array_equal(np.asarray(mr.sort(A(z), axis=1)), np.sort(z, axis=1))
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    t = rng.standard_normal((4, 40)).astype(np.float32)
+    order = np.argsort(x, 1)
+    _, (jt,) = mr.jvp(lambda v: mr.sort(v, axis=1), [A(x)], [A(t)])
+    np.testing.assert_array_equal(np.asarray(jt), np.take_along_axis(t, order, 1))
+    g = mr.grad(lambda v: (mr.sort(v, axis=1) * A(t)).sum())(A(x))
+    want = np.zeros_like(x)
+    np.put_along_axis(want, order, t, 1)
+    np.testing.assert_array_equal(np.asarray(g), want)
+    np.testing.assert_array_equal(np.asarray(mr.vmap(lambda v: mr.sort(v, 0), in_axes=1)(A(x))), np.sort(x, 0).T)
+    with pytest.raises(mr.MiraxError, match="mirax.sort: axis 2 is out of bounds"):
+        apply("sort", [A(x)], axis=2)

@@ -4,8 +4,9 @@ them (stable, NaN last as numpy, along `axis`, default -1; `axis=None` flattens)
     mr.sort(x); mr.argsort(x, axis=0); mr.topk(x, 3); mr.partition(x, 2)
 
 `argsort` is the dialect's `mirax.argsort` (dialect/sort.py: a merge sort of each row on
-the CPU); the others are it and a `take_along_axis`, so they run on every device and
-under every transform (sort's gradient flows through the gather; indices have none).
+the CPU), `sort` and `partition` the dialect's `mirax.sort` (the values by vectors: a
+bitonic network and vector merges; its gradient gathers by argsort); `median` and
+`unique` build on them, so they run on every device and under every transform.
 `topk` gathers `mirax.argtopk`'s indices (the k largest by insertion, not a full sort).
 `partition` and `argpartition` return the full sort, a valid partition for every `kth`.
 """
@@ -49,26 +50,32 @@ def argsort(a, axis=-1):
 
 
 def sort(a, axis=-1):
-    """`a` sorted along `axis` (NaN last)."""
+    """`a` sorted along `axis` (NaN last): the dialect's `mirax.sort`.
+
+        mr.sort(mr.array([3, 1, 2]))   # array([1, 2, 3], dtype=int32)
+    """
     a2, ax = _prepare(a, axis, "sort")
-    idx = argsort(a2, -1 if ax is None else ax)
-    return take_along_axis(a2, idx, axis=-1 if ax is None else ax)
+    return apply("sort", [a2], axis=0 if ax is None else ax)
 
 
 def argpartition(a, kth, axis=-1):
     """Indices that partition `a` around its `kth` element (here: the full argsort)."""
     a2, ax = _prepare(a, axis, "argpartition")
+    _check_kth(a2, ax, kth, "argpartition")
+    return argsort(a2, -1 if ax is None else ax)
+
+
+def _check_kth(a2, ax, kth, op):
     n = a2.shape[-1 if ax is None else ax]
     if not -n <= kth < n:
-        raise MiraxError(f"argpartition: kth {kth} is out of bounds for an axis of size {n}{where_text()}")
-    return argsort(a2, -1 if ax is None else ax)
+        raise MiraxError(f"{op}: kth {kth} is out of bounds for an axis of size {n}{where_text()}")
 
 
 def partition(a, kth, axis=-1):
     """`a` partitioned around its `kth` element (here: fully sorted)."""
     a2, ax = _prepare(a, axis, "partition")
-    idx = argpartition(a2, kth, -1 if ax is None else ax)
-    return take_along_axis(a2, idx, axis=-1 if ax is None else ax)
+    _check_kth(a2, ax, kth, "partition")
+    return sort(a2, -1 if ax is None else ax)
 
 
 def topk(a, k, axis=-1):
