@@ -78,6 +78,7 @@ def choices() -> str:
     lines.append(f"conv (derived): window copies of at most {cv['im2col_bytes'] >> 10} KiB, kernels cut below "
                  f"{cv['min_rows']} rows; groups as products from {cv['group_min_out']} output channels, "
                  f"up to {cv['max_groups']} groups")
+    lines.append(f"sort (derived): bitonic blocks of {t['sort']['block_bytes'] >> 10} KiB, then vector merges")
     return "\n".join("  " + x for x in lines)
 
 

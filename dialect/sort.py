@@ -699,8 +699,8 @@ def _from_key(b, k, d):
 
 
 def sort_block(kd, lanes) -> int:
-    """Elements of dtype `kd` a row's bitonic blocks hold: half of L1d, a power of two of
-    at least two vectors (tuning.py "sort")."""
+    """Elements of dtype `kd` a row's bitonic blocks hold: a power of two of at least two
+    vectors, at most tuning.py's "sort" block_bytes (a sixteenth of L2)."""
     from ..lowering import tuning
     per = tuning.table()["sort"]["block_bytes"] // (kd.bits // 8)
     return max(2 * lanes, 1 << max(0, per.bit_length() - 1))
@@ -723,9 +723,9 @@ class _Bitonic:
         # the selects' masks, made before any loop (the steps use them inside loops)
         self.masks = {}
         for d in range(lanes.bit_length() - 1):
-            for partner in (self._flip(2 << d), [i ^ (1 << d) for i in range(lanes)]):
-                bits = ", ".join("true" if i < q else "false" for i, q in enumerate(partner))
-                self.masks[tuple(partner)] = b.op(f"arith.constant dense<[{bits}]> : vector<{lanes}xi1>")
+            lower = tuple(i & (1 << d) == 0 for i in range(lanes))  # (a flip's and a cleaner's alike)
+            bits = ", ".join("true" if x else "false" for x in lower)
+            self.masks[lower] = b.op(f"arith.constant dense<[{bits}]> : vector<{lanes}xi1>")
 
     def _flip(self, s):
         """Lane partners of the first step of merging runs of s / 2 lanes: mirrors in s."""
@@ -742,7 +742,7 @@ class _Bitonic:
         perm = ", ".join(map(str, partner))
         p = b.op(f"vector.shuffle {x}, {x} [{perm}] : {self.vt}, {self.vt}")
         lo, hi = b.op(f"arith.minsi {x}, {p} : {self.vt}"), b.op(f"arith.maxsi {x}, {p} : {self.vt}")
-        mask = self.masks[tuple(partner)]
+        mask = self.masks[tuple(i < q for i, q in enumerate(partner))]
         return b.op(f"arith.select {mask}, {lo}, {hi} : vector<{self.lanes}xi1>, {self.vt}")
 
     def _cleaners(self, b, x, dist):
@@ -768,9 +768,11 @@ class _Bitonic:
             return self._write(bb, fn(bb, self._read(bb, acc, tt, at)), acc, tt, at)
         return self._loop(b, P // self.lanes, t, tt, body)
 
-    def _pairs(self, b, t, tt, P, group, first, second, mirror):
+    def _pairs(self, b, t, tt, P, group, first, second, mirror, clean=False):
         """For each pair q of vectors: a group of `group` pairs a block, the pair's two
-        vectors at element offsets first(bb, block, j) and second(bb, block, j)."""
+        vectors at element offsets first(bb, block, j) and second(bb, block, j); with
+        `clean` (the level's last step across vectors), each then sorted in registers by
+        the level's in-register half-cleaners before it is stored."""
         L = self.lanes
         rev = list(range(L - 1, -1, -1))
 
@@ -784,6 +786,8 @@ class _Bitonic:
             lo, hi = bb.op(f"arith.minsi {x}, {y} : {self.vt}"), bb.op(f"arith.maxsi {x}, {y} : {self.vt}")
             if mirror:
                 hi = bb.op(f"vector.shuffle {hi}, {hi} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
+            if clean:
+                lo, hi = self._cleaners(bb, lo, L // 2), self._cleaners(bb, hi, L // 2)
             return self._write(bb, hi, self._write(bb, lo, acc, tt, a), tt, c)
         return self._loop(b, P // (2 * L), t, tt, body)
 
@@ -809,15 +813,14 @@ class _Bitonic:
                     if off is None else bb.op(f"arith.subi {bb.op(f'arith.addi {base}, {bb.index(off)} : index')}, "
                                               f"{bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index")
             t = self._pairs(b, t, tt, P, half, lambda bb, blk, j: at(bb, blk, j, s, None),
-                            lambda bb, blk, j: at(bb, blk, j, s, s - L), True)
+                            lambda bb, blk, j: at(bb, blk, j, s, s - L), True, clean=s == 2 * L)
             dist = s // 4
             while dist >= L:
                 def second(bb, blk, j, dist=dist):
                     return bb.op(f"arith.addi {at(bb, blk, j, 2 * dist, None)}, {bb.index(dist)} : index")
                 t = self._pairs(b, t, tt, P, dist // L, lambda bb, blk, j, dist=dist: at(bb, blk, j, 2 * dist, None),
-                                second, False)
+                                second, False, clean=dist == L)
                 dist //= 2
-            t = self._each_vector(b, t, tt, P, lambda bb, x: self._cleaners(bb, x, L // 2))
             s *= 2
         return t
 

@@ -312,6 +312,55 @@ func.func @argtopk_most(%x: tensor<6x8xi32>) -> tensor<6x5xui32> {
 
 // -----
 
+// sort: the values as integer keys in their order (NaN as the quiet NaN, negative
+// numbers' magnitude bits flipped), each row padded with the largest key to a power of
+// two, its vectors sorted in registers (shuffle, min, max, select by a constant mask), the
+// bitonic merges across vectors (a mirrored vector reversed), the first n keys back to
+// floats. One long row: two halves on two threads, then one vector merge of the halves,
+// which reads the vector of the run whose next key is smaller.
+// CHECK-LABEL: func.func @sort_rows
+// CHECK: arith.cmpf uno
+// CHECK: arith.bitcast %{{.+}} : f32 to i32
+// CHECK: arith.xori
+// CHECK: scf.for {{.+}} -> (tensor<4x100xi32>)
+// CHECK: %[[PAD:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<128xi32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[PAD]][0] [100] [1]
+// CHECK: scf.for {{.+}} -> (tensor<128xi32>)
+// CHECK: %[[V:.+]] = vector.transfer_read %{{.+}} {in_bounds = [true]} : tensor<128xi32>, vector<[[L:[0-9]+]]xi32>
+// CHECK: %[[P:.+]] = vector.shuffle %[[V]], %[[V]]
+// CHECK: %[[LO:.+]] = arith.minsi %[[V]], %[[P]] : vector<[[L]]xi32>
+// CHECK: %[[HI:.+]] = arith.maxsi %[[V]], %[[P]] : vector<[[L]]xi32>
+// CHECK: arith.select %{{.+}}, %[[LO]], %[[HI]] : vector<[[L]]xi1>, vector<[[L]]xi32>
+// CHECK: vector.transfer_write
+// CHECK: scf.for {{.+}} -> (tensor<128xi32>)
+// CHECK: %[[A:.+]] = vector.transfer_read
+// CHECK: %[[B:.+]] = vector.transfer_read
+// CHECK: %[[R:.+]] = vector.shuffle %[[B]], %[[B]]
+// CHECK: arith.minsi %[[A]], %[[R]]
+// CHECK: tensor.extract_slice %{{.+}}[0] [100] [1] : tensor<128xi32> to tensor<100xi32>
+// CHECK: linalg.generic
+// CHECK: arith.bitcast %{{.+}} : i32 to f32
+// CHECK-LABEL: func.func @sort_one_long_row
+// CHECK: %[[BIG:.+]] = arith.constant 2147483647 : i32
+// CHECK: tensor.splat %[[BIG]] : tensor<131072xi32>
+// CHECK: scf.forall (%{{.+}}) in (2) shared_outs({{.+}}) -> (tensor<2x65536xi32>)
+// CHECK: tensor.parallel_insert_slice
+// CHECK: scf.for {{.+}} -> (index, index, vector<[[L2:[0-9]+]]xi32>, vector<[[L2]]xi32>, tensor<131072xi32>)
+// CHECK: %[[HA:.+]] = tensor.extract %{{.+}} : tensor<131072xi32>
+// CHECK: %[[HB:.+]] = tensor.extract %{{.+}} : tensor<131072xi32>
+// CHECK: arith.cmpi sle, %[[HA]], %[[HB]] : i32
+// CHECK: tensor.extract_slice %{{.+}}[0] [100000] [1] : tensor<131072xi32> to tensor<100000xi32>
+func.func @sort_rows(%x: tensor<4x100xf32>) -> tensor<4x100xf32> {
+  %0 = "mirax.sort"(%x) {axis = 1 : i64} : (tensor<4x100xf32>) -> tensor<4x100xf32>
+  return %0 : tensor<4x100xf32>
+}
+func.func @sort_one_long_row(%x: tensor<100000xi32>) -> tensor<100000xi32> {
+  %0 = "mirax.sort"(%x) {axis = 0 : i64} : (tensor<100000xi32>) -> tensor<100000xi32>
+  return %0 : tensor<100000xi32>
+}
+
+// -----
+
 // argsort of one long row: padded with the largest key to two power-of-two chunks, the
 // chunks sorted on two threads (keys and indices out, the second chunk's from 65536), one
 // merge of the two, the first n indices.
