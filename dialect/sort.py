@@ -762,15 +762,17 @@ class _Bitonic:
         b.line("}")
         return res
 
-    def _each_vector(self, b, t, tt, P, fn):
+    def _each_vector(self, b, t, tt, offset, count, fn):
         def body(bb, acc, v):
             at = bb.op(f"arith.muli {v}, {bb.index(self.lanes)} : index")
+            at = bb.op(f"arith.addi {at}, {bb.index(offset)} : index") if offset else at
             return self._write(bb, fn(bb, self._read(bb, acc, tt, at)), acc, tt, at)
-        return self._loop(b, P // self.lanes, t, tt, body)
+        return self._loop(b, count // self.lanes, t, tt, body)
 
-    def _pairs(self, b, t, tt, P, group, first, second, mirror, clean=False):
+    def _pairs(self, b, t, tt, offset, count, group, first, second, mirror, clean=False):
         """For each pair q of vectors: a group of `group` pairs a block, the pair's two
-        vectors at element offsets first(bb, block, j) and second(bb, block, j); with
+        vectors at element offsets first(bb, block, j) and second(bb, block, j) (after
+        `offset`), over `count` elements; with
         `clean` (the level's last step across vectors), each then sorted in registers by
         the level's in-register half-cleaners before it is stored."""
         L = self.lanes
@@ -780,6 +782,8 @@ class _Bitonic:
             blk = bb.op(f"arith.divui {q}, {bb.index(group)} : index")
             j = bb.op(f"arith.remui {q}, {bb.index(group)} : index")
             a, c = first(bb, blk, j), second(bb, blk, j)
+            if offset:
+                a, c = (bb.op(f"arith.addi {v}, {bb.index(offset)} : index") for v in (a, c))
             x, y = self._read(bb, acc, tt, a), self._read(bb, acc, tt, c)
             if mirror:
                 y = bb.op(f"vector.shuffle {y}, {y} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
@@ -789,11 +793,14 @@ class _Bitonic:
             if clean:
                 lo, hi = self._cleaners(bb, lo, L // 2), self._cleaners(bb, hi, L // 2)
             return self._write(bb, hi, self._write(bb, lo, acc, tt, a), tt, c)
-        return self._loop(b, P // (2 * L), t, tt, body)
+        return self._loop(b, count // (2 * L), t, tt, body)
 
-    def sort(self, b, t, P, block):
+    def sort(self, b, t, P, block, offset=0, count=None):
+        """t (P keys) with each run of `block` keys of its `count` keys from `offset` (all
+        by default) sorted: `block` a power of two of two vectors or more."""
         L = self.lanes
         tt = ttype(Aval((P,), self.kd))
+        count = P - offset if count is None else count
 
         def in_register(bb, x):  # each vector sorted: merges of 2, 4, ..., L lanes
             s = 2
@@ -802,7 +809,7 @@ class _Bitonic:
                 x = self._cleaners(bb, x, s // 4)
                 s *= 2
             return x
-        t = self._each_vector(b, t, tt, P, in_register)
+        t = self._each_vector(b, t, tt, offset, count, in_register)
         s = 2 * L
         while s <= block:
             half = s // (2 * L)  # vector pairs a block
@@ -812,13 +819,13 @@ class _Bitonic:
                 return bb.op(f"arith.addi {base}, {bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index") \
                     if off is None else bb.op(f"arith.subi {bb.op(f'arith.addi {base}, {bb.index(off)} : index')}, "
                                               f"{bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index")
-            t = self._pairs(b, t, tt, P, half, lambda bb, blk, j: at(bb, blk, j, s, None),
+            t = self._pairs(b, t, tt, offset, count, half, lambda bb, blk, j: at(bb, blk, j, s, None),
                             lambda bb, blk, j: at(bb, blk, j, s, s - L), True, clean=s == 2 * L)
             dist = s // 4
             while dist >= L:
                 def second(bb, blk, j, dist=dist):
                     return bb.op(f"arith.addi {at(bb, blk, j, 2 * dist, None)}, {bb.index(dist)} : index")
-                t = self._pairs(b, t, tt, P, dist // L, lambda bb, blk, j, dist=dist: at(bb, blk, j, 2 * dist, None),
+                t = self._pairs(b, t, tt, offset, count, dist // L, lambda bb, blk, j, dist=dist: at(bb, blk, j, 2 * dist, None),
                                 second, False, clean=dist == L)
                 dist //= 2
             s *= 2
@@ -833,52 +840,68 @@ class _Bitonic:
         return self._cleaners(b, lo, L // 2), self._cleaners(b, hi, L // 2)
 
     def merge(self, b, src, dst, P, w):
-        """One merge pass: the sorted runs of `w` keys of `src` (P keys, P / w even) merged
-        pairwise into `dst`, a vector at a time: the two vectors in hand merged (`_merge2`),
-        the smaller half stored, the larger kept, and the next vector read from the run
-        whose next key is smaller (Chhugani et al.'s SIMD merge)."""
-        L, et = self.lanes, self.et
+        """One merge pass: the sorted runs of `w` keys of `src` (P keys; the last run may
+        be shorter, a multiple of the vector) merged pairwise into `dst`, a vector at a
+        time: the two vectors in hand merged (`_merge2`), the smaller half stored, the
+        larger kept, and the next vector read from the run whose next key is smaller
+        (Chhugani et al.'s SIMD merge). A last run with no partner is copied."""
         tt = ttype(Aval((P,), self.kd))
+        full = P // (2 * w)
+        dst = self._loop(b, full, dst, tt, lambda bb, acc, blk: self._merge_runs(
+            bb, src, acc, tt, bb.op(f"arith.muli {blk}, {bb.index(2 * w)} : index"), w, w, P))
+        rest = P - full * 2 * w
+        if rest > w:
+            return self._merge_runs(b, src, dst, tt, b.index(full * 2 * w), w, rest - w, P)
+        if rest:
+            at, rt = full * 2 * w, ttype(Aval((rest,), self.kd))
+            run = b.op(f"tensor.extract_slice {src}[{at}] [{rest}] [1] : {tt} to {rt}")
+            return b.op(f"tensor.insert_slice {run} into {dst}[{at}] [{rest}] [1] : {rt} into {tt}")
+        return dst
 
-        def pair(bb, acc, blk):
-            lo = bb.op(f"arith.muli {blk}, {bb.index(2 * w)} : index")
-            mid = bb.op(f"arith.addi {lo}, {bb.index(w)} : index")
-            wi, last = bb.index(w), bb.index(P - 1)
-            k, ia, ib, va, vb, dd, res = (bb.fresh(h) for h in ("k", "ia", "ib", "va", "vb", "d", "merge"))
-            bb.line(f"{res}:5 = scf.for {k} = {bb.index(0)} to {bb.index(2 * w // L - 2)} step {bb.index(1)} "
-                    f"iter_args({ia} = {bb.index(L)}, {ib} = {bb.index(L)}, {va} = {self._read(bb, src, tt, lo)}, "
-                    f"{vb} = {self._read(bb, src, tt, mid)}, {dd} = {acc}) -> (index, index, {self.vt}, {self.vt}, {tt}) {{")
-            m = bb.sub("  ")
-            small, large = self._merge2(m, va, vb)
-            at = m.op(f"arith.addi {lo}, {m.op(f'arith.muli {k}, {m.index(L)} : index')} : index")
-            d2 = self._write(m, small, dd, tt, at)
-            pa = m.op(f"arith.addi {lo}, {ia} : index")
-            pb = m.op(f"arith.addi {mid}, {ib} : index")
-            ha = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pa}, {last} : index')}] : {tt}")
-            hb = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pb}, {last} : index')}] : {tt}")
-            a_on = m.op(f"arith.cmpi ult, {ia}, {wi} : index")
-            b_done = m.op(f"arith.cmpi uge, {ib}, {wi} : index")
-            first = m.op(f"arith.cmpi sle, {ha}, {hb} : {et}")
-            take_a = m.op(f"arith.andi {a_on}, {m.op(f'arith.ori {b_done}, {first} : i1')} : i1")
-            nxt = self._read(m, src, tt, m.op(f"arith.select {take_a}, {pa}, {pb} : index"))
-            step, zero = m.index(L), m.index(0)
-            ia2 = m.op(f"arith.addi {ia}, {m.op(f'arith.select {take_a}, {step}, {zero} : index')} : index")
-            ib2 = m.op(f"arith.addi {ib}, {m.op(f'arith.select {take_a}, {zero}, {step} : index')} : index")
-            m.line(f"scf.yield {ia2}, {ib2}, {nxt}, {large}, {d2} : index, index, {self.vt}, {self.vt}, {tt}")
-            bb.lines.extend(m.lines)
-            bb.line("}")
-            small, large = self._merge2(bb, f"{res}#2", f"{res}#3")
-            end = bb.op(f"arith.addi {lo}, {bb.index(2 * w - 2 * L)} : index")
-            d2 = self._write(bb, small, f"{res}#4", tt, end)
-            return self._write(bb, large, d2, tt, bb.op(f"arith.addi {end}, {bb.index(L)} : index"))
-        return self._loop(b, P // (2 * w), dst, tt, pair)
+    def _merge_runs(self, bb, src, acc, tt, lo, la, lb, P):
+        """The runs of la and lb keys of `src` from `lo` merged into `acc` at `lo`."""
+        L, et = self.lanes, self.et
+        mid = bb.op(f"arith.addi {lo}, {bb.index(la)} : index")
+        na, nb, last = bb.index(la), bb.index(lb), bb.index(P - 1)
+        k, ia, ib, va, vb, dd, res = (bb.fresh(h) for h in ("k", "ia", "ib", "va", "vb", "d", "merge"))
+        bb.line(f"{res}:5 = scf.for {k} = {bb.index(0)} to {bb.index((la + lb) // L - 2)} step {bb.index(1)} "
+                f"iter_args({ia} = {bb.index(L)}, {ib} = {bb.index(L)}, {va} = {self._read(bb, src, tt, lo)}, "
+                f"{vb} = {self._read(bb, src, tt, mid)}, {dd} = {acc}) -> (index, index, {self.vt}, {self.vt}, {tt}) {{")
+        m = bb.sub("  ")
+        small, large = self._merge2(m, va, vb)
+        at = m.op(f"arith.addi {lo}, {m.op(f'arith.muli {k}, {m.index(L)} : index')} : index")
+        d2 = self._write(m, small, dd, tt, at)
+        pa = m.op(f"arith.addi {lo}, {ia} : index")
+        pb = m.op(f"arith.addi {mid}, {ib} : index")
+        # the runs' next keys (a run that is done reads its neighbour's, never taken)
+        ha = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pa}, {last} : index')}] : {tt}")
+        hb = m.op(f"tensor.extract {src}[{m.op(f'arith.minui {pb}, {last} : index')}] : {tt}")
+        a_on = m.op(f"arith.cmpi ult, {ia}, {na} : index")
+        b_done = m.op(f"arith.cmpi uge, {ib}, {nb} : index")
+        first = m.op(f"arith.cmpi sle, {ha}, {hb} : {et}")
+        take_a = m.op(f"arith.andi {a_on}, {m.op(f'arith.ori {b_done}, {first} : i1')} : i1")
+        nxt = self._read(m, src, tt, m.op(f"arith.select {take_a}, {pa}, {pb} : index"))
+        step, zero = m.index(L), m.index(0)
+        ia2 = m.op(f"arith.addi {ia}, {m.op(f'arith.select {take_a}, {step}, {zero} : index')} : index")
+        ib2 = m.op(f"arith.addi {ib}, {m.op(f'arith.select {take_a}, {zero}, {step} : index')} : index")
+        m.line(f"scf.yield {ia2}, {ib2}, {nxt}, {large}, {d2} : index, index, {self.vt}, {self.vt}, {tt}")
+        bb.lines.extend(m.lines)
+        bb.line("}")
+        small, large = self._merge2(bb, f"{res}#2", f"{res}#3")
+        end = bb.op(f"arith.addi {lo}, {bb.index(la + lb - 2 * L)} : index")
+        d2 = self._write(bb, small, f"{res}#4", tt, end)
+        return self._write(bb, large, d2, tt, bb.op(f"arith.addi {end}, {bb.index(L)} : index"))
+
 
 def _sort_keys_row(b, kd, row, n, lanes, block):
     """Row `row` (tensor<n x kd>, integer keys) sorted ascending: padded with the largest
-    key to P (the power of two from n, at least two vectors), its blocks of up to `block`
-    keys sorted by the bitonic network, then merged pairwise by vectors until one run is
-    left (`_Bitonic`); the first n kept."""
-    P = max(2 * lanes, 1 << (n - 1).bit_length())
+    key to P keys, whole blocks of `block` then a last block of a power of two (at least
+    two vectors); each block sorted by the bitonic network, then the blocks merged
+    pairwise by vectors until one run is left (`_Bitonic`); the first n kept."""
+    whole = n // block if n > block else 0
+    rest = n - whole * block
+    last = max(2 * lanes, 1 << (rest - 1).bit_length()) if rest else 0
+    P = whole * block + last
     full = Aval((P,), kd)
     buf = b.op(f"bufferization.alloc_tensor() : {ttype(full)}")
     if P > n:
@@ -886,7 +909,9 @@ def _sort_keys_row(b, kd, row, n, lanes, block):
         buf = b.op(f"linalg.fill ins({top} : {kd.signless}) outs({buf} : {ttype(full)}) -> {ttype(full)}")
     buf = b.op(f"tensor.insert_slice {row} into {buf}[0] [{n}] [1] : {ttype(Aval((n,), kd))} into {ttype(full)}")
     net = _Bitonic(b, kd, lanes)
-    keys = net.sort(b, buf, P, min(P, block))
+    keys = net.sort(b, buf, P, block, 0, whole * block) if whole else buf
+    if last:
+        keys = net.sort(b, keys, P, last, whole * block, last)
     other = b.op(f"bufferization.alloc_tensor() : {ttype(full)}")
     w = block
     while w < P:  # (the two buffers swap roles a pass)
@@ -915,24 +940,27 @@ def _sort_cpu(e, ins, in_avals, out, axis):
     lanes = max(2, host().vector_bits // kd.bits)
     block = sort_block(kd, lanes)
     ka = Aval(a.shape, kd)
-    keys = e.map([ins[0]], [a], ka, lambda b, v: _to_key(b, v, a.dtype))
+    same = a.dtype.kind == "i" and a.dtype.bits in (32, 64)  # (the values are their keys)
+    keys = ins[0] if same else e.map([ins[0]], [a], ka, lambda b, v: _to_key(b, v, a.dtype))
     if rows == 1 and n >= SORT_PARALLEL_MIN:
-        h = max(2 * lanes, 1 << (math.ceil(math.log2(n)) - 1))
-        full = Aval((2 * h,), kd)
-        pad = e.op(f"tensor.splat {e.const((1 << (kd.bits - 1)) - 1, kd.signless)} : {ttype(full)}")
-        padded = e.op(f"tensor.insert_slice {_reshape(e, keys, ka, (n,))} into {pad}[0] [{n}] [1] : "
-                      f"{ttype(Aval((n,), kd))} into {ttype(full)}")
+        h = -(-n // (2 * lanes)) * lanes  # (halves of whole vectors)
+        full, padded = Aval((2 * h,), kd), _reshape(e, keys, ka, (n,))
+        if 2 * h > n:
+            pad = e.op(f"tensor.splat {e.const((1 << (kd.bits - 1)) - 1, kd.signless)} : {ttype(full)}")
+            padded = e.op(f"tensor.insert_slice {padded} into {pad}[0] [{n}] [1] : "
+                          f"{ttype(Aval((n,), kd))} into {ttype(full)}")
         (halves,) = _over_rows(e, _reshape(e, padded, full, (2, h)), 2, h, kd, True, [(h, kd)],
                                lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, h, lanes, block)])
         merged = _Bitonic(e, kd, lanes).merge(e, _reshape(e, halves, Aval((2, h), kd), (2 * h,)),
                                               e.op(f"bufferization.alloc_tensor() : {ttype(full)}"), 2 * h, h)
-        res = _reshape(e, e.op(f"tensor.extract_slice {merged}[0] [{n}] [1] : {ttype(full)} to "
-                               f"{ttype(Aval((n,), kd))}"), Aval((n,), kd), a.shape)
+        if 2 * h > n:
+            merged = e.op(f"tensor.extract_slice {merged}[0] [{n}] [1] : {ttype(full)} to {ttype(Aval((n,), kd))}")
+        res = _reshape(e, merged, Aval((n,), kd), a.shape)
     else:
         (res,) = _over_rows(e, _to_rows(e, keys, ka, ax), rows, n, kd, parallel, [(n, kd)],
                             lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, n, lanes, block)])
         res = _from_rows(e, res, ka, ax, ka)
-    return e.map([res], [ka], out, lambda b, k: _from_key(b, k, a.dtype))
+    return res if same else e.map([res], [ka], out, lambda b, k: _from_key(b, k, a.dtype))
 
 
 def _sort_gpu(e, ins, in_avals, out, axis):
