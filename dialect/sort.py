@@ -8,7 +8,11 @@ last (numpy's order: for complex, by real part, then imaginary part, with
 (`mirax.argtopk`'s for topk); `sort`, `partition` and `median` are `mirax.sort`
 (the values alone, by vectors: below), whose gradient gathers by argsort's indices.
 
-CPU lowering: a bottom-up merge sort of each row (the dims before and after the axis
+CPU lowering of values of 32 bits or fewer: each value's integer key (in the values'
+order) in the high half of an int64 and its index in the low half, sorted by `sort`'s
+vector code (`_argsort_by_vectors`): equal keys come out in index order (stable), and
+the low halves are the indices. Wider values (64 bits, complex): a bottom-up merge sort
+of each row (the dims before and after the axis
 are the rows, an `scf.forall` over the threads when the array is large; along an inner
 axis the array is transposed to rows and the result back), on a copy of the row's keys
 and their indices: ceil(log2 n) passes, each merging runs of width w
@@ -325,6 +329,32 @@ def _float_key(b, v, t, lanes=0):
     return b.op(f"arith.xori {bits}, {flip} : {vec(it)}")
 
 
+def _argsort_by_vectors(e, x, a: Aval, ax: int, out: Aval) -> str:
+    """Stable argsort of values of 32 bits or fewer by `sort`'s vector code: each value's
+    key (`_float_key`'s for floats: -0.0 ties 0.0, NaNs tie last) in the high half of an
+    int64, its index along `ax` in the low half; sorted, equal keys are in index order
+    (stable), and the low halves are the indices."""
+    t = a.dtype.signless
+
+    def key_row(b, row, m, first):
+        def pack(bb, v, _o):
+            if a.dtype.kind == "f":
+                k = bb.op(f"arith.extsi {_float_key(bb, v, t)} : i{a.dtype.bits} to i64")
+            else:
+                k = bb.op(f"arith.extsi {_to_key(bb, v, a.dtype)} : i32 to i64")
+            i = bb.op("linalg.index 0 : index")
+            i = bb.op(f"arith.addi {i}, {first} : index") if first is not None else i
+            high = bb.op(f"arith.shli {k}, {bb.const(32, 'i64')} : i64")
+            return bb.op(f"arith.ori {high}, {bb.op(f'arith.index_cast {i} : index to i64')} : i64")
+        ident = identity_map(1)
+        return b.generic([row], [Aval((m,), a.dtype)], Aval((m,), dt.int64), pack, [ident, ident], ["parallel"])
+
+    def out_row(b, keys, m):
+        return b.map([keys], [Aval((m,), dt.int64)], Aval((m,), dt.int32),
+                     lambda bb, k: bb.op(f"arith.trunci {k} : i64 to i32"))
+    return _sort_by_keys(e, x, a, ax, dt.int64, key_row, Aval(out.shape, dt.int32), out_row)
+
+
 def _lower_cpu(e, ins, in_avals, out, axis):
     a = in_avals[0]
     ax = int(axis)
@@ -334,6 +364,8 @@ def _lower_cpu(e, ins, in_avals, out, axis):
     if n == 1:
         return e.fill(0, out)
     x = ins[0]
+    if a.dtype.kind != "c" and a.dtype.bits <= 32:
+        return _argsort_by_vectors(e, x, a, ax, out)
     if a.dtype.kind == "f":
         x, a = _int_keys(e, x, a)
     d = a.dtype
@@ -921,10 +953,54 @@ def _sort_keys_row(b, kd, row, n, lanes, block):
                                     f"{ttype(Aval((n,), kd))}")
 
 
+def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row) -> str:
+    """`x` (of `a`) along `ax` in the order of its integer keys (of dtype `kd`), row by
+    row: `key_row(b, row, n, first)` gives a row's keys (`first`: the row's first
+    element's index in the array's row, an index value), `_sort_keys_row` sorts them and
+    `out_row(b, keys, n)` gives the row of `out`. The rows on the threads when the array
+    is large; one long row as two halves on two threads (the values padded with ones that
+    sort last, `_sentinel`) and one vector merge of them. Keys live a row at a time: a
+    whole array of them was a temporary the size of the input or twice it, allocated and
+    faulted in on every call."""
+    from ..lowering.host_cpu import host
+    n = a.shape[ax]
+    rows = a.size // n
+    lanes = max(2, host().vector_bits // kd.bits)
+    block = sort_block(kd, lanes)
+    d = a.dtype
+    if rows == 1 and n >= SORT_PARALLEL_MIN:
+        h = -(-n // (2 * lanes)) * lanes  # (halves of whole vectors)
+        full, padded = Aval((2 * h,), d), _reshape(e, x, a, (n,))
+        if 2 * h > n:
+            pad = e.op(f"tensor.splat {_sentinel(e, d)} : {ttype(full)}")
+            padded = e.op(f"tensor.insert_slice {padded} into {pad}[0] [{n}] [1] : "
+                          f"{ttype(Aval((n,), d))} into {ttype(full)}")
+
+        def half(b, row, r, _dest):
+            first = b.op(f"arith.muli {r}, {b.index(h)} : index")
+            return [_sort_keys_row(b, kd, key_row(b, row, h, first), h, lanes, block)]
+        (halves,) = _over_rows(e, _reshape(e, padded, full, (2, h)), 2, h, d, True, [(h, kd)], half)
+        kt = ttype(Aval((2 * h,), kd))
+        merged = _Bitonic(e, kd, lanes).merge(e, _reshape(e, halves, Aval((2, h), kd), (2 * h,)),
+                                              e.op(f"bufferization.alloc_tensor() : {kt}"), 2 * h, h)
+        res = out_row(e, merged, 2 * h)
+        if 2 * h > n:
+            res = e.op(f"tensor.extract_slice {res}[0] [{n}] [1] : {ttype(Aval((2 * h,), out.dtype))} to "
+                       f"{ttype(Aval((n,), out.dtype))}")
+        return _reshape(e, res, Aval((n,), out.dtype), out.shape)
+
+    def body(b, row, r, _dest):
+        return [out_row(b, _sort_keys_row(b, kd, key_row(b, row, n, None), n, lanes, block), n)]
+    (res,) = _over_rows(e, _to_rows(e, x, a, ax), rows, n, d, rows >= 2 and a.size >= SORT_PARALLEL_MIN,
+                        [(n, out.dtype)], body)
+    return _from_rows(e, res, a, ax, out)
+
+
 def _sort_cpu(e, ins, in_avals, out, axis):
     """The values along `axis` sorted: as integer keys in their order (`_to_key`), each row
     by `_sort_keys_row` on the threads, back to values; one long row as two halves on
-    two threads and a merge. Complex values: the merge sort's keys (`_sort_row`)."""
+    two threads and a merge (`_sort_by_keys`). Complex values: the merge sort's keys
+    (`_sort_row`)."""
     a = in_avals[0]
     ax = int(axis)
     n = a.shape[ax]
@@ -935,32 +1011,17 @@ def _sort_cpu(e, ins, in_avals, out, axis):
     if a.dtype.kind == "c":
         keys, _ = _each_row(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, parallel, keys_too=True)
         return _from_rows(e, keys, a, ax, out)
-    from ..lowering.host_cpu import host
     kd = _key_dtype(a.dtype)
-    lanes = max(2, host().vector_bits // kd.bits)
-    block = sort_block(kd, lanes)
-    ka = Aval(a.shape, kd)
     same = a.dtype.kind == "i" and a.dtype.bits in (32, 64)  # (the values are their keys)
-    keys = ins[0] if same else e.map([ins[0]], [a], ka, lambda b, v: _to_key(b, v, a.dtype))
-    if rows == 1 and n >= SORT_PARALLEL_MIN:
-        h = -(-n // (2 * lanes)) * lanes  # (halves of whole vectors)
-        full, padded = Aval((2 * h,), kd), _reshape(e, keys, ka, (n,))
-        if 2 * h > n:
-            pad = e.op(f"tensor.splat {e.const((1 << (kd.bits - 1)) - 1, kd.signless)} : {ttype(full)}")
-            padded = e.op(f"tensor.insert_slice {padded} into {pad}[0] [{n}] [1] : "
-                          f"{ttype(Aval((n,), kd))} into {ttype(full)}")
-        (halves,) = _over_rows(e, _reshape(e, padded, full, (2, h)), 2, h, kd, True, [(h, kd)],
-                               lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, h, lanes, block)])
-        merged = _Bitonic(e, kd, lanes).merge(e, _reshape(e, halves, Aval((2, h), kd), (2 * h,)),
-                                              e.op(f"bufferization.alloc_tensor() : {ttype(full)}"), 2 * h, h)
-        if 2 * h > n:
-            merged = e.op(f"tensor.extract_slice {merged}[0] [{n}] [1] : {ttype(full)} to {ttype(Aval((n,), kd))}")
-        res = _reshape(e, merged, Aval((n,), kd), a.shape)
-    else:
-        (res,) = _over_rows(e, _to_rows(e, keys, ka, ax), rows, n, kd, parallel, [(n, kd)],
-                            lambda b, row, r, _dest: [_sort_keys_row(b, kd, row, n, lanes, block)])
-        res = _from_rows(e, res, ka, ax, ka)
-    return res if same else e.map([res], [ka], out, lambda b, k: _from_key(b, k, a.dtype))
+
+    def key_row(b, row, m, _first):
+        return row if same else b.map([row], [Aval((m,), a.dtype)], Aval((m,), kd),
+                                      lambda bb, v: _to_key(bb, v, a.dtype))
+
+    def out_row(b, keys, m):
+        return keys if same else b.map([keys], [Aval((m,), kd)], Aval((m,), a.dtype),
+                                       lambda bb, k: _from_key(bb, k, a.dtype))
+    return _sort_by_keys(e, ins[0], a, ax, kd, key_row, out, out_row)
 
 
 def _sort_gpu(e, ins, in_avals, out, axis):

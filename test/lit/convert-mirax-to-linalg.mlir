@@ -230,40 +230,46 @@ func.func @cumprod_columns(%x: tensor<4x3xi32>) -> tensor<4x3xi32> {
 
 // -----
 
-// argsort: a merge sort of each row (dialect/sort.py), the rows on the threads from
-// 65536 elements. Float keys become integers in the same order first (-0.0 as 0.0, NaN
-// after +inf), so the merges compare and select integers; the row's keys copied into a
-// buffer of their own beside their indices, passes of pairwise merges two an iteration
-// (A -> B, B -> A: each buffer stays the loop's), each merge from both ends.
-// Along the first axis of a small array: the rows transposed in, serial, and back.
+// argsort of values of 32 bits or fewer: row by row, each value's key (floats as integers
+// in the same order, -0.0 as 0.0, NaN after +inf) in the high half of an int64, its index
+// in the low half, sorted as `mirax.sort` sorts (vectors of int64, below): equal keys
+// stay in index order (stable); the low halves are the indices. The rows on the threads
+// from 65536 elements. Wider values (64-bit, complex): a merge sort of each row
+// (keys and indices, passes of pairwise merges two an iteration, each merge from both
+// ends); along the first axis of a small array the rows transposed in, serial, and back.
 // CHECK-LABEL: func.func @argsort_rows
+// CHECK: scf.forall (%[[R:.+]]) in (512) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<512x512xi32>)
+// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xf32> to tensor<512xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[ROW]] : tensor<512xf32>) outs(%{{.+}} : tensor<512xi64>)
 // CHECK: arith.cmpf uno
 // CHECK: %[[BITS:.+]] = arith.bitcast %{{.+}} : f32 to i32
 // CHECK: %[[SIGN:.+]] = arith.shrsi %[[BITS]], %{{.+}} : i32
-// CHECK: arith.xori %[[BITS]], %{{.+}} : i32
-// CHECK: scf.forall (%[[R:.+]]) in (512) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<512x512xi32>)
-// CHECK: %[[ROW:.+]] = tensor.extract_slice %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512x512xi32> to tensor<512xi32>
-// CHECK: bufferization.alloc_tensor() copy(%[[ROW]]) : tensor<512xi32>
-// CHECK: linalg.index 0
-// CHECK: scf.for {{.+}} -> (tensor<512xi32>, tensor<512xi32>, tensor<512xi32>, tensor<512xi32>)
-// CHECK: scf.for {{.+}} -> (tensor<512xi32>, tensor<512xi32>)
-// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<512xi32>, tensor<512xi32>)
-// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
-// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
-// CHECK: scf.yield {{.+}} : index, index, index, index, tensor<512xi32>, tensor<512xi32>
+// CHECK: %[[KEY:.+]] = arith.xori %[[BITS]], %{{.+}} : i32
+// CHECK: %[[WIDE:.+]] = arith.extsi %[[KEY]] : i32 to i64
+// CHECK: %[[I:.+]] = linalg.index 0 : index
+// CHECK: %[[HIGH:.+]] = arith.shli %[[WIDE]], %{{.+}} : i64
+// CHECK: %[[I64:.+]] = arith.index_cast %[[I]] : index to i64
+// CHECK: arith.ori %[[HIGH]], %[[I64]] : i64
+// CHECK: vector.transfer_read %{{.+}} : tensor<512xi64>, vector<[[L:[0-9]+]]xi64>
+// CHECK: arith.minsi %{{.+}}, %{{.+}} : vector<[[L]]xi64>
+// CHECK: arith.trunci %{{.+}} : i64 to i32
 // CHECK: tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%[[R]], 0] [1, 512] [1, 1] : tensor<512xi32> into tensor<512x512xi32>
 // CHECK-LABEL: func.func @argsort_columns
 // CHECK-NOT: scf.forall
-// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x4x8xi32>) outs(%{{.+}} : tensor<1x8x4xi32>) permutation = [0, 2, 1]
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x4x8xi64>) outs(%{{.+}} : tensor<1x8x4xi64>) permutation = [0, 2, 1]
 // CHECK: scf.for {{.+}} -> (tensor<8x4xi32>)
-// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
+// CHECK: bufferization.alloc_tensor() copy(%{{.+}}) : tensor<4xi64>
+// CHECK: linalg.index 0
+// CHECK: scf.for {{.+}} -> (tensor<4xi64>, tensor<4xi32>, tensor<4xi64>, tensor<4xi32>)
+// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<4xi64>, tensor<4xi32>)
+// CHECK: arith.cmpi slt, %{{.+}}, %{{.+}} : i64
 // CHECK: linalg.transpose ins(%{{.+}} : tensor<1x8x4xi32>) outs(%{{.+}} : tensor<1x4x8xi32>) permutation = [0, 2, 1]
 func.func @argsort_rows(%x: tensor<512x512xf32>) -> tensor<512x512xui32> {
   %0 = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<512x512xf32>) -> tensor<512x512xui32>
   return %0 : tensor<512x512xui32>
 }
-func.func @argsort_columns(%x: tensor<4x8xi32>) -> tensor<4x8xui32> {
-  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<4x8xi32>) -> tensor<4x8xui32>
+func.func @argsort_columns(%x: tensor<4x8xi64>) -> tensor<4x8xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<4x8xi64>) -> tensor<4x8xui32>
   return %0 : tensor<4x8xui32>
 }
 
@@ -299,7 +305,7 @@ func.func @argsort_columns(%x: tensor<4x8xi32>) -> tensor<4x8xui32> {
 // CHECK: arith.select
 // CHECK: tensor.insert
 // CHECK-LABEL: func.func @argtopk_most
-// CHECK: scf.for {{.+}} -> (index, index, index, index, tensor<8xi32>, tensor<8xi32>)
+// CHECK: arith.minsi %{{.+}}, %{{.+}} : vector<{{[0-9]+}}xi64>
 // CHECK: tensor.extract_slice %{{.+}}[0, 3] [6, 5] [1, 1] : tensor<6x8xi32> to tensor<6x5xi32>
 func.func @argtopk_rows(%x: tensor<4x100xf32>) -> tensor<4x3xui32> {
   %0 = "mirax.argtopk"(%x) {axis = 1 : i64, k = 3 : i64} : (tensor<4x100xf32>) -> tensor<4x3xui32>
@@ -312,18 +318,19 @@ func.func @argtopk_most(%x: tensor<6x8xi32>) -> tensor<6x5xui32> {
 
 // -----
 
-// sort: the values as integer keys in their order (NaN as the quiet NaN, negative
-// numbers' magnitude bits flipped), each row padded with the largest key to a power of
+// sort: row by row, the values as integer keys in their order (NaN as the quiet NaN,
+// negative numbers' magnitude bits flipped), padded with the largest key to a power of
 // two, its vectors sorted in registers (shuffle, min, max, select by a constant mask), the
 // bitonic merges across vectors (a mirrored vector reversed), the first n keys back to
 // floats (int32 values are their own keys). One long row: two halves (of whole vectors:
 // no padding for 100000) on two threads, then one vector merge of the halves, which
 // reads the vector of the run whose next key is smaller.
 // CHECK-LABEL: func.func @sort_rows
+// CHECK: scf.for {{.+}} -> (tensor<4x100xf32>)
+// CHECK: linalg.generic {{.+}} ins(%{{.+}} : tensor<100xf32>) outs(%{{.+}} : tensor<100xi32>)
 // CHECK: arith.cmpf uno
 // CHECK: arith.bitcast %{{.+}} : f32 to i32
 // CHECK: arith.xori
-// CHECK: scf.for {{.+}} -> (tensor<4x100xi32>)
 // CHECK: %[[PAD:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<128xi32>)
 // CHECK: tensor.insert_slice %{{.+}} into %[[PAD]][0] [100] [1]
 // CHECK: scf.for {{.+}} -> (tensor<128xi32>)
@@ -363,21 +370,21 @@ func.func @sort_one_long_row(%x: tensor<100000xi32>) -> tensor<100000xi32> {
 
 // -----
 
-// argsort of one long row: padded with the largest key to two power-of-two chunks, the
-// chunks sorted on two threads (keys and indices out, the second chunk's from 65536), one
-// merge of the two, the first n indices.
+// argsort of one long row of 64-bit values (the merge sort's path): padded with the
+// largest key to two power-of-two chunks, the chunks sorted on two threads (keys and
+// indices out, the second chunk's from 65536), one merge of the two, the first n indices.
 // CHECK-LABEL: func.func @argsort_one_long_row
-// CHECK: %[[BIG:.+]] = arith.constant 2147483647 : i32
-// CHECK: %[[PAD:.+]] = tensor.splat %[[BIG]] : tensor<131072xi32>
-// CHECK: tensor.insert_slice %{{.+}} into %[[PAD]][0] [100000] [1] : tensor<100000xi32> into tensor<131072xi32>
-// CHECK: scf.forall (%{{.+}}) in (2) shared_outs({{.+}}) -> (tensor<2x65536xi32>, tensor<2x65536xi32>)
+// CHECK: %[[BIG:.+]] = arith.constant 9223372036854775807 : i64
+// CHECK: %[[PAD:.+]] = tensor.splat %[[BIG]] : tensor<131072xi64>
+// CHECK: tensor.insert_slice %{{.+}} into %[[PAD]][0] [100000] [1] : tensor<100000xi64> into tensor<131072xi64>
+// CHECK: scf.forall (%{{.+}}) in (2) shared_outs({{.+}}) -> (tensor<2x65536xi64>, tensor<2x65536xi32>)
 // CHECK: arith.muli %{{.+}}, %{{.+}} : index
 // CHECK: tensor.parallel_insert_slice
 // CHECK: tensor.parallel_insert_slice
-// CHECK: scf.for {{.+}} -> (tensor<131072xi32>, tensor<131072xi32>)
+// CHECK: scf.for {{.+}} -> (tensor<131072xi64>, tensor<131072xi32>)
 // CHECK: tensor.extract_slice %{{.+}}[0] [100000] [1] : tensor<131072xi32> to tensor<100000xi32>
-func.func @argsort_one_long_row(%x: tensor<100000xi32>) -> tensor<100000xui32> {
-  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<100000xi32>) -> tensor<100000xui32>
+func.func @argsort_one_long_row(%x: tensor<100000xi64>) -> tensor<100000xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<100000xi64>) -> tensor<100000xui32>
   return %0 : tensor<100000xui32>
 }
 

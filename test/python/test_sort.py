@@ -264,16 +264,20 @@ def _values(rng, dtype, shape):
 
 @pytest.mark.parametrize("dtype", SORT_DTYPES)
 def test_sort_every_dtype_through_blocks_and_merges(dtype, rng):
-    """Blocks of 64 bytes (two vectors of 32-bit keys on AVX2... four on AVX-512 for
-    int64: the smallest allowed is two vectors) so rows of 1 to 300 elements go through
-    the in-register network, the inter-vector steps and one to several vector merge
-    passes; the padding (the largest key) never shows."""
+    """Blocks of 64 bytes (raised to two vectors, the smallest allowed) so rows of 1 to
+    300 elements go through the in-register network, the steps across vectors, vector
+    merges of whole blocks and of a shorter last block (merged, or copied when it has no
+    partner); the padding (the largest key) never shows. argsort of values of 32 bits or
+    fewer sorts (key, index) int64 pairs by the same code: stable, as numpy's."""
     from mirax.lowering import tuning
     with tuning.override(sort={"block_bytes": 64}):
         for n in (1, 2, 3, 15, 16, 17, 64, 100, 300):
             x = _values(rng, dtype, (3, n))
             got = np.asarray(apply("sort", [A(x)], axis=1))
             np.testing.assert_array_equal(got, np.sort(x, axis=1))
+            # argsort: (key, index) pairs as int64 by the same code for 32 bits or fewer
+            idx = np.asarray(mr.argsort(A(x), axis=1))
+            np.testing.assert_array_equal(idx, np.argsort(x, axis=1, kind="stable"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "uint16"])
