@@ -189,7 +189,7 @@ def test_complex_sorts_by_real_then_imaginary_part():
     np.testing.assert_array_equal(np.array(mr.argsort(A(z))), np.argsort(z, kind="stable"))
 
 
-# ---- topk: mirax.argtopk (the k largest by insertion, or the merge sort's last k) -------
+# ---- topk: mirax.argtopk (the k largest by insertion, or argsort's last k) ---------------
 
 def _top(x, k, axis):
     n = x.shape[axis]
@@ -201,7 +201,8 @@ def _top(x, k, axis):
     ((7, 64), 1, 64, False), ((5, 300), 1, 150, False)])
 def test_argtopk_is_argsorts_last_k(shape, axis, k, insertion, rng):
     """Exactly the stable argsort's last k (ties: the later indices), by insertion or,
-    where k is large for the row (select_by_insertion), by the merge sort."""
+    where k is large for the row (select_by_insertion), by argsort (vectors for 32-bit
+    values, the merge sort for float64)."""
     from mirax.dialect.sort import select_by_insertion
     n = shape[axis]
     x = rng.standard_normal(shape).astype(np.float32)
@@ -213,7 +214,8 @@ def test_argtopk_is_argsorts_last_k(shape, axis, k, insertion, rng):
     for v in (x, x.astype(np.float64), x.astype(np.float16), xi, xu, xu > 0):
         got = np.asarray(apply("argtopk", [A(v)], axis=axis, k=k))
         np.testing.assert_array_equal(got, _top(v, k, axis), err_msg=f"{v.dtype}")
-    assert select_by_insertion(n, k) == insertion  # (both paths are tested)
+    assert select_by_insertion(n, k, 32) == insertion  # (both paths are tested)
+    assert select_by_insertion(n, k, 64) == insertion
 
 
 def test_topk_values_gradient_and_vmap(rng):
