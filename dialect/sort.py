@@ -806,27 +806,29 @@ class _Bitonic:
             return self._write(bb, fn(bb, self._read(bb, acc, tt, at)), acc, tt, at)
         return self._loop(b, count // self.lanes, t, tt, body)
 
-    def _pairs(self, b, t, tt, offset, count, group, first, second, mirror, clean=False):
-        """For each pair q of vectors: a group of `group` pairs a block, the pair's two
-        vectors at element offsets first(bb, block, j) and second(bb, block, j) (after
-        `offset`), over `count` elements; with
-        `clean` (the level's last step across vectors), each then sorted in registers by
-        the level's in-register half-cleaners before it is stored."""
+    def _pairs(self, b, t, tt, offset, count, span, mirror, clean):
+        """One step across vectors over `count` keys from `offset`, in blocks of `span`:
+        each block's vector j (of its first half) against vector j of the second half
+        or, with `mirror` (a merge's first step), against the mirror of vector j in the
+        block, reversed. With `clean` (the level's last step across vectors) each vector
+        is then sorted in registers by the level's half-cleaners before it is stored."""
         L = self.lanes
-        rev = list(range(L - 1, -1, -1))
+        group = span // (2 * L)  # vector pairs a block
+        rev = ", ".join(map(str, range(L - 1, -1, -1)))
 
         def body(bb, acc, q):
             blk = bb.op(f"arith.divui {q}, {bb.index(group)} : index")
-            j = bb.op(f"arith.remui {q}, {bb.index(group)} : index")
-            a, c = first(bb, blk, j), second(bb, blk, j)
-            if offset:
-                a, c = (bb.op(f"arith.addi {v}, {bb.index(offset)} : index") for v in (a, c))
+            j = bb.op(f"arith.muli {bb.op(f'arith.remui {q}, {bb.index(group)} : index')}, {bb.index(L)} : index")
+            base = bb.op(f"arith.addi {bb.op(f'arith.muli {blk}, {bb.index(span)} : index')}, {bb.index(offset)} : index")
+            a = bb.op(f"arith.addi {base}, {j} : index")
+            c = (bb.op(f"arith.subi {bb.op(f'arith.addi {base}, {bb.index(span - L)} : index')}, {j} : index")
+                 if mirror else bb.op(f"arith.addi {a}, {bb.index(span // 2)} : index"))
             x, y = self._read(bb, acc, tt, a), self._read(bb, acc, tt, c)
             if mirror:
-                y = bb.op(f"vector.shuffle {y}, {y} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
+                y = bb.op(f"vector.shuffle {y}, {y} [{rev}] : {self.vt}, {self.vt}")
             lo, hi = bb.op(f"arith.minsi {x}, {y} : {self.vt}"), bb.op(f"arith.maxsi {x}, {y} : {self.vt}")
             if mirror:
-                hi = bb.op(f"vector.shuffle {hi}, {hi} [{', '.join(map(str, rev))}] : {self.vt}, {self.vt}")
+                hi = bb.op(f"vector.shuffle {hi}, {hi} [{rev}] : {self.vt}, {self.vt}")
             if clean:
                 lo, hi = self._cleaners(bb, lo, L // 2), self._cleaners(bb, hi, L // 2)
             return self._write(bb, hi, self._write(bb, lo, acc, tt, a), tt, c)
@@ -848,22 +850,11 @@ class _Bitonic:
             return x
         t = self._each_vector(b, t, tt, offset, count, in_register)
         s = 2 * L
-        while s <= block:
-            half = s // (2 * L)  # vector pairs a block
-
-            def at(bb, blk, j, size, off):
-                base = bb.op(f"arith.muli {blk}, {bb.index(size)} : index")
-                return bb.op(f"arith.addi {base}, {bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index") \
-                    if off is None else bb.op(f"arith.subi {bb.op(f'arith.addi {base}, {bb.index(off)} : index')}, "
-                                              f"{bb.op(f'arith.muli {j}, {bb.index(L)} : index')} : index")
-            t = self._pairs(b, t, tt, offset, count, half, lambda bb, blk, j: at(bb, blk, j, s, None),
-                            lambda bb, blk, j: at(bb, blk, j, s, s - L), True, clean=s == 2 * L)
+        while s <= block:  # runs of s / 2 merged into runs of s
+            t = self._pairs(b, t, tt, offset, count, s, True, s == 2 * L)
             dist = s // 4
             while dist >= L:
-                def second(bb, blk, j, dist=dist):
-                    return bb.op(f"arith.addi {at(bb, blk, j, 2 * dist, None)}, {bb.index(dist)} : index")
-                t = self._pairs(b, t, tt, offset, count, dist // L, lambda bb, blk, j, dist=dist: at(bb, blk, j, 2 * dist, None),
-                                second, False, clean=dist == L)
+                t = self._pairs(b, t, tt, offset, count, 2 * dist, False, dist == L)
                 dist //= 2
             s *= 2
         return t
