@@ -273,7 +273,7 @@ def test_sort_every_dtype_through_blocks_and_merges(dtype, rng):
     fewer sorts (key, index) int64 pairs by the same code: stable, as numpy's."""
     from mirax.lowering import tuning
     with tuning.override(sort={"block_bytes": 64}):
-        for n in (1, 2, 3, 15, 16, 17, 64, 100, 300):
+        for n in (1, 3, 16, 17, 100, 300):
             x = _values(rng, dtype, (3, n))
             got = np.asarray(apply("sort", [A(x)], axis=1))
             np.testing.assert_array_equal(got, np.sort(x, axis=1))
