@@ -4,9 +4,18 @@ last (numpy's order: for complex, by real part, then imaginary part, with
 
     %i = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<4x1000xf32>) -> tensor<4x1000xui32>
 
-`topk` and `unique` (python/mirax/ops/sorting.py) gather by this op's indices
-(`mirax.argtopk`'s for topk); `sort`, `partition` and `median` are `mirax.sort`
-(the values alone, by vectors: below), whose gradient gathers by argsort's indices.
+sort: the values themselves along one axis, NaN last (as the quiet NaN), -0.0 before 0.0.
+
+    %s = "mirax.sort"(%x) {axis = 1 : i64} : (tensor<4x1000xf32>) -> tensor<4x1000xf32>
+
+`topk` and `unique` (python/mirax/ops/sorting.py) gather by argsort's indices
+(`mirax.argtopk`'s for topk); `sort`, `partition` and `median` are `mirax.sort`, whose
+gradient gathers and scatters by argsort's indices.
+
+CPU lowering of sort, a row at a time (`_sort_by_keys`): integer keys one-to-one with the
+values (`_to_key`), padded into blocks of a sixteenth of L2 sorted by a bitonic network
+on vectors, then vector merges of the blocks (`_Bitonic`, `_sort_keys_row`), back to
+values (`_from_key`); one long row as two halves on two threads and a merge.
 
 CPU lowering of values of 32 bits or fewer: each value's integer key (in the values'
 order) in the high half of an int64 and its index in the low half, sorted by `sort`'s
