@@ -1,5 +1,5 @@
-"""argsort, sort and topk (dialect/sort.py: a merge sort of each row; the values by
-vectors; argtopk), compiled, side by side with numpy and jax.jit.
+"""argsort, sort and topk (dialect/sort.py: the values, or (key, index) pairs for
+argsort, sorted by vectors; argtopk), compiled, side by side with numpy and jax.jit.
 
     .venv/bin/python bench/sort.py           # 4096x1024 along the last axis, 1024x4096
                                              # along axis 0, 1M elements in one row; topk

@@ -216,14 +216,14 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # thread) would not fit. Grouped convolutions run a product a group when a group
         # has a vector of output channels at least (fewer pad the tile's columns), and at
         # most max_groups groups (each is code of its own: a compile-time bound)
+        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
+                     max_groups=16),
         # sort (dialect/sort.py): a row's bitonic blocks, then vector merges of them. A
         # level of the network costs an element fewer instructions than a merge pass
         # (whose vectors wait on each other), so blocks stay large while they fit L2 with
         # room: L2 / 16 (znver5, 1 MiB L2: blocks of 16 KiB to 128 KiB within 10% on
         # 1024 x 4096, 2^20, 64 x 50000, 256 x 16384 f32; L1d-sized ones 3-40% slower)
         "sort": dict(block_bytes=h.l2 // 16),
-        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
-                     max_groups=16),
     }
 
 

@@ -3,8 +3,9 @@ them (stable, NaN last as numpy, along `axis`, default -1; `axis=None` flattens)
 
     mr.sort(x); mr.argsort(x, axis=0); mr.topk(x, 3); mr.partition(x, 2)
 
-`argsort` is the dialect's `mirax.argsort` (dialect/sort.py: a merge sort of each row on
-the CPU), `sort` and `partition` the dialect's `mirax.sort` (the values by vectors: a
+`argsort` is the dialect's `mirax.argsort` (dialect/sort.py: on the CPU, (key, index)
+pairs sorted by vectors for values of 32 bits or fewer, a merge sort of each row for
+wider ones), `sort` and `partition` the dialect's `mirax.sort` (the values by vectors: a
 bitonic network and vector merges; its gradient gathers by argsort); `median` and
 `unique` build on them, so they run on every device and under every transform.
 `topk` gathers `mirax.argtopk`'s indices (the k largest by insertion, not a full sort).
