@@ -54,7 +54,7 @@ import math
 import numpy as np
 
 from . import dtypes as dt
-from .core import I64, Aval, MiraxError, primitive, register_lowering
+from .core import I64, PRIMITIVES, Aval, MiraxError, primitive, register_lowering
 from ..lowering.emit import _affine, identity_map, memory_type, ttype
 from .reduction import SCAN_PARALLEL_MIN, over_rows as _over_rows, _reshape as _reshape_to
 from .shape import _transpose_lower
@@ -332,10 +332,7 @@ def _float_key(b, v, t, lanes=0):
              f"{vec('i1') + ', ' if lanes else ''}{vec(t)}")
     v = b.op(f"arith.select {b.op(f'arith.cmpf uno, {v}, {v} : {vec(t)}')}, {const(_QNAN[t], t)}, {v} : "
              f"{vec('i1') + ', ' if lanes else ''}{vec(t)}")
-    bits = b.op(f"arith.bitcast {v} : {vec(t)} to {vec(it)}")
-    sign = b.op(f"arith.shrsi {bits}, {const(str(top), it)} : {vec(it)}")
-    flip = b.op(f"arith.andi {sign}, {const(str((1 << top) - 1), it)} : {vec(it)}")
-    return b.op(f"arith.xori {bits}, {flip} : {vec(it)}")
+    return _flip(b, b.op(f"arith.bitcast {v} : {vec(t)} to {vec(it)}"), it, top + 1, lanes)
 
 
 def _argsort_by_vectors(e, x, a: Aval, ax: int, out: Aval) -> str:
@@ -706,11 +703,16 @@ def _key_dtype(d):
     return None if d.kind == "c" else (dt.int64 if d.bits == 64 else dt.int32)
 
 
-def _flip(b, bits, it, w):
-    """IEEE bits as signed integers in the floats' order (the magnitude bits of negative
-    numbers flipped); its own inverse (the sign bit is kept)."""
-    sign = b.op(f"arith.shrsi {bits}, {b.const(w - 1, it)} : {it}")
-    return b.op(f"arith.xori {bits}, {b.op(f'arith.andi {sign}, {b.const((1 << (w - 1)) - 1, it)} : {it}')} : {it}")
+def _flip(b, bits, it, w, lanes=0):
+    """IEEE bits (`it`, w bits; a vector of `lanes` if given) as signed integers in the
+    floats' order (the magnitude bits of negative numbers flipped); its own inverse (the
+    sign bit is kept)."""
+    ty = f"vector<{lanes}x{it}>" if lanes else it
+
+    def const(v):
+        return b.op(f"arith.constant {f'dense<{v}>' if lanes else v} : {ty}")
+    sign = b.op(f"arith.shrsi {bits}, {const(w - 1)} : {ty}")
+    return b.op(f"arith.xori {bits}, {b.op(f'arith.andi {sign}, {const((1 << (w - 1)) - 1)} : {ty}')} : {ty}")
 
 
 def _to_key(b, v, d):
@@ -769,11 +771,11 @@ class _Bitonic:
         # the selects' masks, made before any loop (the steps use them inside loops)
         self.masks = {}
         for d in range(lanes.bit_length() - 1):
-            lower = tuple(i & (1 << d) == 0 for i in range(lanes))  # (a flip's and a cleaner's alike)
+            lower = tuple(i & (1 << d) == 0 for i in range(lanes))  # (a mirror's and a cleaner's alike)
             bits = ", ".join("true" if x else "false" for x in lower)
             self.masks[lower] = b.op(f"arith.constant dense<[{bits}]> : vector<{lanes}xi1>")
 
-    def _flip(self, s):
+    def _mirror(self, s):
         """Lane partners of the first step of merging runs of s / 2 lanes: mirrors in s."""
         return [(i // s) * s + s - 1 - i % s for i in range(self.lanes)]
 
@@ -853,7 +855,7 @@ class _Bitonic:
         def in_register(bb, x):  # each vector sorted: merges of 2, 4, ..., L lanes
             s = 2
             while s <= L:
-                x = self._exchange(bb, x, self._flip(s))
+                x = self._exchange(bb, x, self._mirror(s))
                 x = self._cleaners(bb, x, s // 4)
                 s *= 2
             return x
@@ -941,9 +943,8 @@ def _sort_keys_row(b, kd, row, n, lanes, block):
     P = whole * block + last
     full = Aval((P,), kd)
     buf = b.op(f"bufferization.alloc_tensor() : {ttype(full)}")
-    if P > n:
-        top = b.const((1 << (kd.bits - 1)) - 1, kd.signless)
-        buf = b.op(f"linalg.fill ins({top} : {kd.signless}) outs({buf} : {ttype(full)}) -> {ttype(full)}")
+    if P > n:  # (padded with the largest key)
+        buf = b.op(f"linalg.fill ins({_sentinel(b, kd)} : {kd.signless}) outs({buf} : {ttype(full)}) -> {ttype(full)}")
     buf = b.op(f"tensor.insert_slice {row} into {buf}[0] [{n}] [1] : {ttype(Aval((n,), kd))} into {ttype(full)}")
     net = _Bitonic(b, kd, lanes)
     keys = net.sort(b, buf, P, block, 0, whole * block) if whole else buf
@@ -1036,7 +1037,6 @@ def _sort_gpu(e, ins, in_avals, out, axis):
         return e.empty(out)
     idx_aval = Aval(a.shape, dt.uint32)
     idx = _lower_gpu(e, ins, in_avals, idx_aval, axis)
-    from .core import PRIMITIVES
     return PRIMITIVES["take_along_axis"].lowering("gpu")(e, [ins[0], idx], [a, idx_aval], out, axis=axis)
 
 
@@ -1048,7 +1048,6 @@ register_lowering("sort", _sort_gpu, target="gpu")
 
 
 def _rules():
-    from .core import PRIMITIVES
     from .rules import defbatch, defjvp, defvjp, move_to_front
 
     def _apply(name, args, **params):
@@ -1056,13 +1055,9 @@ def _rules():
         return apply(name, args, **params)
 
     # integer results: no derivative (sort's flows through take_along_axis)
-    defjvp("argsort", None)
-    defvjp("argsort", None)
-
-    def batch(args, dims, axis):
-        from mirax.array import apply
-        return apply("argsort", [move_to_front(args[0], dims[0])], axis=int(axis) + 1), 0
-    defbatch("argsort", batch)
+    for name in ("argsort", "argtopk"):
+        defjvp(name, None)
+        defvjp(name, None)
 
     def sort_jvp(t, x, out, axis):
         """The tangent gathered in the values' order (argsort's indices)."""
@@ -1075,17 +1070,14 @@ def _rules():
     defjvp("sort", sort_jvp)
     defvjp("sort", sort_vjp)
 
-    def batch_sort(args, dims, axis):
-        return _apply("sort", [move_to_front(args[0], dims[0])], axis=int(axis) + 1), 0
-    defbatch("sort", batch_sort)
-
-    defjvp("argtopk", None)
-    defvjp("argtopk", None)
-
-    def batch_topk(args, dims, axis, k):
-        from mirax.array import apply
-        return apply("argtopk", [move_to_front(args[0], dims[0])], axis=int(axis) + 1, k=int(k)), 0
-    defbatch("argtopk", batch_topk)
+    def batch_along(name):
+        """vmap: the batch dim moved to the front, the sorted axis one further along."""
+        def batch(args, dims, axis, **params):
+            ints = {k: int(v) for k, v in params.items()}  # (argtopk's k)
+            return _apply(name, [move_to_front(args[0], dims[0])], axis=int(axis) + 1, **ints), 0
+        return batch
+    for name in ("argsort", "sort", "argtopk"):
+        defbatch(name, batch_along(name))
 
 
 _rules()
