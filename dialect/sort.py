@@ -74,6 +74,12 @@ def _shape(avals, axis, op="argsort"):
     return Aval(a.shape, dt.uint32 if op == "argsort" else a.dtype)
 
 
+def _on_threads(a: Aval, rows: int) -> bool:
+    """Whether the rows of `a` sort on all threads (an scf.forall): two rows or more of an
+    array of SORT_PARALLEL_MIN elements or more (cumsum's rule)."""
+    return rows >= 2 and a.size >= SORT_PARALLEL_MIN
+
+
 def _reference(x, axis):
     return np.argsort(x, axis=int(axis), kind="stable").astype(np.uint32)
 
@@ -378,7 +384,7 @@ def _lower_cpu(e, ins, in_avals, out, axis):
     rows = a.size // n
     if rows == 1 and n >= SORT_PARALLEL_MIN and d.kind != "c":
         return _reshape(e, _one_long_row(e, _reshape(e, x, a, (n,)), d, n), Aval((n,), dt.int32), out.shape)
-    (res,) = _each_row(e, _to_rows(e, x, a, ax), rows, n, d, rows >= 2 and a.size >= SORT_PARALLEL_MIN)
+    (res,) = _each_row(e, _to_rows(e, x, a, ax), rows, n, d, _on_threads(a, rows))
     return _from_rows(e, res, a, ax, out)
 
 
@@ -667,7 +673,7 @@ def _topk_cpu(e, ins, in_avals, out, axis, k):
     d = _INT_KEY[src][0] if src else a.dtype
     lanes = max(1, host().vector_bits // max(8, d.bits))
     rows = a.size // n
-    (res,) = _over_rows(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, rows >= 2 and a.size >= SORT_PARALLEL_MIN,
+    (res,) = _over_rows(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, _on_threads(a, rows),
                         [(k, dt.int32)], lambda b, row, r, _dest: [_select_row(b, d, row, n, k, lanes, src)])
     return _from_rows(e, res, a, ax, out)
 
@@ -997,7 +1003,7 @@ def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row) -> st
 
     def body(b, row, r, _dest):
         return [out_row(b, _sort_keys_row(b, kd, key_row(b, row, n, None), n, lanes, block), n)]
-    (res,) = _over_rows(e, _to_rows(e, x, a, ax), rows, n, d, rows >= 2 and a.size >= SORT_PARALLEL_MIN,
+    (res,) = _over_rows(e, _to_rows(e, x, a, ax), rows, n, d, _on_threads(a, rows),
                         [(n, out.dtype)], body)
     return _from_rows(e, res, a, ax, out)
 
@@ -1012,10 +1018,9 @@ def _sort_cpu(e, ins, in_avals, out, axis):
     n = a.shape[ax]
     if out.size == 0 or n == 1:
         return ins[0]
-    rows = a.size // n
-    parallel = rows >= 2 and a.size >= SORT_PARALLEL_MIN
     if a.dtype.kind == "c":
-        keys, _ = _each_row(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, parallel, keys_too=True)
+        rows = a.size // n
+        keys, _ = _each_row(e, _to_rows(e, ins[0], a, ax), rows, n, a.dtype, _on_threads(a, rows), keys_too=True)
         return _from_rows(e, keys, a, ax, out)
     kd = _key_dtype(a.dtype)
     same = a.dtype.kind == "i" and a.dtype.bits in (32, 64)  # (the values are their keys)
