@@ -95,7 +95,10 @@ def _jit_libs(module, text, libs):
     fresh process. It stays when the module declares a function this process cannot
     resolve yet (`memrefCopy`, a runtime call), when it has element types whose code
     may call half-float helpers, or once it is loaded anyway. A symbol the JIT cannot
-    resolve aborts the process, so anything unclear keeps every library."""
+    resolve aborts the process, so anything unclear keeps every library. (A kernel that
+    links is narrowed again by its own undefined symbols, `disk_cache.link_and_load`:
+    OpenMP's `__kmpc_*` do not resolve here before libomp is loaded, which kept the
+    runner utilities for every first kernel on the threads.)"""
     runner = [p for p in libs if _is_runner_utils(p)]
     if not runner or all(p in _jit_loaded or p in disk_cache._preloaded for p in runner):
         return libs

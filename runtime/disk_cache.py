@@ -28,6 +28,7 @@ import ctypes
 import hashlib
 import json
 import logging
+import mmap
 import os
 import platform
 import shutil
@@ -300,10 +301,11 @@ def _dynamic_symbols(elf: bytes, undefined: bool):
             if sec[1] != 11:  # SHT_DYNSYM
                 continue
             stroff = secs[sec[6]][4]
-            for off in range(sec[4], sec[4] + sec[5], 24):
-                name, info, _, shndx = struct.unpack_from("<IBBH", elf, off)
+            for name, info, _, shndx, _, _ in struct.iter_unpack("<IBBHQQ", elf[sec[4]:sec[4] + sec[5]]):
                 if name and (shndx == 0) == undefined and info >> 4 == 1:  # STB_GLOBAL
-                    end = elf.index(b"\0", stroff + name)
+                    end = elf.find(b"\0", stroff + name)  # (bytes or an mmap: both have find)
+                    if end < 0:
+                        return None
                     out.append(elf[stroff + name:end].decode())
         return out
     except (struct.error, ValueError, IndexError, UnicodeDecodeError):
@@ -317,9 +319,10 @@ def defined_symbols(path: str):
     """The set of global symbols the shared library at `path` defines (read once a
     process), or None if it cannot tell."""
     if path not in _lib_symbols:
-        try:
-            syms = _dynamic_symbols(Path(path).read_bytes(), undefined=False)
-        except OSError:
+        try:  # mapped, not read: only the symbol tables' pages are touched
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                syms = _dynamic_symbols(m, undefined=False)
+        except (OSError, ValueError):
             syms = None
         _lib_symbols[path] = None if syms is None else set(syms)
     return _lib_symbols[path]
@@ -478,7 +481,10 @@ def link_and_load(code, name: str, shared_libs=()):
         if not _link(objs, so):
             return None
         elf = Path(so).read_bytes()
-        preload(shared_libs)
+        # only the libraries it calls into: libmlir_c_runner_utils pulls in libMLIR.so,
+        # ~35 ms of a first compile on a Zen 3 host, and most kernels call nothing in it
+        needs = _needed_libs(elf, shared_libs)
+        preload(shared_libs if needs is None else needs)
         lib = ctypes.CDLL(so, mode=ctypes.RTLD_LOCAL)
         addr = ctypes.cast(getattr(lib, packed_symbol(name)), ctypes.c_void_p).value
         return lib, addr, elf
