@@ -17,9 +17,9 @@ Channels-last layout, as MLX: the input is (N, S_1..S_d, C_in), the weight
            groups = 1 : i64, flip = false} : (tensor<2x8x3xf32>, tensor<4x3x3xf32>) -> tensor<2x8x4xf32>
 
 Lowering on the CPU (`_conv_lower`): the convolution as matrix products. The padded
-input's windows, a chunk of output rows at a time (within half of L2), are copied into
-a matrix (rows: output positions; columns: kernel position and channel) and multiplied
-by the weights as a (K*C_in, C_out) matrix with a `linalg.matmul`, which
+input's windows, a chunk of output rows at a time (half of L2, at least 1 MiB), are
+copied into a matrix (rows: output positions; columns: kernel position and channel)
+and multiplied by the weights as a (K*C_in, C_out) matrix with a `linalg.matmul`, which
 mirax-matmul-codegen tiles; a 1x1 kernel is one product of the input itself. Input
 dilation (a transposed convolution, a strided convolution's input gradient) is one such
 convolution per output phase, over the taps that phase reaches, without the zeros; a
@@ -397,7 +397,7 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
     output positions, columns: (kernel position, channel)) and multiplied by the weights'
     (K*C, C_out) transpose with a `linalg.matmul` that mirax-matmul-codegen tiles, chunk
     by chunk so the copy stays in cache (`im2col_chunks`: the tuning table's
-    `conv.im2col_bytes`, from the host's L2):
+    `conv.im2col_bytes`, from the host's L2, at least 1 MiB):
 
         scf.for %r (row chunks)                           [when more than one]
           scf.for %k (chunks of the kernel's first dim)   [when more than one]

@@ -211,12 +211,16 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         "math": dict(pow_polynomial=vector_math_library() is None),
         # convolutions on the CPU (dialect/conv.py): a chunk's window copy (im2col) of
         # at most half of L2, so the product reads it from cache (16x64x64x64 3x3 on
-        # rocketlake, a quarter to twice that: within 10%); a kernel is cut along its
+        # rocketlake, a quarter to twice that: within 10%), but at least 1 MiB: each
+        # chunk runs two parallel regions and packs the weights again, and on a small L2
+        # that cost more than the cache saved (Zen 3, L2 512 KiB, 256 KiB -> 1 MiB in
+        # interleaved runs: 3x3 43.9 -> 36.7 ms, 7x7 stem 25.7 -> 17.0, 1-d 46.8 -> 41.4,
+        # 3x3 stride 2 42.5 -> 42.0; 2-8 MiB no better); a kernel is cut along its
         # first dim only when min_rows rows of its whole window (8 register tiles a
         # thread) would not fit. Grouped convolutions run a product a group when a group
         # has a vector of output channels at least (fewer pad the tile's columns), and at
         # most max_groups groups (each is code of its own: a compile-time bound)
-        "conv": dict(im2col_bytes=h.l2 // 2, min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
+        "conv": dict(im2col_bytes=max(h.l2 // 2, 1 << 20), min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
                      max_groups=16),
         # sort (dialect/sort.py): a row's bitonic blocks, then vector merges of them. A
         # level of the network costs an element fewer instructions than a merge pass
