@@ -27,6 +27,7 @@ of the derivation on families the machine at hand is not.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -340,10 +341,31 @@ def _store_path():
     return None if root is None else root / "host" / f"{_identity()}.json"
 
 
+_preset: list = []  # `use`'s host, while in force
+
+
 def host() -> HostCPU:
     """The CPU code is generated for: the host, detected once per process and remembered
-    in the cache directory, with the features above `MIRAX_CPU_MAX_ISA` switched off."""
+    in the cache directory, with the features above `MIRAX_CPU_MAX_ISA` switched off (or
+    the preset `use` puts in force)."""
+    if _preset:
+        return _preset[-1]
     return _host(max_isa())
+
+
+@contextlib.contextmanager
+def use(h: HostCPU):
+    """Generate code for `h` (a PRESETS entry) instead of this host, within the block: the
+    lit tests' `--host` (`python -m mirax.lowering.matmul_codegen`), whose output must not
+    depend on the machine that runs them (a split product's remainder takes a register
+    tile of the host: 4x32 on AVX-512, 2x32 on AVX2's 16 registers). Tables derived
+    once a process (tuning.py) keep the host they were first derived for: for a process
+    that generates code for the preset only."""
+    _preset.append(h)
+    try:
+        yield h
+    finally:
+        _preset.pop()
 
 
 @functools.lru_cache(maxsize=4)

@@ -45,6 +45,7 @@ off), so the tuner and the tests check and time the code a compile makes:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -1379,7 +1380,8 @@ def main(argv=None):
     chunks = text.split("// -----") if args.split else [text]
     outs = []
     fixed = {"parallel": {"other": {"parallel_min_elements": args.parallel_min}}} if args.parallel_min else {}
-    with tuning.override(**fixed):
+    preset = host_cpu.use(host_cpu.PRESETS[args.host]) if args.host else contextlib.nullcontext()
+    with tuning.override(**fixed), preset:
         for chunk in chunks:
             with ir.Context(), ir.Location.unknown():
                 module = ir.Module.parse(chunk)

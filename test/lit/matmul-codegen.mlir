@@ -11,7 +11,7 @@
 // Repacked and split (SHARED, on @ragged_packed): the rows the tile does not divide read the
 // B panels the divisible part repacked (one transpose of B), the threads splitting the
 // panels, each zero-filling its columns of C.
-// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,split=1,threads=2 | FileCheck %s --check-prefix=SHARED
+// RUN: %PYTHON -m mirax.lowering.matmul_codegen %s -split-input-file --parallel-min=65536 --host=avx512 --tiles=mr=8,nr=32,kc=256,nc=512,forall_m=64,min_flops=524288,pack_b=1,split=1,threads=2 | FileCheck %s --check-prefix=SHARED
 // PACKED-LABEL: func.func @square
 // PACKED: tensor.expand_shape %arg1 {{.+}} into tensor<1024x32x32xf32>
 // PACKED: linalg.transpose ins(%{{.+}} : tensor<1024x32x32xf32>) outs(%{{.+}} : tensor<32x1024x32xf32>) permutation = [1, 0, 2]
