@@ -220,8 +220,8 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # thread) would not fit. Grouped convolutions run a product a group when a group
         # has a vector of output channels at least (fewer pad the tile's columns), and at
         # most max_groups groups (each is code of its own: a compile-time bound)
-        "conv": dict(im2col_bytes=max(h.l2 // 2, 1 << 20), min_rows=max(1, h.cores) * 8 * mr, group_min_out=lanes,
-                     max_groups=16),
+        "conv": dict(im2col_bytes=max(h.l2 // 2, 1 << 20), min_rows=max(1, h.cores) * 8 * mr,
+                     group_min_out=lanes, max_groups=16),
         # sort (dialect/sort.py): a row's bitonic blocks, then vector merges of them. A
         # level of the network costs an element fewer instructions than a merge pass
         # (whose vectors wait on each other), so blocks stay large while they fit L2 with
