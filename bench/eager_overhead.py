@@ -14,13 +14,22 @@ turn) with the range over rounds and the ratios mirax / numpy.
 """
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 
-# a fresh kernel cache, so "cold" really compiles (bench/cache.py measures the disk cache)
+# a fresh kernel cache, so "cold" really compiles (bench/cache.py measures the disk cache),
+# with this host's tuner measurements and detected CPU copied in: kernels are built with
+# the choices in force for the user (the threads threshold the tuner measured, say), and
+# the header says so (runtime/disk_cache.py `cache_root`: the same lookup)
+_user_cache = os.environ.get("MIRAX_CACHE_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mirax")
 os.environ["MIRAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="mirax-bench-")
+for _sub in ("tuning", "host"):
+    if os.path.isdir(os.path.join(_user_cache, _sub)):
+        shutil.copytree(os.path.join(_user_cache, _sub), os.path.join(os.environ["MIRAX_CACHE_DIR"], _sub))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _host  # noqa: E402,F401  (the peers' environment, before numpy and jax load: _host.cap_peers)
 
