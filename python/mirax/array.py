@@ -666,10 +666,33 @@ def _concrete(nodes, check=False):
     return twins
 
 
+def _one_op_now(o) -> bool:
+    """`eval`'s path for the commonest eager case: `o` is one op recorded on the CPU
+    whose inputs all hold host buffers (`mr.eval(a + b)`): it runs at once, without the
+    graph walk, the trace checks and the per-device bookkeeping (~2 us of ~16 on Zen 3).
+    False (nothing done) for anything else."""
+    dev = o._dev
+    if dev is not _device.cpu or o._prim is None:
+        return False
+    inputs = o._inputs
+    for x in inputs:
+        if type(x._data) is not np.ndarray:
+            return False
+    o._data = dev.run(o._prim, o._params, [x.aval for x in inputs], o.aval, [x._data for x in inputs])
+    o._prim = None  # now a leaf holding data, as eval leaves it
+    o._inputs = ()
+    o._params = None
+    return True
+
+
 def eval(*trees) -> None:
     """Evaluate every array in `trees` (arrays, lists, tuples, dicts). Inside grad, vjp
     and jvp, evaluating a traced value is allowed (as MLX) and changes nothing; a traced
     value that outlived its transform (kept in a closure) gets its value here."""
+    if len(trees) == 1:
+        t = trees[0]
+        if type(t) is Array and t._data is None and t._tracer is None and _one_op_now(t):
+            return
     outs = []
     for t in trees:  # arrays given directly (the common case) need no tree walk
         if type(t) is not Array:
