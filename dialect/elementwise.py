@@ -65,7 +65,7 @@ def _same_shape_rule(kinds, result=None):
         (a,) = avals
         if a.dtype.kind not in kinds:
             raise MiraxError(f"does not support dtype {a.dtype.name}")
-        return Aval(a.shape, result(a.dtype) if result else a.dtype)
+        return Aval(a.shape, result(a.dtype)) if result else a  # (avals are frozen: shared)
     return rule
 
 
@@ -377,7 +377,7 @@ def binary(name, bodies, reference, result=None, summary="", **test):
         d = same_dtypes(avals, f"mirax.{name}")
         if d.kind not in kinds:
             raise MiraxError(f"mirax.{name} does not support dtype {d.name}")
-        return Aval(s, result(d) if result else d)
+        return Aval(s, result(d)) if result else avals[0]  # (its shape and dtype; frozen: shared)
 
     def lower(e, ins, in_avals, out):
         d = in_avals[0].dtype
