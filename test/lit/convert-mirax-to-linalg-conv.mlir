@@ -23,7 +23,8 @@
 // CHECK:         %[[A:.+]] = tensor.collapse_shape %[[COL]] {{\[\[}}0, 1, 2], [3, 4]] : tensor<2x8x8x3x12xf32> into tensor<128x36xf32>
 // CHECK:         %[[AB:.+]] = "mirax.optimization_barrier"(%[[A]])
 // CHECK:         %[[R:.+]] = linalg.matmul ins(%[[AB]], %[[B]] : tensor<128x36xf32>, tensor<36x6xf32>) outs(%[[Z]] : tensor<128x6xf32>)
-// CHECK:         tensor.expand_shape %[[R]] {{\[\[}}0, 1, 2], [3]] output_shape [2, 8, 8, 6] : tensor<128x6xf32> into tensor<2x8x8x6xf32>
+// CHECK:         %[[RB:.+]] = "mirax.optimization_barrier"(%[[R]]) : (tensor<128x6xf32>) -> tensor<128x6xf32>
+// CHECK:         tensor.expand_shape %[[RB]] {{\[\[}}0, 1, 2], [3]] output_shape [2, 8, 8, 6] : tensor<128x6xf32> into tensor<2x8x8x6xf32>
 // GPU-LABEL:   func.func @conv3x3
 // GPU-NOT:       linalg.matmul
 // GPU:           linalg.conv_2d_nhwc_fhwc
