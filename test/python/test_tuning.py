@@ -339,6 +339,26 @@ def test_a_neighbour_that_left_b_alone_is_not_used_on_page_strided_rows(store):
     assert tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1000, 1024)["kc"] == 96  # 1000 columns again
 
 
+def test_a_neighbours_padding_choice_is_not_inherited(store):
+    """`split` (pad the product whole or split off its remainders) was measured for the
+    entry's own shape: a neighbouring class takes the tiles but leaves that to the
+    host's rule (a 1-d convolution's 256x128x640 window products padded whole as
+    256x512x784 was ran 0.66x jax.jit, split 0.83-0.85x)."""
+    lanes = host_cpu.host().f32_lanes
+    entry = dict(mr=6, nr=2 * lanes, kc=64, nc=4 * lanes, forall_m=48, dtype="f32", pack_b=1, split=0,
+                 shape="256x512x784")
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 256, 512, 784), entry)
+    own = tuning.matmul_config("linalg.matmul", "f32", None, 256, 512, 784)
+    assert (own["mr"], own["kc"], own["split"]) == (6, 64, 0)
+    near = tuning.matmul_config("linalg.matmul", "f32", None, 256, 128, 640)
+    assert (near["mr"], near["kc"]) == (6, 64) and "split" not in near
+    with ir.Context(), ir.Location.unknown():  # planned by the rule: split
+        module = ir.Module.parse(tune.matmul_text(None, 256, 128, 640))
+        assert mc.plan(mc.matmul_ops(module)[0])["split"]
+        module = ir.Module.parse(tune.matmul_text(None, 256, 512, 784))
+        assert not mc.plan(mc.matmul_ops(module)[0])["split"]  # (its own entry: padded)
+
+
 def test_measurements_are_used_by_later_compiles(store):
     before = tuning.fingerprint()
     derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
