@@ -963,6 +963,46 @@ def drop_zero_slice_guards(root):
         guard.erase()
 
 
+def _defined_in(value, loop) -> bool:
+    """Whether `value` is defined inside `loop` (a result of an op nested in it, or an
+    argument of a block of its regions)."""
+    owner = value.owner
+    op = owner.owner if isinstance(owner, ir.Block) else owner
+    return within(getattr(op, "operation", op), loop)
+
+
+def hoist_invariant_packs(root) -> int:
+    """Move the repackings of operands that do not change in a `scf.for` out of it (out
+    of every enclosing one they do not depend on), with their `tensor.empty` and the
+    reshapes of their input: a convolution's window-copy chunks (dialect/conv.py) each
+    multiply by the same weights, whose panels were packed again in every chunk (a 1-d
+    convolution: 128 chunks, 128 packings of a 640 x 128 weight and as many parallel
+    regions). Loops over threads (`scf.forall`) keep theirs: there each task packs its
+    own part. Returns how many moved."""
+    moved = 0
+    for t in walk_ops(root, lambda n: n == "linalg.transpose"):
+        while True:
+            loop = t.parent
+            if loop is None or loop.name != "scf.for":
+                break
+            src, init = t.operands[0], t.operands[1]
+            chain = []
+            reshape = defining_op(src)
+            if _defined_in(src, loop):
+                if reshape is None or reshape.name not in ("tensor.expand_shape", "tensor.collapse_shape") \
+                        or len(reshape.operands) != 1 or _defined_in(reshape.operands[0], loop):
+                    break
+                chain.append(reshape)
+            empty = defining_op(init)
+            if empty is None or empty.name != "tensor.empty" or len(empty.operands) or \
+                    len(list(init.uses)) != 1:
+                break
+            for op in chain + [empty, t]:
+                op.move_before(loop)
+            moved += 1
+    return moved
+
+
 def fold_padded_fills(root):
     """A task's padded block of C as a fill of its own: `tensor.pad(extract_slice(fill v))`
     padded with v becomes `fill v` of the padded shape, so the tasks of a padded product
@@ -1304,6 +1344,7 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
                         kernels[j] = (fused, f)
                 _drop_k_slice_marks(f)
             _inline(root, kernels)
+            hoist_invariant_packs(root)
             drop_zero_slice_guards(root)
             fold_padded_fills(root)
             if max(p.get("threads", 1) for _, _, p in items) > 1:
