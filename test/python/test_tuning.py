@@ -359,6 +359,42 @@ def test_a_neighbours_padding_choice_is_not_inherited(store):
         assert not mc.plan(mc.matmul_ops(module)[0])["split"]  # (its own entry: padded)
 
 
+def test_a_window_copy_is_not_repacked(store):
+    """A product whose A was just copied into rows of its own (a convolution's window
+    copy) reads it in place even where the measured entry repacks A; A from memory is
+    repacked as measured."""
+    lanes = host_cpu.host().f32_lanes
+    entry = dict(mr=6, nr=2 * lanes, kc=1024, nc=4 * lanes, forall_m=48, dtype="f32", pack_b=1, pack_a=1,
+                 rows_outer=0, shape="252x128x640")
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 252, 128, 640), entry)
+    t = "tensor<252x128xf32>"
+    text = f"""
+#src = affine_map<(d0, d1, d2) -> (d0, d1 * 128 + d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @mm(%x: tensor<1x32768xf32>, %a: tensor<252x640xf32>, %b: tensor<640x128xf32>) -> ({t}, {t}) {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x252x640xf32>
+  %w = linalg.generic {{indexing_maps = [#src, #id], iterator_types = ["parallel", "parallel", "parallel"]}}
+      ins(%x : tensor<1x32768xf32>) outs(%e : tensor<1x252x640xf32>) {{
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+  }} -> tensor<1x252x640xf32>
+  %col = tensor.collapse_shape %w [[0, 1], [2]] : tensor<1x252x640xf32> into tensor<252x640xf32>
+  %c = tensor.empty() : {t}
+  %f = linalg.fill ins(%z : f32) outs(%c : {t}) -> {t}
+  %r = linalg.matmul ins(%col, %b : tensor<252x640xf32>, tensor<640x128xf32>) outs(%f : {t}) -> {t}
+  %c2 = tensor.empty() : {t}
+  %f2 = linalg.fill ins(%z : f32) outs(%c2 : {t}) -> {t}
+  %r2 = linalg.matmul ins(%a, %b : tensor<252x640xf32>, tensor<640x128xf32>) outs(%f2 : {t}) -> {t}
+  return %r, %r2 : {t}, {t}
+}}"""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        window, memory = (mc.plan(op) for op in mc.matmul_ops(module))
+    assert (window["pack"], window["pack_a"]) == (True, False)
+    assert (memory["pack"], memory["pack_a"]) == (True, True)
+
+
 def test_measurements_are_used_by_later_compiles(store):
     before = tuning.fingerprint()
     derived = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
