@@ -55,8 +55,8 @@ from . import matmul_dot
 from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import (apply_transform, clone_mapped, defining_op, inline_body, is_transpose_2d, outside_values,
-                        transform_script, walk_ops, within)
+from .pass_base import (apply_transform, body_ops, clone_mapped, defining_op, inline_body, is_transpose_2d,
+                        outside_values, transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -987,10 +987,9 @@ def _window_copy(value) -> bool:
         op, seen = defining_op(op.operands[0]), seen + 1
     if op is None or op.name != "linalg.generic" or len(op.regions[0].blocks) != 1:
         return False
-    block = op.regions[0].blocks[0]
-    ops = list(block.operations)
-    return (len(ops) == 1 and ops[0].operation.name == "linalg.yield" and len(ops[0].operands) == 1
-            and ops[0].operands[0] == block.arguments[0])
+    ops = body_ops(op)  # (plain operations: no import of the linalg dialect's Python package)
+    return (len(ops) == 1 and ops[0].name == "linalg.yield" and len(ops[0].operands) == 1
+            and ops[0].operands[0] == op.regions[0].blocks[0].arguments[0])
 
 
 def hoist_invariant_packs(root) -> int:
