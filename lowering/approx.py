@@ -854,7 +854,6 @@ def split_exp_range(root, lanes=0):
                                                        %y = scf.if %ok { fast } else { %y as before }
     """
     import struct
-    from mlir.dialects import arith, scf, vector
     for mul2 in walk_ops(root, lambda n: n == "arith.mulf"):
         vt = mul2.results[0].type
         if not isa(ir.VectorType, vt) or ir.VectorType(vt).rank != 1:
@@ -862,6 +861,8 @@ def split_exp_range(root, lanes=0):
         found = _exp_pattern(mul2)
         if found is None:
             continue
+        # (imported only here: `mlir.dialects.vector` ~5 ms on a first compile without exps)
+        from mlir.dialects import arith, scf, vector
         x, clamp, mi, scaling, y, c23 = found
         block = mul2.block
         # the exp's ops: everything mul2 depends on in its block, back to x

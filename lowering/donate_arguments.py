@@ -98,12 +98,12 @@ def _set_arg_attrs(fn, pairs):
 
 def donate_arguments(module) -> int:
     """Rewrite each function's donated results (above); returns how many."""
-    from mlir.dialects import bufferization
     n = 0
     for fn in walk_ops(module, lambda name: name == "func.func"):
         pairs = donations(fn)
         if not pairs or not len(fn.regions[0].blocks):
             continue
+        from mlir.dialects import bufferization  # (here: ~2 ms on a first compile that donates nothing)
         block = fn.regions[0].blocks[0]
         ret = walk_ops(fn, lambda name: name == "func.return")[-1]
         name = ir.StringAttr(fn.attributes["sym_name"]).value

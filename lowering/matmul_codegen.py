@@ -203,7 +203,8 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
         batch, (M, K), (_, N) = a[0], a[1:], b[1:]
     else:
         batch, (M, K), (_, N) = None, (a[::-1] if transpose_a else a), (b[::-1] if transpose_b else b)
-    cfg = tuning.matmul_config("linalg.matmul_transpose_b" if transpose_b else name, dtype, batch, M, N, K)
+    form = "linalg.matmul_transpose_b" if transpose_b else "linalg.matmul_transpose_a" if transpose_a else name
+    cfg = tuning.matmul_config(form, dtype, batch, M, N, K)
     if cfg is None:
         return None
     cfg.update(inherit or {})

@@ -46,8 +46,11 @@ from ..runtime.environment import number
 
 FORMAT = 1
 # (`linalg.matmul_transpose_b`: a linalg.matmul reading B stored N x K, `x @ W.T`, as
-# MLIR's former named op of that name; its B is always repacked, so it is tuned apart)
-MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul", "linalg.matmul_transpose_b")
+# MLIR's former named op of that name; its B is always repacked, so it is tuned apart.
+# `linalg.matmul_transpose_a`: one reading A stored K x M, a weight's gradient `g.T @ x`,
+# whose A read in place touches a new cache line at each k step: tuned apart too)
+MATMUL_OPS = ("linalg.matmul", "linalg.batch_matmul", "linalg.matmul_transpose_b", "linalg.matmul_transpose_a")
+TRANSPOSED_FORMS = ("linalg.matmul_transpose_a", "linalg.matmul_transpose_b")
 # what a measured matmul entry chooses (matmul_codegen.plan reads each)
 MATMUL_KEYS = ("mr", "nr", "kc", "nc", "forall_m", "pack_b", "pack_a", "rows_outer", "split")
 
@@ -326,11 +329,11 @@ def shape_class(op: str, batch, m: int, n: int, k: int) -> str:
 
 
 def parse_shape(s: str):
-    """'MxNxK', 'batch:MxNxK' or 'MxNxKT' (B stored N x K: `x @ W.T`, see
-    `transposed_b`) -> (batch or None, M, N, K): `python -m mirax.tune`'s shapes, as an
-    entry's "shape" keeps them."""
-    batch, _, mnk = s.rpartition(":")
-    m, n, k = (int(x) for x in mnk.lower().rstrip("t").split("x"))
+    """'MxNxK', 'batch:MxNxK', 'MxNxKT' (B stored N x K: `x @ W.T`, see `transposed_b`)
+    or 'TMxNxK' (A stored K x M: `g.T @ x`, see `transposed_a`) -> (batch or None, M, N,
+    K): `python -m mirax.tune`'s shapes, as an entry's "shape" keeps them."""
+    batch, _, mnk = s.strip().rpartition(":")
+    m, n, k = (int(x) for x in mnk.lower().strip("t").split("x"))
     return (int(batch) if batch else None), m, n, k
 
 
@@ -338,6 +341,19 @@ def transposed_b(s: str) -> bool:
     """Whether shape `s` names the product with B stored N x K (a trailing T: 256x512x784T
     is x @ W.T with W 512 x 784, as nn.Linear computes it)."""
     return s.strip().lower().endswith("t")
+
+
+def transposed_a(s: str) -> bool:
+    """Whether shape `s` names the product with A stored K x M (a leading T: T512x784x256
+    is g.T @ x with g 256 x 512, a Linear weight's gradient)."""
+    return s.strip().rpartition(":")[2].lower().startswith("t")
+
+
+def shape_spec(op: str, batch, m: int, n: int, k: int) -> str:
+    """The shape text of a product (`parse_shape`'s inverse): 'T' before it for A read
+    transposed, after it for B."""
+    return ((f"{batch}:" if batch else "") + ("T" if op == "linalg.matmul_transpose_a" else "")
+            + f"{m}x{n}x{k}" + ("T" if op == "linalg.matmul_transpose_b" else ""))
 
 
 def _class_dims(key: str):
@@ -392,9 +408,14 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     tuned = nearest_measured(op, dtype, batch, m, n, k)
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, number("MIRAX_TUNE_ON_FIRST_USE", 0.0, minimum=0))
-    if tuned is None and op == "linalg.matmul_transpose_b":
-        # unmeasured in this form: the plain product's measured tiles (B then repacked)
+    if tuned is None and op in TRANSPOSED_FORMS:
+        # unmeasured in this form: the plain product's measured tiles (B then repacked;
+        # A read transposed repacked too: in place each k step's mr values sit on a line
+        # of their own, a kc-deep panel on kc lines of L1. T512x784x256 on Zen 3, the
+        # plain product's unpacked 6x16 tiles 108 GFLOP/s, both operands repacked 139)
         tuned = nearest_measured("linalg.matmul", dtype, batch, m, n, k)
+        if tuned and op == "linalg.matmul_transpose_a":
+            tuned = dict(tuned, pack_b=1, pack_a=1)
     if tuned:
         cfg.update({x: tuned[x] for x in MATMUL_KEYS if x in tuned})
         if "shape" in tuned and shape_class(op, batch, m, n, k) != shape_class(op, *parse_shape(tuned["shape"])):
@@ -427,7 +448,7 @@ def _tune_now(op, batch, m, n, k, budget):
         return None
     _tried.add(cls)
     from mirax.tune import tune_matmul
-    spec = (f"{batch}:" if batch else "") + f"{m}x{n}x{k}" + ("T" if op == "linalg.matmul_transpose_b" else "")
+    spec = shape_spec(op, batch, m, n, k)
     try:
         return tune_matmul(spec, budget=budget, log=lambda *_: None)
     except Exception:  # noqa: BLE001 - tuning is an optimisation: the derived tiles remain

@@ -4,6 +4,7 @@
     python -m mirax.tune --budget 60           # stop searching after 60 s
     python -m mirax.tune --matmul 1024x1024x1024 64:256x256x256   # M x N x K, batch:... (only these)
     python -m mirax.tune --matmul 256x512x784T   # x @ W.T (W stored N x K: nn.Linear's form)
+    python -m mirax.tune --matmul T512x784x256   # g.T @ x (g stored K x M: a Linear weight's gradient)
     python -m mirax.tune --show                # the host, the derived table, what was measured
     python -m mirax.tune --reset               # forget this host's measurements
 
@@ -20,7 +21,9 @@ sums of mirax-fuse-reductions), the threads threshold of elementwise kernels and
 (`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
 each one's choices. `MIRAX_TUNING=off` ignores them. A product reading B transposed in
 place (`x @ W.T`; its B always repacked from that layout) has classes of its own
-(`matmul_transpose_b:...`); unmeasured, it takes the plain product's measured tiles. A
+(`matmul_transpose_b:...`), as has one reading A transposed (`g.T @ x`, a weight's
+gradient: `matmul_transpose_a:...`); unmeasured, they take the plain product's measured
+tiles (A read transposed then repacked). A
 product that compiles make dot products (lowering/matmul_dot.py: a few vectors wide) has
 no tiles to tune and is skipped.
 """
@@ -34,26 +37,29 @@ import time
 import numpy as np
 
 from .lowering import host_cpu, tuning
-from .lowering.tuning import parse_shape, transposed_b
+from .lowering.tuning import parse_shape, transposed_a, transposed_b
 from .runtime import buffers
 
 # the shapes of bench/ and of the examples' training steps (MLP 784-512-512-10, batch 256;
 # transformer LM)
 DEFAULT_MATMULS = ["1024x1024x1024", "4096x4096x1024", "1000x1000x1000", "64:256x256x256",
-                   "256x512x784", "256x512x512", "512x512x256", "512x784x256", "256x256x256",
-                   "256x512x784T", "256x512x512T"]  # (T: x @ W.T, nn.Linear's forward)
-# (512x784x256: the MLP's first weight gradient g.T @ x, which mirax-simplify makes of
-# (x.T @ g).T; untuned, its shape class fell back to 14-row tiles that leave 8 rows over)
+                   "256x512x784", "256x512x512", "512x512x256", "256x256x256",
+                   "256x512x784T", "256x512x512T",  # (T after: x @ W.T, nn.Linear's forward)
+                   "T512x784x256", "T512x512x256"]  # (T before: g.T @ x, its weights' gradients)
+# (T512x784x256: the MLP's first weight gradient g.T @ x, which matmul_codegen reads from
+# the vjp's (x.T @ g).T with both operands in place; as a plain product it ran ~20% slower
+# than its operands copied to row-major; untuned, 14-row tiles that leave 8 rows over)
 DEFAULT_ROWS = [(4096, 4096), (1024, 1024)]
 
 
-def matmul_text(batch, m, n, k, transpose_b: bool = False) -> str:
+def matmul_text(batch, m, n, k, transpose_b: bool = False, transpose_a: bool = False) -> str:
     lead = f"{batch}x" if batch else ""
-    a, b, c = (f"tensor<{lead}{x}x{y}xf32>" for x, y in ((m, k), ((n, k) if transpose_b else (k, n)), (m, n)))
+    a, b, c = (f"tensor<{lead}{x}x{y}xf32>" for x, y in (((k, m) if transpose_a else (m, k)),
+                                                          ((n, k) if transpose_b else (k, n)), (m, n)))
     op = "linalg.batch_matmul" if batch else "linalg.matmul"
-    if transpose_b:
-        from .lowering.matmul_codegen import TRANSPOSED_B
-        op += f" indexing_maps = {TRANSPOSED_B}"
+    if transpose_a or transpose_b:
+        from .lowering.matmul_codegen import TRANSPOSED_A, TRANSPOSED_B
+        op += f" indexing_maps = {TRANSPOSED_B if transpose_b else TRANSPOSED_A}"
     return f"""
 func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
   %z = arith.constant 0.0 : f32
@@ -64,12 +70,12 @@ func.func @mm(%a: {a}, %b: {b}) -> {c} attributes {{llvm.emit_c_interface}} {{
 }}"""
 
 
-def _dot_product(m: int, n: int, k: int, transpose_b: bool) -> bool:
+def _dot_product(m: int, n: int, k: int, transpose_b: bool, transpose_a: bool = False) -> bool:
     """Whether a compile makes this product dot products (its tiles would never be used)."""
     from mlir import ir
     from .lowering import matmul_codegen, matmul_dot
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(matmul_text(None, m, n, k, transpose_b))
+        module = ir.Module.parse(matmul_text(None, m, n, k, transpose_b, transpose_a))
         return matmul_dot.qualifies(matmul_codegen.matmul_ops(module)[0])
 
 
@@ -155,23 +161,27 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     """Search the candidates for one matmul shape; store and return the winner."""
     from .lowering import matmul_codegen as mc
     batch, m, n, k = parse_shape(shape)
-    tb = transposed_b(shape)
-    if tb and batch:
-        raise ValueError(f"tune_matmul: {shape!r}: a transposed B (T) is tuned for 2-d products only")
-    op = "linalg.matmul_transpose_b" if tb else "linalg.batch_matmul" if batch else "linalg.matmul"
-    if not batch and _dot_product(m, n, k, tb):
+    tb, ta = transposed_b(shape), transposed_a(shape)
+    if (tb or ta) and batch:
+        raise ValueError(f"tune_matmul: {shape!r}: a transposed operand (T) is tuned for 2-d products only")
+    if tb and ta:
+        raise ValueError(f"tune_matmul: {shape!r}: A or B transposed (T before or after), not both")
+    op = ("linalg.matmul_transpose_b" if tb else "linalg.matmul_transpose_a" if ta
+          else "linalg.batch_matmul" if batch else "linalg.matmul")
+    if not batch and _dot_product(m, n, k, tb, ta):
         log(f"  {shape}: dot products along K (lowering/matmul_dot.py): no tiles to tune")
         return None
     rng = np.random.default_rng(0)
     lead = (batch,) if batch else ()
     # the operands start at a cache line, as mirax's arrays do (runtime/buffers.py): numpy's
     # 16 bytes off one slowed the candidates that read B in place most
-    a, b = buffers.aligned(lead + (m, k), np.float32), buffers.aligned(lead + ((n, k) if tb else (k, n)), np.float32)
+    a = buffers.aligned(lead + ((k, m) if ta else (m, k)), np.float32)
+    b = buffers.aligned(lead + ((n, k) if tb else (k, n)), np.float32)
     a[...] = rng.standard_normal(a.shape, dtype=np.float32)
     b[...] = rng.standard_normal(b.shape, dtype=np.float32)
-    ref = np.matmul(a.astype(np.float64), (b.T if tb else b).astype(np.float64))
+    ref = np.matmul((a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64))
     c = buffers.aligned(lead + (m, n), np.float32)
-    text = matmul_text(batch, m, n, k, transpose_b=tb)
+    text = matmul_text(batch, m, n, k, transpose_b=tb, transpose_a=ta)
     deadline = time.monotonic() + budget
     flop = 2.0 * (batch or 1) * m * n * k
     calls = max(1, min(20, int(0.05 / max(flop / 100e9, 1e-6))))  # ~50 ms a round at 100 GFLOP/s
@@ -182,14 +192,14 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
     incumbent = {x: v for x, v in tuning.measured().get("matmul", {}).get(key, {}).items()
                  if x in tuning.MATMUL_KEYS}
     which = "the stored choice"
-    if tb and not incumbent:
+    if (tb or ta) and not incumbent:
         # what a compile does without an entry of this form (the plain product's measured
-        # tiles, B repacked) races as the stored choice: a form entry is kept only if it
-        # beats that twice
+        # tiles, B repacked; A too when read transposed: tuning.matmul_config) races as the
+        # stored choice: a form entry is kept only if it beats that twice
         plain = tuning.nearest_measured("linalg.matmul", "f32", None, m, n, k) or {}
         incumbent = {x: v for x, v in plain.items() if x in tuning.MATMUL_KEYS}
         if incumbent:
-            incumbent.update(pack_b=1, split=0)
+            incumbent.update(pack_b=1, split=0) if tb else incumbent.update(pack_b=1, pack_a=1)
             which = "the plain product's choice"
     cands = matmul_candidates(m=m, n=n)
     if tb:  # its B is always repacked, and the product padded, never split (matmul_codegen.plan)
@@ -448,7 +458,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mirax.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--matmul", nargs="*", default=None,
-                    help="shapes MxNxK, B:MxNxK, or MxNxKT for x @ W.T (W stored N x K) (default: bench's)")
+                    help="shapes MxNxK, B:MxNxK, MxNxKT for x @ W.T (W stored N x K) or TMxNxK for g.T @ x "
+                         "(g stored K x M) (default: bench's)")
     ap.add_argument("--rows", nargs="*", default=None, help="row reductions RxC (default: 4096x4096 1024x1024)")
     ap.add_argument("--no-threads", action="store_true", help="do not measure the threads threshold")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole search")

@@ -554,6 +554,53 @@ def test_transposed_b_products_are_tuned_in_their_own_form(store, rng, monkeypat
     assert p["transpose_b"] and p["pack"] and (p["mr"], p["nr"], p["kc"]) == (entry["mr"], entry["nr"], min(entry["kc"], k))
 
 
+def test_transposed_a_products_are_tuned_in_their_own_form(store, rng, monkeypatch):
+    """`g.T @ x` (A stored K x M: a weight's gradient) has shape classes of its own: without
+    an entry the plain product's tiles with both operands repacked (A read in place
+    touches a line a k step); the tuner times that form (every candidate checked against
+    numpy), races that fallback as the incumbent, and a compile of the form uses its entry."""
+    assert tune.parse_shape("T512x784x256") == (None, 512, 784, 256)
+    assert tune.transposed_a("T512x784x256") and not tune.transposed_b("T512x784x256")
+    assert not tune.transposed_a("256x512x784T") and not tune.transposed_a("64:256x256x256")
+    assert tuning.shape_spec("linalg.matmul_transpose_a", None, 512, 784, 256) == "T512x784x256"
+    with pytest.raises(ValueError, match="2-d products only"):
+        tune.tune_matmul("3:T16x16x16", budget=1, log=lambda *_: None)
+    with pytest.raises(ValueError, match="not both"):
+        tune.tune_matmul("T16x16x16T", budget=1, log=lambda *_: None)
+    m, n, k = 96, 128, 64
+    plain_cls = tuning.shape_class("linalg.matmul", None, m, n, k)
+    lanes = host_cpu.host().f32_lanes
+    plain = dict(mr=4, nr=lanes, kc=32, nc=lanes, forall_m=16, pack_b=0, pack_a=0, rows_outer=0)
+    tuning.save("matmul", plain_cls, dict(plain, dtype="f32", shape=f"{m}x{n}x{k}"))
+    got = tuning.matmul_config("linalg.matmul_transpose_a", "f32", None, m, n, k)
+    assert {x: got[x] for x in plain} == dict(plain, pack_a=1, pack_b=1)  # unmeasured: plain's, repacked
+    g = rng.standard_normal((k, m), dtype=np.float32)
+    x = rng.standard_normal((k, n), dtype=np.float32)
+    compiled, compile_standalone = [], mc.compile_standalone
+
+    def spy(text, name, **kw):  # each candidate, checked against numpy like the tuner does
+        fn = compile_standalone(text, name, **kw)
+        out = np.full((m, n), np.nan, np.float32)
+        fn([g, x], [out])
+        np.testing.assert_allclose(out, g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-3)
+        compiled.append(next(iter(tuning.measured()["matmul"].values())))
+        return fn
+    monkeypatch.setattr(mc, "compile_standalone", spy)
+    logs = []
+    entry = tune.tune_matmul(f"T{m}x{n}x{k}", budget=60, log=logs.append)
+    assert len(compiled) > 10 and any("the plain product's choice" in line for line in logs)
+    assert {x: compiled[0][x] for x in plain} == dict(plain, pack_a=1, pack_b=1)
+    cls = tuning.shape_class("linalg.matmul_transpose_a", None, m, n, k)
+    assert cls.startswith("matmul_transpose_a:") and tuning.measured()["matmul"][cls]["shape"] == f"T{m}x{n}x{k}"
+    assert tuning.matmul_config("linalg.matmul", "f32", None, m, n, k)["kc"] == plain["kc"]  # untouched
+    # a compile of g.T @ x plans with the form's entry
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(tune.matmul_text(None, m, n, k, transpose_a=True))
+        p = mc.plan(mc.matmul_ops(module.operation)[0])
+    assert p["transpose_a"] and (p["mr"], p["nr"], p["kc"]) == (entry["mr"], entry["nr"], min(entry["kc"], k))
+    assert p["pack_a"] == bool(entry["pack_a"] and entry["pack_b"])
+
+
 def test_candidates_compile_as_later_compiles_plan_them(store, monkeypatch):
     """The tuner compiles each candidate as the class's stored entry, with no explicit
     config: what it times is what a later compile of that class builds."""
