@@ -98,6 +98,7 @@ def _load():
     _sig(L.LLVMSetTarget, None, _VP, _VP)
     _sig(L.LLVMDisposePassBuilderOptions, None, _VP)
     _sig(L.LLVMPassBuilderOptionsSetLoopUnrolling, None, _VP, i32)
+    _sig(L.LLVMPassBuilderOptionsSetSLPVectorization, None, _VP, i32)
     _sig(L.LLVMGetFirstUse, _VP, _VP)
     for f in (L.LLVMGetUser, L.LLVMGetInstructionParent, L.LLVMGetBasicBlockParent):
         _sig(f, _VP, _VP)
@@ -481,6 +482,11 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
         # vectorizer's output again — 20-35% of a small kernel's LLVM time, for no
         # measured speed (README "How it works").
         L.LLVMPassBuilderOptionsSetLoopUnrolling(options, 0)
+        # No SLP vectorizer either: our passes write the vector code, and its output was
+        # byte for byte the same without it (a transformer step's two partitions, gelu,
+        # softmax, layer norm, sin, pow, conv, sort, argmax, a matmul, a gradient, a
+        # gather, integer and f16 kernels), while it took 4.4% of the step's LLVM time
+        L.LLVMPassBuilderOptionsSetSLPVectorization(options, 0)
         loop_attributes(L, mod)
         err = L.LLVMRunPasses(mod, f"default<O{min(max(opt_level, 0), 3)}>".encode(), tm, options)
         if err:
