@@ -121,8 +121,14 @@ def measure(cands, rounds=ROUNDS):
     times = {n: [] for n in cands}
     for fn in cands.values():  # warm-up (kernel compiles, page faults)
         fn()
-    for _ in range(rounds):
-        for n, fn in cands.items():
+    names = list(cands)
+    for r in range(rounds):
+        # the order turns each round: what ran before a contender weighs on it past the
+        # pause (numpy's logsumexp frees ~200 MB of temporaries, then copy and jax.jit ran:
+        # the compiled logsumexp, always next, took 3.5-10 ms where its paired rounds
+        # took 4.2-4.7), so no contender always follows the same one
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            fn = cands[n]
             time.sleep(PAUSE)
             t0 = time.perf_counter()
             fn()
