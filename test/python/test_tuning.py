@@ -506,6 +506,32 @@ def test_a_challenger_must_beat_the_stored_choice_twice(store, monkeypatch):
     assert {x: entry[x] for x in stored} != stored
 
 
+def _store_plain_entry(m, n, k):
+    """Store a plain product's measured entry for m x n x k (4-row tiles, nothing repacked);
+    returns its tiles."""
+    lanes = host_cpu.host().f32_lanes
+    plain = dict(mr=4, nr=lanes, kc=32, nc=lanes, forall_m=16, pack_b=0, pack_a=0, rows_outer=0)
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, m, n, k),
+                dict(plain, dtype="f32", shape=f"{m}x{n}x{k}"))
+    return plain
+
+
+def _check_every_candidate(monkeypatch, inputs, want):
+    """Make the tuner's compiles check each candidate's product against `want` (as the tuner
+    does); returns the list that collects each candidate's stored entry."""
+    compiled, compile_standalone = [], mc.compile_standalone
+
+    def spy(text, name, **kw):
+        fn = compile_standalone(text, name, **kw)
+        out = np.full(want.shape, np.nan, np.float32)
+        fn(inputs, [out])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+        compiled.append(next(iter(tuning.measured()["matmul"].values())))
+        return fn
+    monkeypatch.setattr(mc, "compile_standalone", spy)
+    return compiled
+
+
 def test_transposed_b_products_are_tuned_in_their_own_form(store, rng, monkeypatch):
     """`x @ W.T` (B stored N x K, always repacked) has shape classes of its own: the tuner
     times that form (every candidate it keeps is correct, B repacked, never split), races
@@ -516,25 +542,12 @@ def test_transposed_b_products_are_tuned_in_their_own_form(store, rng, monkeypat
     with pytest.raises(ValueError, match="2-d products only"):
         tune.tune_matmul("3:16x16x16T", budget=1, log=lambda *_: None)
     m, n, k = 96, 128, 64
-    plain_cls = tuning.shape_class("linalg.matmul", None, m, n, k)
-    lanes = host_cpu.host().f32_lanes
-    plain = dict(mr=4, nr=lanes, kc=32, nc=lanes, forall_m=16, pack_b=0, pack_a=0, rows_outer=0)
-    tuning.save("matmul", plain_cls, dict(plain, dtype="f32", shape=f"{m}x{n}x{k}"))
+    plain = _store_plain_entry(m, n, k)
     got = tuning.matmul_config("linalg.matmul_transpose_b", "f32", None, m, n, k)
     assert {x: got[x] for x in plain} == plain  # unmeasured form: the plain product's tiles
     a = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((n, k), dtype=np.float32)
-    compiled, compile_standalone = [], mc.compile_standalone
-
-    def spy(text, name, **kw):  # each candidate, checked against numpy like the tuner does
-        fn = compile_standalone(text, name, **kw)
-        out = np.full((m, n), np.nan, np.float32)
-        fn([a, w], [out])
-        np.testing.assert_allclose(out, a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-3)
-        cfg = tuning.measured()["matmul"]
-        compiled.append(next(iter(cfg.values())))
-        return fn
-    monkeypatch.setattr(mc, "compile_standalone", spy)
+    compiled = _check_every_candidate(monkeypatch, [a, w], a.astype(np.float64) @ w.T)
     logs = []
     entry = tune.tune_matmul(f"{m}x{n}x{k}T", budget=60, log=logs.append)
     assert compiled and all(c["pack_b"] == 1 and not c.get("split") for c in compiled)
@@ -568,24 +581,12 @@ def test_transposed_a_products_are_tuned_in_their_own_form(store, rng, monkeypat
     with pytest.raises(ValueError, match="not both"):
         tune.tune_matmul("T16x16x16T", budget=1, log=lambda *_: None)
     m, n, k = 96, 128, 64
-    plain_cls = tuning.shape_class("linalg.matmul", None, m, n, k)
-    lanes = host_cpu.host().f32_lanes
-    plain = dict(mr=4, nr=lanes, kc=32, nc=lanes, forall_m=16, pack_b=0, pack_a=0, rows_outer=0)
-    tuning.save("matmul", plain_cls, dict(plain, dtype="f32", shape=f"{m}x{n}x{k}"))
+    plain = _store_plain_entry(m, n, k)
     got = tuning.matmul_config("linalg.matmul_transpose_a", "f32", None, m, n, k)
     assert {x: got[x] for x in plain} == dict(plain, pack_a=1, pack_b=1)  # unmeasured: plain's, repacked
     g = rng.standard_normal((k, m), dtype=np.float32)
     x = rng.standard_normal((k, n), dtype=np.float32)
-    compiled, compile_standalone = [], mc.compile_standalone
-
-    def spy(text, name, **kw):  # each candidate, checked against numpy like the tuner does
-        fn = compile_standalone(text, name, **kw)
-        out = np.full((m, n), np.nan, np.float32)
-        fn([g, x], [out])
-        np.testing.assert_allclose(out, g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-3)
-        compiled.append(next(iter(tuning.measured()["matmul"].values())))
-        return fn
-    monkeypatch.setattr(mc, "compile_standalone", spy)
+    compiled = _check_every_candidate(monkeypatch, [g, x], g.T.astype(np.float64) @ x)
     logs = []
     entry = tune.tune_matmul(f"T{m}x{n}x{k}", budget=60, log=logs.append)
     assert len(compiled) > 10 and any("the plain product's choice" in line for line in logs)
