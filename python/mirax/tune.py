@@ -199,7 +199,7 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
         plain = tuning.nearest_measured("linalg.matmul", "f32", None, m, n, k) or {}
         incumbent = {x: v for x, v in plain.items() if x in tuning.MATMUL_KEYS}
         if incumbent:
-            incumbent.update(pack_b=1, split=0) if tb else incumbent.update(pack_b=1, pack_a=1)
+            incumbent.update(dict(pack_b=1, split=0) if tb else dict(pack_b=1, pack_a=1))
             which = "the plain product's choice"
     cands = matmul_candidates(m=m, n=n)
     if tb:  # its B is always repacked, and the product padded, never split (matmul_codegen.plan)
