@@ -409,13 +409,7 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
     if tuned is None and os.environ.get("MIRAX_TUNE_ON_FIRST_USE") and not _override:
         tuned = _tune_now(op, batch, m, n, k, number("MIRAX_TUNE_ON_FIRST_USE", 0.0, minimum=0))
     if tuned is None and op in TRANSPOSED_FORMS:
-        # unmeasured in this form: the plain product's measured tiles (B then repacked;
-        # A read transposed repacked too: in place each k step's mr values sit on a line
-        # of their own, a kc-deep panel on kc lines of L1. T512x784x256 on Zen 3, the
-        # plain product's unpacked 6x16 tiles 108 GFLOP/s, both operands repacked 139)
-        tuned = nearest_measured("linalg.matmul", dtype, batch, m, n, k)
-        if tuned and op == "linalg.matmul_transpose_a":
-            tuned = dict(tuned, pack_b=1, pack_a=1)
+        tuned = transposed_fallback(op, dtype, batch, m, n, k)
     if tuned:
         cfg.update({x: tuned[x] for x in MATMUL_KEYS if x in tuned})
         if "shape" in tuned and shape_class(op, batch, m, n, k) != shape_class(op, *parse_shape(tuned["shape"])):
@@ -434,6 +428,19 @@ def matmul_config(op: str, dtype: str, batch, m: int, n: int, k: int) -> dict | 
             cfg.update(matmul_tiles(h, mr, nr))
             break
     return cfg
+
+
+def transposed_fallback(op: str, dtype: str, batch, m: int, n: int, k: int):
+    """What a product of a transposed form (TRANSPOSED_FORMS) takes while that form is
+    unmeasured, and what the tuner races as its incumbent: the plain product's nearest
+    measured entry (or None), for `g.T @ x` with both operands repacked — read in place,
+    each k step's mr values of A sit on a cache line of their own, a kc-deep panel on kc
+    lines of L1 (T512x784x256 on Zen 3: the plain entry's unpacked 6x16 tiles 108 GFLOP/s,
+    both operands repacked 139). (`x @ W.T`'s B is repacked by matmul_codegen.plan.)"""
+    plain = nearest_measured("linalg.matmul", dtype, batch, m, n, k)
+    if plain and op == "linalg.matmul_transpose_a":
+        plain = dict(plain, pack_b=1, pack_a=1)
+    return plain
 
 
 _tried: set = set()

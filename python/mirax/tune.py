@@ -193,13 +193,13 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
                  if x in tuning.MATMUL_KEYS}
     which = "the stored choice"
     if (tb or ta) and not incumbent:
-        # what a compile does without an entry of this form (the plain product's measured
-        # tiles, B repacked; A too when read transposed: tuning.matmul_config) races as the
-        # stored choice: a form entry is kept only if it beats that twice
-        plain = tuning.nearest_measured("linalg.matmul", "f32", None, m, n, k) or {}
+        # what a compile does without an entry of this form (tuning.transposed_fallback)
+        # races as the stored choice: a form entry is kept only if it beats that twice
+        plain = tuning.transposed_fallback(op, "f32", None, m, n, k) or {}
         incumbent = {x: v for x, v in plain.items() if x in tuning.MATMUL_KEYS}
         if incumbent:
-            incumbent.update(dict(pack_b=1, split=0) if tb else dict(pack_b=1, pack_a=1))
+            if tb:  # (as matmul_codegen.plan compiles x @ W.T: B repacked, never split)
+                incumbent.update(pack_b=1, split=0)
             which = "the plain product's choice"
     cands = matmul_candidates(m=m, n=n)
     if tb:  # its B is always repacked, and the product padded, never split (matmul_codegen.plan)
