@@ -98,7 +98,7 @@ def _load():
     _sig(L.LLVMSetTarget, None, _VP, _VP)
     _sig(L.LLVMDisposePassBuilderOptions, None, _VP)
     _sig(L.LLVMPassBuilderOptionsSetLoopUnrolling, None, _VP, i32)
-    _sig(L.LLVMPassBuilderOptionsSetSLPVectorization, None, _VP, i32)
+    _sig(L.LLVMParseCommandLineOptions, None, i32, P(cp), cp)
     _sig(L.LLVMGetFirstUse, _VP, _VP)
     for f in (L.LLVMGetUser, L.LLVMGetInstructionParent, L.LLVMGetBasicBlockParent):
         _sig(f, _VP, _VP)
@@ -151,6 +151,14 @@ def _load():
         s = ctypes.string_at(p).decode(errors="replace")
         L.LLVMDisposeMessage(p)
         return s
+    # LLVM's SLP vectorizer off: our passes write the vector code, and its only change
+    # across 83 modules (a transformer step's partitions, gelu, softmax, layer norm, sin,
+    # pow, conv, sort, argmax, a matmul, a gradient, a gather, integer and f16 kernels)
+    # was the copy of one memref descriptor outside any loop. The pipeline option
+    # (LLVMPassBuilderOptionsSetSLPVectorization) did not turn it off in LLVM 22 (its
+    # debug log listed the pass either way), the pass's own switch does. It is a global
+    # option of this libLLVM (the wheel's, loaded by mirax alone), set once here.
+    L.LLVMParseCommandLineOptions(2, (cp * 2)(b"mirax", b"-vectorize-slp=false"), None)
     triple = ctypes.string_at(L.LLVMGetDefaultTargetTriple())
     cpu, features = message(L.LLVMGetHostCPUName()).encode(), target_features(message(L.LLVMGetHostCPUFeatures()))
     target, err = _VP(), _VP()
@@ -482,11 +490,7 @@ def compile_partition(text: bytes, mine, first: bool, entry: bytes, opt_level: i
         # vectorizer's output again — 20-35% of a small kernel's LLVM time, for no
         # measured speed (README "How it works").
         L.LLVMPassBuilderOptionsSetLoopUnrolling(options, 0)
-        # No SLP vectorizer either: our passes write the vector code, and its output was
-        # byte for byte the same without it (a transformer step's two partitions, gelu,
-        # softmax, layer norm, sin, pow, conv, sort, argmax, a matmul, a gradient, a
-        # gather, integer and f16 kernels), while it took 4.4% of the step's LLVM time
-        L.LLVMPassBuilderOptionsSetSLPVectorization(options, 0)
+        # (no SLP vectorizer either: `_load` turns it off)
         loop_attributes(L, mod)
         err = L.LLVMRunPasses(mod, f"default<O{min(max(opt_level, 0), 3)}>".encode(), tm, options)
         if err:

@@ -1,6 +1,10 @@
 """runtime/llvm_codegen.py: a lowered module's functions compiled in partitions on
 threads through LLVM's C API, linked into one shared object."""
 import ctypes
+import platform
+import shutil
+import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -218,3 +222,28 @@ def test_partitions_stay_within_the_memory_budget(monkeypatch):
     size = len(llvm_codegen.translate(m))
     monkeypatch.setattr(llvm_codegen, "MEMORY_BUDGET", 2 * llvm_codegen.PARTITION_BYTES_PER_CHAR * size)
     assert len(llvm_codegen.compile_objects(m, "main", parts=3)) == 2
+
+
+# four adjacent scalar adds, all loads before the stores: what LLVM's SLP vectorizer
+# turns into one vector add
+ADJACENT_ADDS = b"".join(
+    [b"define void @f(ptr %a, ptr %b) {\n"]
+    + [b"  %%pa%d = getelementptr float, ptr %%a, i64 %d\n" % (i, i) for i in range(4)]
+    + [b"  %%pb%d = getelementptr float, ptr %%b, i64 %d\n" % (i, i) for i in range(4)]
+    + [b"  %%x%d = load float, ptr %%pa%d\n  %%y%d = load float, ptr %%pb%d\n" % (i, i, i, i) for i in range(4)]
+    + [b"  %%s%d = fadd float %%x%d, %%y%d\n" % (i, i, i) for i in range(4)]
+    + [b"  store float %%s%d, ptr %%pa%d\n" % (i, i) for i in range(4)]
+    + [b"  ret void\n}\n"])
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not shutil.which("objdump"),
+                    reason="reads x86 instructions with objdump")
+def test_llvm_slp_vectorizer_stays_off():
+    """Our passes write the vector code; LLVM's SLP vectorizer is off (`_load`: the
+    pipeline option alone left it running in LLVM 22, which made these adds one vaddps)."""
+    obj = llvm_codegen.compile_partition(ADJACENT_ADDS, None, True, b"f", 3)
+    with tempfile.NamedTemporaryFile(suffix=".o") as f:
+        f.write(obj)
+        f.flush()
+        asm = subprocess.run(["objdump", "-d", f.name], capture_output=True, text=True, check=True).stdout
+    assert asm.count("addss") >= 4 and "addps" not in asm
