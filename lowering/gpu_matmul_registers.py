@@ -26,7 +26,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .pass_base import WORKGROUP, constant_int, defining_op, memory_space, private_memref_type, walk_ops
+from .pass_base import WORKGROUP, constant_int, defining_op, memory_space, private_memref_type, walk_ops, within
 
 
 def _loops(block):
@@ -44,7 +44,7 @@ def _index_ops(v, allowed, inside):
         op = defining_op(x)
         if op is None:
             return False  # a block argument we do not know (e.g. the K loop's iv)
-        if not _inside(op, inside):
+        if not within(op.parent, inside):  # (strictly inside)
             return True  # defined above the compute nest: thread / block ids, constants
         if op.name not in ("affine.apply", "arith.constant", "arith.addi", "arith.muli", "gpu.thread_id",
                            "gpu.block_id"):
@@ -66,15 +66,6 @@ def _same(a, b):
         return False
     return str(x.attributes["map"]) == str(y.attributes["map"]) and len(x.operands) == len(y.operands) \
         and all(_same(p, q) for p, q in zip(x.operands, y.operands))
-
-
-def _inside(op, region_op):
-    p = op.parent
-    while p is not None:
-        if p == region_op:
-            return True
-        p = p.parent
-    return False
 
 
 def _rewrite(kloop, outer, middle, inner, load, store):

@@ -203,7 +203,7 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
         batch, (M, K), (_, N) = a[0], a[1:], b[1:]
     else:
         batch, (M, K), (_, N) = None, (a[::-1] if transpose_a else a), (b[::-1] if transpose_b else b)
-    form = "linalg.matmul_transpose_b" if transpose_b else "linalg.matmul_transpose_a" if transpose_a else name
+    form = tuning.form_of(name, transpose_a, transpose_b)
     cfg = tuning.matmul_config(form, dtype, batch, M, N, K)
     if cfg is None:
         return None

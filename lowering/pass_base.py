@@ -215,8 +215,10 @@ def address_of(memref_value, esize: int, index):
 
 
 def within(op, ancestor) -> bool:
-    """Whether `op` is `ancestor` or nested in it."""
+    """Whether `op` is `ancestor` or nested in it (either an ir.Operation or an OpView)."""
+    ancestor = getattr(ancestor, "operation", ancestor)
     while op is not None:
+        op = getattr(op, "operation", op)
         if op == ancestor:
             return True
         op = op.parent

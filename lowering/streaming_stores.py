@@ -68,7 +68,7 @@ import threading
 from mlir import ir
 
 from . import tuning
-from .pass_base import MiraxPass, address_of, isa, walk_ops
+from .pass_base import MiraxPass, address_of, isa, walk_ops, within
 
 NAME = "mirax-streaming-stores"
 STREAMED = "mirax.streamed"  # on the loop of non-temporal stores
@@ -258,7 +258,7 @@ class _Vectorizer:
                 if v in self.hoisted or any(v == a for a in args):
                     continue
                 owner = v.owner
-                inside = not isinstance(owner, ir.Block) and _within(owner, self.op)
+                inside = not isinstance(owner, ir.Block) and within(owner, self.op)
                 if isinstance(owner, ir.Block) and owner == self.block:
                     inside = True
                 if not inside and _scalar(v.type):
@@ -308,15 +308,6 @@ def _zero(t):
     return ir.FloatAttr.get(t, 0.0) if isa(ir.FloatType, t) else ir.IntegerAttr.get(t, 0)
 
 
-def _within(op, ancestor) -> bool:
-    while op is not None:
-        op = getattr(op, "operation", op)
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
-
-
 def constants(op) -> int:
     """How many distinct scalar constants `op`'s body uses (its own and hoisted ones)."""
     seen = set()
@@ -327,7 +318,7 @@ def constants(op) -> int:
             seen.add(o.results[0])
         for v in o.operands:
             owner = v.owner
-            if not isinstance(owner, ir.Block) and owner.name == "arith.constant" and not _within(owner, op):
+            if not isinstance(owner, ir.Block) and owner.name == "arith.constant" and not within(owner, op):
                 seen.add(v)
     return len(seen)
 

@@ -349,6 +349,12 @@ def transposed_a(s: str) -> bool:
     return s.strip().rpartition(":")[2].lower().startswith("t")
 
 
+def form_of(op: str, transpose_a: bool = False, transpose_b: bool = False) -> str:
+    """The tuning form of product `op` (linalg.matmul or batch_matmul) with A stored K x M
+    or B stored N x K: each has entries of its own (MATMUL_OPS)."""
+    return "linalg.matmul_transpose_b" if transpose_b else "linalg.matmul_transpose_a" if transpose_a else op
+
+
 def shape_spec(op: str, batch, m: int, n: int, k: int) -> str:
     """The shape text of a product (`parse_shape`'s inverse): 'T' before it for A read
     transposed, after it for B."""

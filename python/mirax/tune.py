@@ -166,8 +166,7 @@ def tune_matmul(shape: str, *, budget: float = 60.0, log=print, save: bool = Tru
         raise ValueError(f"tune_matmul: {shape!r}: a transposed operand (T) is tuned for 2-d products only")
     if tb and ta:
         raise ValueError(f"tune_matmul: {shape!r}: A or B transposed (T before or after), not both")
-    op = ("linalg.matmul_transpose_b" if tb else "linalg.matmul_transpose_a" if ta
-          else "linalg.batch_matmul" if batch else "linalg.matmul")
+    op = tuning.form_of("linalg.batch_matmul" if batch else "linalg.matmul", ta, tb)
     if not batch and _dot_product(m, n, k, tb, ta):
         log(f"  {shape}: dot products along K (lowering/matmul_dot.py): no tiles to tune")
         return None
