@@ -334,10 +334,10 @@ def _identity() -> str:
 
 def _store_path():
     try:
-        from ..runtime.disk_cache import cache_root
+        from ..runtime.disk_cache import location
     except ImportError:
         return None
-    root = cache_root()
+    root = location()
     return None if root is None else root / "host" / f"{_identity()}.json"
 
 

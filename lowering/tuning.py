@@ -239,10 +239,10 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
 def store_path(h: host_cpu.HostCPU | None = None):
     """Where the tuner keeps this host's measurements (None: no cache directory)."""
     try:
-        from ..runtime.disk_cache import cache_root
+        from ..runtime.disk_cache import location
     except ImportError:
         return None
-    root = cache_root()
+    root = location()
     h = h or host_cpu.host()
     return None if root is None else root / "tuning" / f"{h.key()}.json"
 

@@ -418,6 +418,18 @@ def test_measurements_are_used_by_later_compiles(store):
         del os.environ["MIRAX_TUNING"]
 
 
+def test_measurements_stay_in_use_with_the_kernel_cache_off(store, monkeypatch):
+    """MIRAX_DISABLE_DISK_CACHE turns off the kernel cache, not the tuner's memory (its
+    switch is MIRAX_TUNING): a debugging session with kernels rebuilt compiles the tiles
+    the cached ones had."""
+    entry = dict(mr=4, nr=2 * host_cpu.host().f32_lanes, kc=64, nc=4 * host_cpu.host().f32_lanes,
+                 forall_m=16, dtype="f32", pack_b=0)
+    tuning.save("matmul", tuning.shape_class("linalg.matmul", None, 1024, 1024, 1024), entry)
+    monkeypatch.setenv("MIRAX_DISABLE_DISK_CACHE", "1")
+    cfg = tuning.matmul_config("linalg.matmul", "f32", None, 1024, 1024, 1024)
+    assert (cfg["mr"], cfg["kc"]) == (4, 64) and tuning.store_path() is not None
+
+
 def _transformed(m, n, k):
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(tune.matmul_text(None, m, n, k))
