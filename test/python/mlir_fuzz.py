@@ -19,6 +19,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,7 +128,8 @@ def worker():
     for line in sys.stdin:
         case = json.loads(line)
         print(json.dumps({"start": case["id"]}), flush=True)
-        with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as fh:
+        # (in the directory the parent removes: a worker killed mid-case leaves its file there)
+        with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False, dir=os.environ.get("MIRAX_FUZZ_TMP")) as fh:
             fh.write(case["text"])
             path = fh.name
         out, err = io.StringIO(), io.StringIO()
@@ -159,9 +161,10 @@ def run_cases(case_list, timeout=120):
         # to fd 2 directly, and a pipe nobody reads until the end filled up and blocked the
         # worker while this process waited on its stdout (a hang, not a failure)
         errf = tempfile.TemporaryFile("w+")
+        scratch = tempfile.mkdtemp(prefix="mirax-fuzz-")
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=errf, text=True,
-                             env=dict(os.environ, MIRAX_OPT_TRACEBACK="1"))
+                             env=dict(os.environ, MIRAX_OPT_TRACEBACK="1", MIRAX_FUZZ_TMP=scratch))
         by_id = {c[0]: c for c in pending}
 
         def feed(p=p, todo=list(pending)):  # on a thread: the worker answers while we write
@@ -184,7 +187,13 @@ def run_cases(case_list, timeout=120):
             if msg["traceback"]:
                 c = by_id[msg["id"]]
                 failures.append({"id": c[0], "args": c[1], "text": c[2], "why": msg["traceback"]})
-        rc = p.wait(timeout=timeout)
+        try:
+            rc = p.wait(timeout=timeout)
+        finally:
+            if p.poll() is None:  # (timed out: no worker outlives its run)
+                p.kill()
+                p.wait()
+            shutil.rmtree(scratch, ignore_errors=True)
         errf.seek(0)
         err = errf.read()
         errf.close()
