@@ -153,7 +153,7 @@ def _load():
         return s
     # LLVM's SLP vectorizer off: our passes write the vector code, and its only change
     # across 83 modules (a transformer step's partitions, gelu, softmax, layer norm, sin,
-    # pow, conv, sort, argmax, a matmul, a gradient, a gather, integer and f16 kernels)
+    # pow, conv, sort, argmax, a matmul, a gradient, a strided read, integer and f16 kernels)
     # was the copy of one memref descriptor outside any loop. The pipeline option
     # (LLVMPassBuilderOptionsSetSLPVectorization) did not turn it off in LLVM 22 (its
     # debug log listed the pass either way), the pass's own switch does. It is a global
