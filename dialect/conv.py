@@ -429,6 +429,7 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
         return e.op(f"tensor.expand_shape {r} [{rows_dims}] output_shape [{_lst(out.shape)}] "
                     f": {ttype(res_a)} into {ttype(out)}")
     cfg = tuning.table()["conv"]
+    threads = tuning.threads()
     nb, ob, kb = im2col_chunks(xa, wa, out, cfg["im2col_bytes"], cfg["min_rows"])
     rows = nb * ob * math.prod(osz[1:])
     kcb = kb * math.prod(ksz[1:]) * c
@@ -501,6 +502,36 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
         # mirax-fuse-reductions then ran as a dot product per output element, the weights
         # read a lane at a time — a 56x56x8 3x3 convolution to 16 channels 13 ms, not 0.2)
         r2 = _barrier(e, row_chunk(e, 0), res_a)
+    elif threads > 1 and n_rows % threads == 0 and n_k == 1:
+        # the chunks on the threads, each thread's serially into its own rows: a product
+        # row reads its own window alone, so a thread copies just the windows it multiplies
+        # and no chunk waits for another (the products inside run on their thread:
+        # matmul_codegen.plan sees them nested in this forall)
+        per = n_rows // threads
+        own_a = Aval((per * rows, co), dt_)
+        t, o, r2 = e.fresh("t"), e.fresh("out"), e.fresh("rloop")
+        init = e.empty(res_a)
+        e.line(f"{r2} = scf.forall ({t}) in ({threads}) shared_outs({o} = {init}) -> ({ttype(res_a)}) {{")
+        b = e.sub()
+        start = _mul(b, t, per * rows)
+        own = b.op(f"tensor.extract_slice {o}[{start}, 0] [{per * rows}, {co}] [1, 1] "
+                   f": {ttype(res_a)} to {ttype(own_a)}")
+        j, a, done = b.fresh("j"), b.fresh("acc"), b.fresh("chunks")
+        b.line(f"{done} = scf.for {j} = {b.index(0)} to {b.index(per)} step {b.index(1)} "
+               f"iter_args({a} = {own}) -> ({ttype(own_a)}) {{")
+        bb = b.sub()
+        part = row_chunk(bb, _add(bb, _mul(bb, t, per), j))
+        ins = bb.op(f"tensor.insert_slice {part} into {a}[{_mul(bb, j, rows)}, 0] [{rows}, {co}] [1, 1] "
+                    f": {ttype(acc_a)} into {ttype(own_a)}")
+        bb.line(f"scf.yield {ins} : {ttype(own_a)}")
+        b.lines.extend(bb.lines)
+        b.line("}")
+        b.line("scf.forall.in_parallel {")
+        b.line(f"  tensor.parallel_insert_slice {done} into {o}[{start}, 0] [{per * rows}, {co}] [1, 1] "
+               f": {ttype(own_a)} into {ttype(res_a)}")
+        b.line("}")
+        e.lines.extend(b.lines)
+        e.line("}")
     else:
         r, o, r2 = e.fresh("r"), e.fresh("out"), e.fresh("rloop")
         init = e.empty(res_a)

@@ -241,7 +241,8 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
     # its rows (1000^3 in 4-row tiles on 2 threads: 5 tasks of 200 rows 153 GFLOP/s, 10
     # of 100 rows 184)
     tasks = batch or 1
-    threads = int(cfg.get("threads") or tuning.threads())
+    nested = _nested_in_forall(op)  # already on a thread of its own (a convolution's chunks)
+    threads = 1 if nested else int(cfg.get("threads") or tuning.threads())
     limit = cfg["forall_m"] if tasks >= 2 or Mp < 2 * mr else min(cfg["forall_m"], Mp // 2)
     divisors = [d for d in range(mr, max(limit, mr) + 1, mr) if Mp % d == 0]
     forall_m = max(divisors)
@@ -298,6 +299,9 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
         forall_n = _even_split(Np, nr, threads)
         if forall_n:
             nc = max(d for d in range(nr, min(nc, forall_n) + 1, nr) if forall_n % d == 0)
+    if nested:  # one task: its forall folds away (a nested parallel loop would share the
+        # outer one's task counter)
+        forall_m, forall_n = Mp, 0
     return dict(batch=batch, dims=(M, N, K), pad=(Mp, Np), forall_m=forall_m, forall_n=forall_n, nc=nc,
                 kc=min(cfg["kc"], K), mr=mr, nr=nr, pack=pack, pack_a=pack_a,
                 rows_outer=rows_outer, transpose_a=transpose_a,
@@ -312,6 +316,15 @@ REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padd
 def _up(x: int, t: int) -> int:
     """x rounded up to a multiple of t."""
     return -(-x // t) * t
+
+
+def _nested_in_forall(op) -> bool:
+    p = op.parent
+    while p is not None:
+        if p.name == "scf.forall":
+            return True
+        p = p.parent
+    return False
 
 
 def _balanced_rows(Mp: int, mr: int, threads: int, per_thread: int) -> int:

@@ -1,4 +1,4 @@
-// RUN: %mirax-opt %s --convert-mirax-to-linalg | FileCheck %s
+// RUN: env MIRAX_NUM_THREADS=1 %mirax-opt %s --convert-mirax-to-linalg | FileCheck %s
 // RUN: %mirax-opt %s --convert-mirax-to-linalg=target=gpu | FileCheck %s --check-prefix=GPU
 
 // On the CPU a convolution is a matrix product (dialect/conv.py, `_im2col_products`): the
@@ -34,7 +34,8 @@ func.func @conv3x3(%x: tensor<2x8x8x4xf32>, %w: tensor<6x3x3x4xf32>) -> tensor<2
 }
 
 // A window copy larger than any host's budget: chunks of output rows in an scf.for, each
-// a copy of its windows and a product inserted into the result's rows.
+// a copy of its windows and a product inserted into the result's rows (on one thread:
+// with more, the chunks go to the threads, convert-mirax-to-linalg-conv-threads.mlir).
 // CHECK-LABEL: func.func @conv_chunked
 // CHECK:         scf.for %[[R:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[OUT:.+]] = %{{.+}}) -> (tensor<3211264x64xf32>)
 // CHECK:           tensor.extract_slice %{{.+}}[%{{.+}}, %{{.+}}, 0, 0]

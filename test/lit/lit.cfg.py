@@ -73,3 +73,14 @@ for var in ("HOME", "TMPDIR", "MIRAX_CACHE_DIR", "OPENBLAS_CORETYPE", "OPENBLAS_
 # mirax.tune` measured them here: a tuned machine's stored entries (A repacked, say) would
 # change what the checks see
 config.environment["MIRAX_TUNING"] = "off"
+
+# `threads`: kernels may run on two threads here (two CPUs and an OpenMP runtime): the
+# checks of what the lowering emits for them
+try:
+    import subprocess
+    _threads = subprocess.run([python, "-c", "from mirax.lowering import tuning; print(tuning.threads())"],
+                              capture_output=True, text=True, timeout=120).stdout.strip()
+    if _threads.isdigit() and int(_threads) >= 2:
+        config.available_features.add("threads")
+except (OSError, subprocess.SubprocessError):
+    pass

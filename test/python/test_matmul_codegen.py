@@ -991,3 +991,31 @@ func.func @mm(%a: tensor<64x128xf32>, %b: tensor<128x128xf32>) -> tensor<64xf32>
         module = ir.Module.parse(summed)
         mc.optimize_matmuls(module, config=cfg)
         assert str(module).count("linalg.generic") == 1
+
+
+def test_a_product_inside_a_forall_is_one_task_on_its_thread():
+    """A product already on a thread of the threads' scf.forall (a convolution's chunk,
+    dialect/conv.py) is planned as one task for one thread: a nested parallel loop of
+    tasks would share the outer one's task counter (the tasks of both threads mixed: a
+    1-d convolution came out as garbage)."""
+    text = """
+    func.func @f(%a: tensor<2x256x640xf32>, %b: tensor<640x128xf32>) -> tensor<2x256x128xf32> {
+      %e = tensor.empty() : tensor<2x256x128xf32>
+      %r = scf.forall (%t) in (2) shared_outs(%o = %e) -> (tensor<2x256x128xf32>) {
+        %x = tensor.extract_slice %a[%t, 0, 0] [1, 256, 640] [1, 1, 1] : tensor<2x256x640xf32> to tensor<256x640xf32>
+        %c = arith.constant 0.0 : f32
+        %z = tensor.empty() : tensor<256x128xf32>
+        %f = linalg.fill ins(%c : f32) outs(%z : tensor<256x128xf32>) -> tensor<256x128xf32>
+        %m = linalg.matmul ins(%x, %b : tensor<256x640xf32>, tensor<640x128xf32>) outs(%f : tensor<256x128xf32>) -> tensor<256x128xf32>
+        scf.forall.in_parallel {
+          tensor.parallel_insert_slice %m into %o[%t, 0, 0] [1, 256, 128] [1, 1, 1] : tensor<256x128xf32> into tensor<2x256x128xf32>
+        }
+      }
+      return %r : tensor<2x256x128xf32>
+    }"""
+    with ir.Context(), ir.Location.unknown():
+        inside, plain = ir.Module.parse(text), ir.Module.parse(matmul_text(256, 128, 640))  # (kept: their ops)
+        nested = mc.plan(mc.matmul_ops(inside.operation)[0])
+        alone = mc.plan(mc.matmul_ops(plain.operation)[0])
+    assert nested["threads"] == 1 and nested["forall_m"] == nested["pad"][0] and not nested["forall_n"]
+    assert alone["forall_m"] < alone["pad"][0] or alone["forall_n"] or alone["threads"] == 1
