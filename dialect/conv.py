@@ -405,6 +405,11 @@ def _im2col_products(e, x, xa: Aval, w, wa: Aval, out: Aval, stride, kdil):
             %acc = linalg.matmul ins(collapse(%col), slice(wT)) outs(%acc)
           tensor.insert_slice %acc into the result's rows
 
+    With several threads, the kernel whole and the chunks dividing among them, the row
+    chunks go to the threads: `scf.forall (%t) in (threads)`, each running its share of
+    the chunks in order into its own rows (`scf.for`, then one parallel_insert_slice): a
+    product row reads its own window alone, so no chunk waits for another.
+
     A 1x1 kernel with stride 1 is one product of the input itself."""
     from ..lowering import tuning
     d = xa.ndim - 2
