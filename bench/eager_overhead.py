@@ -23,7 +23,8 @@ import time
 # a fresh kernel cache, so "cold" really compiles (bench/cache.py measures the disk cache),
 # with this host's tuner measurements and detected CPU copied in: kernels are built with
 # the choices in force for the user (the threads threshold the tuner measured, say), and
-# the header says so (runtime/disk_cache.py `cache_root`: the same lookup)
+# the header says so (runtime/disk_cache.py `location`: the same lookup, written out because
+# it runs before numpy loads)
 _user_cache = os.environ.get("MIRAX_CACHE_DIR") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mirax")
 os.environ["MIRAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="mirax-bench-")
