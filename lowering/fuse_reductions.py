@@ -85,9 +85,9 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, indexing_maps, inline_body,
-                        isa, iterator_kinds, outside_values, reassociation, reassociation_attr, run_transform, user_op,
-                        walk_ops, within)
+from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, enclosing,
+                        indexing_maps, inline_body, isa, iterator_kinds, outside_values, reassociation,
+                        reassociation_attr, run_transform, user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -665,10 +665,7 @@ def _find_forall(module, gid):
     for op in walk_ops(module, lambda n: n == "linalg.generic"):
         a = op.attributes[ROOT] if ROOT in op.attributes else None
         if a is not None and ir.IntegerAttr(a).value == gid:
-            p = op.parent
-            while p is not None and p.name != "scf.forall":
-                p = p.parent
-            return p
+            return enclosing(op, "scf.forall")
     return None
 
 

@@ -55,7 +55,7 @@ from . import matmul_dot
 from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
-from .pass_base import (apply_transform, body_ops, clone_mapped, defining_op, inline_body, is_transpose_2d,
+from .pass_base import (apply_transform, body_ops, clone_mapped, defining_op, enclosing, inline_body, is_transpose_2d,
                         outside_values, transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
@@ -241,7 +241,7 @@ def plan(op, config=None, inherit=None, prefer_nr=None):
     # its rows (1000^3 in 4-row tiles on 2 threads: 5 tasks of 200 rows 153 GFLOP/s, 10
     # of 100 rows 184)
     tasks = batch or 1
-    nested = _nested_in_forall(op)  # already on a thread of its own (a convolution's chunks)
+    nested = enclosing(op, "scf.forall") is not None  # on a thread of its own (a convolution's chunk)
     threads = 1 if nested else int(cfg.get("threads") or tuning.threads())
     limit = cfg["forall_m"] if tasks >= 2 or Mp < 2 * mr else min(cfg["forall_m"], Mp // 2)
     divisors = [d for d in range(mr, max(limit, mr) + 1, mr) if Mp % d == 0]
@@ -316,15 +316,6 @@ REMAINDER = "__mirax_matmul_remainder"  # a piece split_remainders cut off: padd
 def _up(x: int, t: int) -> int:
     """x rounded up to a multiple of t."""
     return -(-x // t) * t
-
-
-def _nested_in_forall(op) -> bool:
-    p = op.parent
-    while p is not None:
-        if p.name == "scf.forall":
-            return True
-        p = p.parent
-    return False
 
 
 def _balanced_rows(Mp: int, mr: int, threads: int, per_thread: int) -> int:

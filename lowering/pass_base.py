@@ -214,6 +214,14 @@ def address_of(memref_value, esize: int, index):
     return arith.AddIOp(ptr, arith.MulIOp(offset, index(esize)).result).result
 
 
+def enclosing(op, name: str):
+    """The nearest op named `name` around `op` (not `op` itself), or None."""
+    p = op.parent
+    while p is not None and p.name != name:
+        p = p.parent
+    return p
+
+
 def within(op, ancestor) -> bool:
     """Whether `op` is `ancestor` or nested in it (either an ir.Operation or an OpView)."""
     ancestor = getattr(ancestor, "operation", ancestor)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from mlir import ir
 
 from . import tuning
-from .pass_base import MiraxPass, defining_op, isa, splat_attr, user_op, walk_ops
+from .pass_base import MiraxPass, defining_op, enclosing, isa, splat_attr, user_op, walk_ops
 
 NAME = "mirax-pin-constants"
 
@@ -89,12 +89,7 @@ def _is_root(loop) -> bool:
     3: 426-506 us unpinned, 473-535 pinned); with mirax-streaming-stores' loops of one
     register it wins (its docstring: 32x1000x4096 on Zen 4 capped at AVX2, 25.5-25.9 ms
     unpinned, 23.9-24.2 pinned) and is even in cache."""
-    p = loop.parent
-    while p is not None and p.name != "func.func":
-        if p.name == "scf.for":
-            return False
-        p = p.parent
-    return True
+    return enclosing(loop, "scf.for") is None  # (a function is never inside a loop)
 
 
 _CONSUMERS = ("arith.", "math.", "vector.fma")
