@@ -78,7 +78,14 @@ def choices() -> str:
     lines.append(f"conv (derived): window copies of at most {cv['im2col_bytes'] >> 10} KiB, kernels cut below "
                  f"{cv['min_rows']} rows; groups as products from {cv['group_min_out']} output channels, "
                  f"up to {cv['max_groups']} groups")
-    lines.append(f"sort (derived): bitonic blocks of {t['sort']['block_bytes'] >> 10} KiB, then vector merges")
+    st, ms = t["sort"], m.get("sort", {})
+
+    def radix(key, amount):
+        return f"{'never' if st[key] >= 1 << 40 else amount} ({'measured' if key in ms else 'derived'})"
+    keys32 = radix("radix_bytes", f"{st['radix_bytes'] >> 10} KiB of 32-bit keys")
+    keys64 = radix("radix_wide", f"{st['radix_wide']} 64-bit keys")
+    lines.append(f"sort: bitonic blocks of {st['block_bytes'] >> 10} KiB, then vector merges (derived); "
+                 f"the radix sort from {keys32} a row, from {keys64}")
     return "\n".join("  " + x for x in lines)
 
 

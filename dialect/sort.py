@@ -15,12 +15,14 @@ gradient gathers and scatters by argsort's indices.
 CPU lowering of sort, a row at a time (`_sort_by_keys`): integer keys one-to-one with the
 values (`_to_key`), padded into blocks of a sixteenth of L2 sorted by a bitonic network
 on vectors, then vector merges of the blocks (`_Bitonic`, `_sort_keys_row`), back to
-values (`_from_key`); one long row as two halves on two threads and a merge.
+values (`_from_key`); one long row as two halves on two threads and a merge. Long rows
+(tuning.py "sort": radix_bytes of 32-bit keys, radix_wide 64-bit ones) take an LSD radix
+sort of the keys instead (`_radix_keys_row`: a counting loop, then a pass a byte).
 
-CPU lowering of values of 32 bits or fewer: each value's integer key (in the values'
-order) in the high half of an int64 and its index in the low half, sorted by `sort`'s
-vector code (`_argsort_by_vectors`): equal keys come out in index order (stable), and
-the low halves are the indices. Wider values (64 bits, complex): a bottom-up merge sort
+CPU lowering of argsort of values of 32 bits or fewer: each value's integer key (in the
+values' order) in the high half of an int64 and its index in the low half, sorted by
+`sort`'s code (`_argsort_by_vectors`; the radix sort by the key half alone): equal keys
+come out in index order (stable), and the low halves are the indices. Wider values (64 bits, complex): a bottom-up merge sort
 of each row (the dims before and after the axis
 are the rows, an `scf.forall` over the threads when the array is large; along an inner
 axis the array is transposed to rows and the result back), on a copy of the row's keys
@@ -364,7 +366,8 @@ def _argsort_by_vectors(e, x, a: Aval, ax: int, out: Aval) -> str:
     def out_row(b, keys, m):
         return b.map([keys], [Aval((m,), dt.int64)], Aval((m,), dt.int32),
                      lambda bb, k: bb.op(f"arith.trunci {k} : i64 to i32"))
-    return _sort_by_keys(e, x, a, ax, dt.int64, key_row, Aval(out.shape, dt.int32), out_row)
+    return _sort_by_keys(e, x, a, ax, dt.int64, key_row, Aval(out.shape, dt.int32), out_row, low=32,
+                         bits=_key_bits(a.dtype))
 
 
 def _lower_cpu(e, ins, in_avals, out, axis):
@@ -965,7 +968,150 @@ def _sort_keys_row(b, kd, row, n, lanes, block):
                                     f"{ttype(Aval((n,), kd))}")
 
 
-def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row) -> str:
+RADIX_BITS = 8  # a digit: 256 counters a pass, a kilobyte each for the counts and the offsets
+
+
+def _scalar_loop(b, n, inits, types, body, hint="loop"):
+    """`scf.for %i = 0 to n` carrying `inits` (of `types`); `body(bb, i, *carried)` emits
+    into bb and returns the values to yield. Returns the loop's results."""
+    i, res = b.fresh("i"), b.fresh(hint)
+    carried = [b.fresh("c") for _ in inits]
+    count = f":{len(inits)}" if len(inits) > 1 else ""
+    b.line(f"{res}{count} = scf.for {i} = {b.index(0)} to {n} step {b.index(1)} "
+           f"iter_args({', '.join(f'{c} = {v}' for c, v in zip(carried, inits))}) -> ({', '.join(types)}) {{")
+    bb = b.sub("  ")
+    ys = body(bb, i, *carried)
+    bb.line(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+    b.lines.extend(bb.lines)
+    b.line("}")
+    return [f"{res}#{k}" for k in range(len(inits))] if len(inits) > 1 else [res]
+
+
+COUNT_COPIES = 4  # the counting loop's counter sets, a key each in turn (four chains, not one)
+
+
+def _key_bits(d) -> int:
+    """The bits that tell `_to_key`'s keys of dtype `d` apart (the rest copy the sign):
+    narrow unsigned values and bools are zero-extended, one more bit."""
+    return d.bits + (1 if d.kind in "ub" and d.bits < 32 else 0)
+
+
+def _radix_keys_row(b, kd, row, n, low=0, bits=None):
+    """Row `row` (tensor<n x kd>, signed integer keys) sorted stably by its `bits` bits
+    from `low` up (the rest of the word copies their sign; all of it by default), by an
+    LSD radix sort of RADIX_BITS-bit digits (the top digit's sign bit flipped: the keys
+    are signed; a 16-bit value's key takes two passes, a 64-bit one's eight). One loop counts every pass's digit values at once (the counts
+    do not change from pass to pass); then a pass a digit, lowest first, moves the keys
+    into the other buffer by their digit, in order: the first half's from the front to
+    their value's next free place from its start, the second half's from the back to its
+    next free place from its end, each half with counters of its own. Both halves keep
+    their order (the front one's keys fill each value's places forwards, the back one's
+    backwards), and the two chains of counter loads and stores are independent: one chain
+    a pass (load a counter, store the key where it says, store the counter + 1) ran at 9
+    cycles a key on Zen 3, its stores waiting on the counter loads; two sides 4-5, and
+    the counts in COUNT_COPIES counter sets likewise. With `low` = 32 on int64 (argsort's
+    (key, index) pairs) the key half alone decides: a row's pairs arrive in index order
+    and the passes are stable, so equal keys stay in index order.
+
+    Each pass reads and writes the row once, where the bitonic blocks' merges read and
+    write it log2(n / block) times and the (key, index) pairs' merges compare 64 bits."""
+    et = kd.signless
+    passes = -(-(bits or kd.bits - low) // RADIX_BITS)
+    size = 1 << RADIX_BITS
+    tt = ttype(Aval((n,), kd))
+    per = passes * size  # one counter set: a counter a digit value a pass
+    ht, ct = f"tensor<{per}xi32>", f"tensor<{COUNT_COPIES * per}xi32>"
+    mask, top = b.const(size - 1, et), b.const(size // 2, et)
+    zero32, one32 = b.const(0, "i32"), b.const(1, "i32")
+
+    def digit(bb, k, p):
+        """Digit p of key k, as an index."""
+        shift = low + p * RADIX_BITS
+        v = bb.op(f"arith.shrui {k}, {bb.const(shift, et)} : {et}") if shift else k
+        v = bb.op(f"arith.andi {v}, {mask} : {et}")
+        if p == passes - 1:  # (the sign bit or a copy of it: negative keys first)
+            v = bb.op(f"arith.xori {v}, {top} : {et}")
+        return bb.op(f"arith.index_cast {v} : {et} to index")
+
+    def bump(bb, h, t, k, base):
+        """Every pass's counter of key k's digit in counter set `base` of h, + 1."""
+        for p in range(passes):
+            at = bb.op(f"arith.addi {digit(bb, k, p)}, {bb.index(base + p * size)} : index")
+            c = bb.op(f"arith.addi {bb.op(f'tensor.extract {h}[{at}] : {t}')}, {one32} : i32")
+            h = bb.op(f"tensor.insert {c} into {h}[{at}] : {t}")
+        return h
+    counts = b.op(f"linalg.fill ins({zero32} : i32) outs({b.op(f'bufferization.alloc_tensor() : {ct}')} "
+                  f": {ct}) -> {ct}")
+    groups = n // COUNT_COPIES
+
+    def count(bb, i, h):
+        at = bb.op(f"arith.muli {i}, {bb.index(COUNT_COPIES)} : index")
+        for j in range(COUNT_COPIES):
+            k = bb.op(f"tensor.extract {row}[{bb.op(f'arith.addi {at}, {bb.index(j)} : index') if j else at}] : {tt}")
+            h = bump(bb, h, ct, k, j * per)
+        return [h]
+    if groups:
+        (counts,) = _scalar_loop(b, b.index(groups), [counts], [ct], count, "count")
+    for i in range(groups * COUNT_COPIES, n):  # (fewer keys than copies left: in set 0)
+        counts = bump(b, counts, ct, b.op(f"tensor.extract {row}[{b.index(i)}] : {tt}"), 0)
+
+    def bounds(bb, g, starts, ends, *runs):
+        """Each pass's running sum: where digit value g's keys start and end."""
+        outs = []
+        for p, run in enumerate(runs):
+            at = bb.op(f"arith.addi {g}, {bb.index(p * size)} : index") if p else g
+            starts = bb.op(f"tensor.insert {run} into {starts}[{at}] : {ht}")
+            for j in range(COUNT_COPIES):
+                cj = bb.op(f"arith.addi {at}, {bb.index(j * per)} : index") if j else at
+                run = bb.op(f"arith.addi {run}, {bb.op(f'tensor.extract {counts}[{cj}] : {ct}')} : i32")
+            ends = bb.op(f"tensor.insert {run} into {ends}[{at}] : {ht}")
+            outs.append(run)
+        return [starts, ends] + outs
+    starts, ends, *_ = _scalar_loop(
+        b, b.index(size), [b.op(f"bufferization.alloc_tensor() : {ht}"), b.op(f"bufferization.alloc_tensor() : {ht}")]
+        + [zero32] * passes, [ht, ht] + ["i32"] * passes, bounds, "bounds")
+    st = f"tensor<{size}xi32>"
+    half = n // 2
+    last = b.index(n - 1)
+    # the second pass writes into the row's buffer (bufferization copies a row it may not
+    # write, an argument's); the other buffer is an allocation of its own (see `_sort_row`)
+    keys, other = row, b.op(f"bufferization.alloc_tensor() : {tt}")
+    for p in range(passes):
+        front = b.op(f"tensor.extract_slice {starts}[{p * size}] [{size}] [1] : {ht} to {st}")
+        back = b.op(f"tensor.extract_slice {ends}[{p * size}] [{size}] [1] : {ht} to {st}")
+
+        def scatter(bb, i, dst, fwd, bwd, p=p, src=keys):
+            k = bb.op(f"tensor.extract {src}[{i}] : {tt}")
+            g = digit(bb, k, p)
+            at = bb.op(f"tensor.extract {fwd}[{g}] : {st}")
+            dst = bb.op(f"tensor.insert {k} into {dst}[{bb.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
+            fwd = bb.op(f"tensor.insert {bb.op(f'arith.addi {at}, {one32} : i32')} into {fwd}[{g}] : {st}")
+            q = bb.op(f"tensor.extract {src}[{bb.op(f'arith.subi {last}, {i} : index')}] : {tt}")
+            gq = digit(bb, q, p)
+            end = bb.op(f"arith.subi {bb.op(f'tensor.extract {bwd}[{gq}] : {st}')}, {one32} : i32")
+            dst = bb.op(f"tensor.insert {q} into {dst}[{bb.op(f'arith.index_cast {end} : i32 to index')}] : {tt}")
+            return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")]
+        moved, fwd, _ = _scalar_loop(b, b.index(half), [other, front, back], [tt, st, st], scatter, "pass")
+        if n % 2:  # the middle key: between the halves', at its value's one free place
+            k = b.op(f"tensor.extract {keys}[{b.index(half)}] : {tt}")
+            at = b.op(f"tensor.extract {fwd}[{digit(b, k, p)}] : {st}")
+            moved = b.op(f"tensor.insert {k} into {moved}[{b.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
+        keys, other = moved, keys
+    return keys
+
+
+def _keys_row(b, kd, row, n, lanes, block, low, bits):
+    """A row of keys sorted (by their `bits` bits from `low` up): by the radix sort from
+    tuning.py's "sort" radix_bytes of 32-bit keys, or radix_wide 64-bit ones (argsort's
+    (key, index) pairs too), else by the bitonic blocks and their merges."""
+    from ..lowering import tuning
+    t = tuning.table()["sort"]
+    if n >= (t["radix_wide"] if kd.bits == 64 else t["radix_bytes"] // (kd.bits // 8)):
+        return _radix_keys_row(b, kd, row, n, low, bits)
+    return _sort_keys_row(b, kd, row, n, lanes, block)
+
+
+def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row, low=0, bits=None) -> str:
     """`x` (of `a`) along `ax` in the order of its integer keys (of dtype `kd`), row by
     row: `key_row(b, row, n, first)` gives a row's keys (`first`: the row's first
     element's index in the array's row, an index value), `_sort_keys_row` sorts them and
@@ -990,7 +1136,7 @@ def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row) -> st
 
         def half(b, row, r, _dest):
             first = b.op(f"arith.muli {r}, {b.index(h)} : index")
-            return [_sort_keys_row(b, kd, key_row(b, row, h, first), h, lanes, block)]
+            return [_keys_row(b, kd, key_row(b, row, h, first), h, lanes, block, low, bits)]
         (halves,) = _over_rows(e, _reshape(e, padded, full, (2, h)), 2, h, d, True, [(h, kd)], half)
         kt = ttype(Aval((2 * h,), kd))
         merged = _Bitonic(e, kd, lanes).merge(e, _reshape(e, halves, Aval((2, h), kd), (2 * h,)),
@@ -1002,7 +1148,7 @@ def _sort_by_keys(e, x, a: Aval, ax: int, kd, key_row, out: Aval, out_row) -> st
         return _reshape(e, res, Aval((n,), out.dtype), out.shape)
 
     def body(b, row, r, _dest):
-        return [out_row(b, _sort_keys_row(b, kd, key_row(b, row, n, None), n, lanes, block), n)]
+        return [out_row(b, _keys_row(b, kd, key_row(b, row, n, None), n, lanes, block, low, bits), n)]
     (res,) = _over_rows(e, _to_rows(e, x, a, ax), rows, n, d, _on_threads(a, rows),
                         [(n, out.dtype)], body)
     return _from_rows(e, res, a, ax, out)
@@ -1032,7 +1178,7 @@ def _sort_cpu(e, ins, in_avals, out, axis):
     def out_row(b, keys, m):
         return keys if same else b.map([keys], [Aval((m,), kd)], Aval((m,), a.dtype),
                                        lambda bb, k: _from_key(bb, k, a.dtype))
-    return _sort_by_keys(e, ins[0], a, ax, kd, key_row, out, out_row)
+    return _sort_by_keys(e, ins[0], a, ax, kd, key_row, out, out_row, bits=_key_bits(a.dtype))
 
 
 def _sort_gpu(e, ins, in_avals, out, axis):

@@ -230,7 +230,16 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # (whose vectors wait on each other), so blocks stay large while they fit L2 with
         # room: L2 / 16 (znver5, 1 MiB L2: blocks of 16 KiB to 128 KiB within 10% on
         # 1024 x 4096, 2^20, 64 x 50000, 256 x 16384 f32; L1d-sized ones 3-40% slower)
-        "sort": dict(block_bytes=h.l2 // 16),
+        # Rows of at least radix_bytes of 32-bit keys sort by the LSD radix sort instead
+        # (dialect/sort.py `_radix_keys_row`: four passes over the keys, where the
+        # merges' passes grow with log2 of the row's blocks): from L2 / 4 (Zen 3, 512 KiB
+        # L2, f32 rows: 16384 15.5 ms bitonic against 16.4 radix, 24576 9.7 / 9.6, 32768
+        # 17.0 / 16.5, 50000 15.1 / 12.7, 2^20 in one row 9.1 / 6.9). Rows of 64-bit keys
+        # (f64, int64, and argsort's (key, index) pairs), whose bitonic blocks hold half
+        # the lanes, from radix_wide keys: four a counter of a pass (f64 4096 x 1024 51 ms
+        # against 33, argsort f32 4096 x 1024 45.8 / 19.3, 4096 x 256 7.3 / 6.9).
+        # `python -m mirax.tune` measures both (`tune_sort`).
+        "sort": dict(block_bytes=h.l2 // 16, radix_bytes=h.l2 // 4, radix_wide=1024),
     }
 
 
@@ -294,8 +303,9 @@ def _stored() -> dict:
     return _read(str(path), mtime)
 
 
-def save(section: str, key: str, entry: dict) -> None:
-    """Record one measured choice (atomically; other processes may read the file)."""
+def save(section: str, key: str, entry) -> None:
+    """Record one measured choice, a JSON value (atomically; other processes may read the
+    file)."""
     path = store_path()
     if path is None:
         raise RuntimeError("mirax tuning: no cache directory (MIRAX_CACHE_DIR is empty or the disk cache is off)")

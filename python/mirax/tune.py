@@ -16,8 +16,9 @@ and stores the fastest with its shape class (a stored choice races too, and a ch
 replaces it only by beating it twice: in the final race and in one of the two alone);
 later compiles of any matmul of that class
 (or the nearest measured one) use it. Row reductions (softmax, layer norm: the partial
-sums of mirax-fuse-reductions), the threads threshold of elementwise kernels and f32 pow
-(the polynomial or the vector math library's call) are measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
+sums of mirax-fuse-reductions), the threads threshold of elementwise kernels, f32 pow
+(the polynomial or the vector math library's call) and the row length from which sorts
+take the radix sort are measured the same way. Results live in `$MIRAX_CACHE_DIR/tuning/<host>.json`
 (`tuning.store_path()`), one file per host, so a cache directory shared by machines keeps
 each one's choices. `MIRAX_TUNING=off` ignores them. A product reading B transposed in
 place (`x @ W.T`; its B always repacked from that layout) has classes of its own
@@ -439,6 +440,54 @@ def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | Non
     return entry
 
 
+SORT_LENGTHS = {"radix_bytes": [4096, 8192, 16384, 32768, 65536, 262144], "radix_wide": [256, 1024, 4096, 16384]}
+NEVER = 1 << 40  # (a threshold no row reaches)
+
+
+def tune_sort(*, total: int = 1 << 20, log=print, save: bool = True) -> dict | None:
+    """From which row length the radix sort beats the bitonic blocks and their merges
+    (tuning.py "sort"): f32 `sort` (32-bit keys: radix_bytes) and f32 `argsort` ((key,
+    index) pairs of 64 bits, as f64's keys: radix_wide) over `total` elements in rows of
+    SORT_LENGTHS, both lowerings compiled, checked against numpy's (stable) sort and raced
+    interleaved. The threshold kept is the shortest row from which the radix sort wins at
+    every longer length measured (none: never)."""
+    import mirax as mr
+    rng = np.random.default_rng(0)
+    found = {}
+    for key, lengths in SORT_LENGTHS.items():
+        op = "sort" if key == "radix_bytes" else "argsort"
+        wins = {}
+        for n in lengths:
+            x = rng.standard_normal((total // n, n)).astype(np.float32)
+            xa = mr.array(x)
+            want = np.sort(x, -1) if op == "sort" else np.argsort(x, -1, kind="stable")
+            fns = {}
+            for radix in (True, False):
+                with tuning.override(sort={key: 1 if radix else NEVER}):
+                    f = mr.compile(lambda v: getattr(mr, op)(v, axis=-1))
+                    got = np.asarray(f(xa))
+                if not np.array_equal(got, want):
+                    log(f"  {op} rows of {n}: the {'radix' if radix else 'bitonic'} sort is wrong; skipped")
+                    break
+                fns[radix] = lambda f=f: mr.eval(f(xa))
+            if len(fns) < 2:
+                continue
+            r = _race(fns, 5, 3)
+            wins[n] = r[True] < r[False]
+            log(f"  {op} rows of {n}: radix {r[True] * 1e3:.2f} ms, bitonic {r[False] * 1e3:.2f} ms")
+        start = None
+        for n in sorted(wins, reverse=True):
+            if not wins[n]:
+                break
+            start = n
+        found[key] = NEVER if start is None else start * 4 if key == "radix_bytes" else start
+        log(f"  {op}: the radix sort from {'never' if start is None else f'rows of {start}'}")
+    if save:
+        for key, v in found.items():
+            tuning.save("sort", key, v)
+    return found
+
+
 def show() -> None:
     h = host_cpu.host()
     print(f"host: {h.describe()}\nkey: {h.key()}\nstore: {tuning.store_path()}")
@@ -448,7 +497,7 @@ def show() -> None:
         print(f"  {k}: {v}")
     m = tuning.measured()
     print("measured:" + ("" if m else " nothing yet (python -m mirax.tune)"))
-    for section in ("matmul", "row_fusion", "parallel", "math"):
+    for section in ("matmul", "row_fusion", "parallel", "math", "sort"):
         for key, e in sorted(m.get(section, {}).items()):
             print(f"  {section} {key}: {e}")
 
@@ -510,6 +559,8 @@ def main(argv=None) -> int:
         tune_threads()
     if not picked and time.monotonic() - start < args.budget:
         tune_pow()
+    if not picked and time.monotonic() - start < args.budget:
+        tune_sort()
     print(f"done in {time.monotonic() - start:.0f} s")
     return 0
 

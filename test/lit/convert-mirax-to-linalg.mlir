@@ -275,6 +275,48 @@ func.func @argsort_columns(%x: tensor<4x8xi64>) -> tensor<4x8xui32> {
 
 // -----
 
+// argsort rows of radix_wide keys or more (1024, derived; lit runs MIRAX_TUNING=off):
+// the LSD radix sort of the (key, index) pairs by their key half (dialect/sort.py
+// `_radix_keys_row`). One loop counts every pass's digit of four keys an iteration, each
+// in a counter set of its own (4 sets x 4 passes x 256); the top digit's sign bit flipped.
+// Then each pass's starts and ends of every digit value (running sums over the four
+// sets), and a pass a digit: the first half's pairs from the front to their value's next
+// start, the second half's from the back to its next end - 1; the second pass writes
+// into the row's own buffer.
+// CHECK-LABEL: func.func @argsort_radix
+// CHECK: %[[ROW:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<2048xi64>)
+// CHECK: %[[ZERO:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<4096xi32>)
+// CHECK: %[[COUNTS:.+]] = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[ZERO]]) -> (tensor<4096xi32>)
+// CHECK: arith.shrui %{{.+}}, %c32_i64 : i64
+// CHECK: arith.shrui %{{.+}}, %c56_i64 : i64
+// CHECK-NEXT: %[[TOP:.+]] = arith.andi
+// CHECK-NEXT: arith.xori %[[TOP]], %c128_i64 : i64
+// CHECK: %[[B:.+]]:6 = scf.for {{.+}} -> (tensor<1024xi32>, tensor<1024xi32>, i32, i32, i32, i32)
+// CHECK: %[[BUF:.+]] = bufferization.alloc_tensor() : tensor<2048xi64>
+// CHECK: %[[F0:.+]] = tensor.extract_slice %[[B]]#0[0] [256] [1]
+// CHECK: %[[E0:.+]] = tensor.extract_slice %[[B]]#1[0] [256] [1]
+// CHECK: %[[P0:.+]]:3 = scf.for %[[I:.+]] = %{{.+}} to %c1024{{.*}} step %{{.+}} iter_args(%[[D:.+]] = %[[BUF]], %[[F:.+]] = %[[F0]], %[[E:.+]] = %[[E0]])
+// CHECK: %[[K:.+]] = tensor.extract %[[ROW]][%[[I]]] : tensor<2048xi64>
+// CHECK: %[[AT:.+]] = tensor.extract %[[F]][%{{.+}}] : tensor<256xi32>
+// CHECK: tensor.insert %[[K]] into %[[D]][%{{.+}}] : tensor<2048xi64>
+// CHECK: %[[J:.+]] = arith.subi %c2047, %[[I]] : index
+// CHECK: %[[Q:.+]] = tensor.extract %[[ROW]][%[[J]]] : tensor<2048xi64>
+// CHECK: %[[END:.+]] = tensor.extract %[[E]][%{{.+}}] : tensor<256xi32>
+// CHECK: arith.subi %[[END]], %c1_i32 : i32
+// CHECK: scf.for {{.+}} iter_args(%{{.+}} = %[[ROW]], {{.+}}) -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
+// CHECK: tensor.extract %[[P0]]#0
+// CHECK: scf.for {{.+}} -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
+// CHECK: scf.for {{.+}} -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
+// CHECK: arith.trunci %{{.+}} : i64 to i32
+// CHECK-NOT: vector.shuffle
+// CHECK: return
+func.func @argsort_radix(%x: tensor<2x2048xf32>) -> tensor<2x2048xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<2x2048xf32>) -> tensor<2x2048xui32>
+  return %0 : tensor<2x2048xui32>
+}
+
+// -----
+
 // argtopk: each row's k largest by insertion (dialect/sort.py `_select_row`): k slots of
 // (key, index) ascending, from (lowest key, -1). The row is read a vector of the host's
 // width at a time, turned into integer keys in the registers (the merge sort's order),

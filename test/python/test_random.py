@@ -177,6 +177,9 @@ def test_gumbel_and_permutation():
     x = np.arange(12.0).reshape(3, 4)
     q = npa(mr.random.permutation(mr.array(x), axis=1, key=mr.random.key(15)))
     assert sorted(q[0].tolist()) == [0, 1, 2, 3] and (q[1] == q[0] + 4).all()
+    # n log n: the ranks of every pair of 2^17 words would be 2^34 comparisons and bytes
+    big = npa(mr.random.permutation(1 << 17, key=mr.random.key(16)))
+    assert big.dtype == np.int32 and np.array_equal(np.sort(big), np.arange(1 << 17))
 
 
 # ---- transforms ----------------------------------------------------------------------------------------

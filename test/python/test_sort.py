@@ -292,6 +292,43 @@ def test_sort_one_long_row_in_two_halves(dtype, rng):
     np.testing.assert_array_equal(np.asarray(mr.compile(lambda v: mr.sort(v, 0))(A(y))), np.sort(y, 0))
 
 
+@pytest.mark.parametrize("dtype", SORT_DTYPES)
+def test_radix_sort_every_dtype(dtype, rng):
+    """The LSD radix sort (dialect/sort.py `_radix_keys_row`) on every row length: one
+    (no key moves), two, odd lengths (the middle key, placed after both halves' passes),
+    rows on the threads, one long row (two halves on two threads, then the vector merge);
+    sort's keys of 8 to 64 bits (one to eight passes, the top digit's sign flipped), and
+    argsort's (key, index) pairs sorted by their key half alone: stable, as numpy's."""
+    from mirax.lowering import tuning
+    with tuning.override(sort={"radix_bytes": 1, "radix_wide": 1}):
+        for shape, axis in (((3, 1), 1), ((2, 2), 1), ((3, 17), 1), ((4, 300), 1), ((301, 3), 0), ((70001,), 0)):
+            x = _values(rng, dtype, shape)
+            np.testing.assert_array_equal(np.asarray(apply("sort", [A(x)], axis=axis)), np.sort(x, axis=axis))
+            idx = np.asarray(mr.argsort(A(x), axis=axis))
+            np.testing.assert_array_equal(idx, np.argsort(x, axis=axis, kind="stable"))
+
+
+def test_radix_sort_keeps_ties_in_order_and_chooses_by_row_length(rng):
+    """Many equal keys (four values, so every pass has long runs of one digit: the front
+    and back halves meet inside a value's places) keep their order in argsort; and the
+    lowering takes the radix sort from tuning.py's row lengths on, the bitonic blocks
+    below them."""
+    from mirax.dialect.core import PRIMITIVES, Aval
+    from mirax.dialect import dtypes as dt
+    from mirax.lowering import tuning
+    from mirax.lowering.emit import kernel_function
+    x = rng.integers(-2, 2, (5, 4099)).astype(np.float32)
+    with tuning.override(sort={"radix_wide": 1024}):
+        np.testing.assert_array_equal(np.asarray(mr.argsort(A(x), axis=1)), np.argsort(x, axis=1, kind="stable"))
+
+    def text(n, **sort):
+        with tuning.override(sort=sort):
+            return kernel_function("k", PRIMITIVES["sort"], {"axis": 1}, [Aval((2, n), dt.float32)],
+                                   Aval((2, n), dt.float32))
+    assert "arith.shrui" in text(4096, radix_bytes=4 * 4096) and "vector.shuffle" not in text(4096, radix_bytes=4 * 4096)
+    assert "arith.shrui" not in text(4095, radix_bytes=4 * 4096) and "vector.shuffle" in text(4095, radix_bytes=4 * 4096)
+
+
 def test_sort_keeps_signed_zeros_infinities_and_puts_nan_last(rng):
     """Every value comes back bit for bit (a one-to-one key), but NaNs (any sign or
     payload: the quiet NaN, last)."""
@@ -303,16 +340,20 @@ def test_sort_keeps_signed_zeros_infinities_and_puts_nan_last(rng):
 
 
 def test_sort_lowers_to_vector_min_max_on_the_cpu():
-    """The CPU lowering is vector code (min/max of vectors, shuffles), not a scalar merge
-    of keys and indices (rows longer than a block: vector merges, which read the next
-    run's head); complex values keep the merge sort (no integer keys)."""
+    """Below the radix sort's rows the CPU lowering is vector code (min/max of vectors,
+    shuffles), not a scalar merge of keys and indices (rows longer than a block: vector
+    merges, which read the next run's head); complex values keep the merge sort (no
+    integer keys)."""
     from mirax.dialect.core import PRIMITIVES, Aval
     from mirax.dialect import dtypes as dt
+    from mirax.lowering import tuning
     from mirax.lowering.emit import kernel_function
-    text = kernel_function("k", PRIMITIVES["sort"], {"axis": 1}, [Aval((8, 100000), dt.float32)],
-                           Aval((8, 100000), dt.float32))
+    with tuning.override(sort={"radix_bytes": 1 << 40}):
+        text = kernel_function("k", PRIMITIVES["sort"], {"axis": 1}, [Aval((8, 100000), dt.float32)],
+                               Aval((8, 100000), dt.float32))
     assert "arith.minsi" in text and "vector.shuffle" in text and "tensor.extract %" in text
     assert "ui32" not in text and "index_cast" not in text  # no indices
+    assert "arith.shrui" not in text  # (no digits)
     ctext = kernel_function("k", PRIMITIVES["sort"], {"axis": 0}, [Aval((9,), dt.complex64)], Aval((9,), dt.complex64))
     assert "vector.shuffle" not in ctext
 
