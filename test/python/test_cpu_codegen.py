@@ -266,6 +266,29 @@ def test_openmp_runtime_and_thread_cap(monkeypatch):
     assert all("omp" not in p for p in cpu._shared_libs())
 
 
+def test_the_pipeline_is_kept_for_the_same_tuning_and_threads(monkeypatch):
+    """cpu.lower_to_llvm keeps its PassManager between compiles, and builds another when
+    the thread count or the tuning table changes (a kept pipeline would lower a kernel
+    for threads that are no longer there): the serial kernel has no OpenMP calls."""
+    text = ('func.func @k(%a: tensor<262144xf32>) -> tensor<262144xf32> attributes {llvm.emit_c_interface} {\n'
+            '  %0 = "mirax.exp"(%a) : (tensor<262144xf32>) -> tensor<262144xf32>\n  return %0 : tensor<262144xf32>\n}')
+
+    def lowered():
+        with context(), ir.Location.unknown():
+            m = ir.Module.parse(text)
+            cpu.lower_to_llvm(m)
+            return str(m)
+    first = lowered()
+    kept = dict(cpu._PIPELINES)
+    assert lowered() == first and {k: v[1] for k, v in cpu._PIPELINES.items()} == {k: v[1] for k, v in kept.items()}
+    monkeypatch.setenv("MIRAX_NUM_THREADS", "1")
+    serial = lowered()
+    assert len(cpu._PIPELINES) == len(kept) + 1 and "__kmpc_fork_call" not in serial
+    with tuning.override(elementwise={"parallel_min_elements": 1}):
+        lowered()
+    assert len(cpu._PIPELINES) == len(kept) + 2
+
+
 def test_tuning_table_covers_the_families():
     for fam in ["elementwise", "reduction", "other"]:
         assert tuning.table()[fam]["parallel_min_elements"] >= 1
