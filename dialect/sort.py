@@ -1055,21 +1055,31 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
     for i in range(groups * COUNT_COPIES, n):  # (fewer keys than copies left: in set 0)
         counts = bump(b, counts, ct, b.op(f"tensor.extract {row}[{b.index(i)}] : {tt}"), 0)
 
-    def bounds(bb, g, starts, ends, *runs):
-        """Each pass's running sum: where digit value g's keys start and end."""
-        outs = []
-        for p, run in enumerate(runs):
+    n32 = b.const(n, "i32")
+
+    def bounds(bb, g, starts, ends, *carried):
+        """Each pass's running sum: where digit value g's keys start and end; and whether
+        one value holds every key (that pass moves nothing: a copy instead)."""
+        runs, alls = carried[:passes], carried[passes:]
+        outs, flags = [], []
+        for p, (run, every) in enumerate(zip(runs, alls)):
             at = bb.op(f"arith.addi {g}, {bb.index(p * size)} : index") if p else g
             starts = bb.op(f"tensor.insert {run} into {starts}[{at}] : {ht}")
+            total = None
             for j in range(COUNT_COPIES):
                 cj = bb.op(f"arith.addi {at}, {bb.index(j * per)} : index") if j else at
-                run = bb.op(f"arith.addi {run}, {bb.op(f'tensor.extract {counts}[{cj}] : {ct}')} : i32")
+                c = bb.op(f"tensor.extract {counts}[{cj}] : {ct}")
+                total = c if total is None else bb.op(f"arith.addi {total}, {c} : i32")
+            run = bb.op(f"arith.addi {run}, {total} : i32")
             ends = bb.op(f"tensor.insert {run} into {ends}[{at}] : {ht}")
             outs.append(run)
-        return [starts, ends] + outs
-    starts, ends, *_ = _scalar_loop(
+            flags.append(bb.op(f"arith.ori {every}, {bb.op(f'arith.cmpi eq, {total}, {n32} : i32')} : i1"))
+        return [starts, ends] + outs + flags
+    false = b.op("arith.constant false")
+    starts, ends, *rest = _scalar_loop(
         b, b.index(size), [b.op(f"bufferization.alloc_tensor() : {ht}"), b.op(f"bufferization.alloc_tensor() : {ht}")]
-        + [zero32] * passes, [ht, ht] + ["i32"] * passes, bounds, "bounds")
+        + [zero32] * passes + [false] * passes, [ht, ht] + ["i32"] * passes + ["i1"] * passes, bounds, "bounds")
+    trivial = rest[passes:]
     st = f"tensor<{size}xi32>"
     half = n // 2
     last = b.index(n - 1)
@@ -1091,12 +1101,22 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
             end = bb.op(f"arith.subi {bb.op(f'tensor.extract {bwd}[{gq}] : {st}')}, {one32} : i32")
             dst = bb.op(f"tensor.insert {q} into {dst}[{bb.op(f'arith.index_cast {end} : i32 to index')}] : {tt}")
             return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")]
-        moved, fwd, _ = _scalar_loop(b, b.index(half), [other, front, back], [tt, st, st], scatter, "pass")
+        res = b.fresh("moved")
+        b.line(f"{res} = scf.if {trivial[p]} -> ({tt}) {{")
+        bb = b.sub("  ")  # every key has one digit value here: the keys as they are
+        bb.line(f"scf.yield {bb.op(f'linalg.copy ins({keys} : {tt}) outs({other} : {tt}) -> {tt}')} : {tt}")
+        b.lines.extend(bb.lines)
+        b.line("} else {")
+        bb = b.sub("  ")
+        moved, fwd, _ = _scalar_loop(bb, bb.index(half), [other, front, back], [tt, st, st], scatter, "pass")
         if n % 2:  # the middle key: between the halves', at its value's one free place
-            k = b.op(f"tensor.extract {keys}[{b.index(half)}] : {tt}")
-            at = b.op(f"tensor.extract {fwd}[{digit(b, k, p)}] : {st}")
-            moved = b.op(f"tensor.insert {k} into {moved}[{b.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
-        keys, other = moved, keys
+            k = bb.op(f"tensor.extract {keys}[{bb.index(half)}] : {tt}")
+            at = bb.op(f"tensor.extract {fwd}[{digit(bb, k, p)}] : {st}")
+            moved = bb.op(f"tensor.insert {k} into {moved}[{bb.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
+        bb.line(f"scf.yield {moved} : {tt}")
+        b.lines.extend(bb.lines)
+        b.line("}")
+        keys, other = res, keys
     return keys
 
 
