@@ -280,9 +280,10 @@ func.func @argsort_columns(%x: tensor<4x8xi64>) -> tensor<4x8xui32> {
 // `_radix_keys_row`). One loop counts every pass's digit of four keys an iteration, each
 // in a counter set of its own (4 sets x 4 passes x 256); the top digit's sign bit flipped.
 // Then each pass's starts and ends of every digit value (running sums over the four
-// sets), and a pass a digit: the first half's pairs from the front to their value's next
-// start, the second half's from the back to its next end - 1; the second pass writes
-// into the row's own buffer.
+// sets) and whether one value holds all 2048 keys (that pass is a copy), and a pass a
+// digit: the first half's pairs from the front to their value's next start, the second
+// half's from the back to its next end - 1; the second pass writes into the row's own
+// buffer.
 // CHECK-LABEL: func.func @argsort_radix
 // CHECK: %[[ROW:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<2048xi64>)
 // CHECK: %[[ZERO:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<4096xi32>)
@@ -291,11 +292,15 @@ func.func @argsort_columns(%x: tensor<4x8xi64>) -> tensor<4x8xui32> {
 // CHECK: arith.shrui %{{.+}}, %c56_i64 : i64
 // CHECK-NEXT: %[[TOP:.+]] = arith.andi
 // CHECK-NEXT: arith.xori %[[TOP]], %c128_i64 : i64
-// CHECK: %[[B:.+]]:6 = scf.for {{.+}} -> (tensor<1024xi32>, tensor<1024xi32>, i32, i32, i32, i32)
+// CHECK: %[[B:.+]]:10 = scf.for {{.+}} -> (tensor<1024xi32>, tensor<1024xi32>, i32, i32, i32, i32, i1, i1, i1, i1)
+// CHECK: arith.cmpi eq, %{{.+}}, %c2048_i32 : i32
 // CHECK: %[[BUF:.+]] = bufferization.alloc_tensor() : tensor<2048xi64>
 // CHECK: %[[F0:.+]] = tensor.extract_slice %[[B]]#0[0] [256] [1]
 // CHECK: %[[E0:.+]] = tensor.extract_slice %[[B]]#1[0] [256] [1]
-// CHECK: %[[P0:.+]]:3 = scf.for %[[I:.+]] = %{{.+}} to %c1024{{.*}} step %{{.+}} iter_args(%[[D:.+]] = %[[BUF]], %[[F:.+]] = %[[F0]], %[[E:.+]] = %[[E0]])
+// CHECK: %[[P0:.+]] = scf.if %[[B]]#6 -> (tensor<2048xi64>)
+// CHECK: linalg.copy ins(%[[ROW]] : tensor<2048xi64>) outs(%[[BUF]] : tensor<2048xi64>)
+// CHECK: } else {
+// CHECK: scf.for %[[I:.+]] = %{{.+}} to %c1024{{.*}} step %{{.+}} iter_args(%[[D:.+]] = %[[BUF]], %[[F:.+]] = %[[F0]], %[[E:.+]] = %[[E0]])
 // CHECK: %[[K:.+]] = tensor.extract %[[ROW]][%[[I]]] : tensor<2048xi64>
 // CHECK: %[[AT:.+]] = tensor.extract %[[F]][%{{.+}}] : tensor<256xi32>
 // CHECK: tensor.insert %[[K]] into %[[D]][%{{.+}}] : tensor<2048xi64>
@@ -303,10 +308,10 @@ func.func @argsort_columns(%x: tensor<4x8xi64>) -> tensor<4x8xui32> {
 // CHECK: %[[Q:.+]] = tensor.extract %[[ROW]][%[[J]]] : tensor<2048xi64>
 // CHECK: %[[END:.+]] = tensor.extract %[[E]][%{{.+}}] : tensor<256xi32>
 // CHECK: arith.subi %[[END]], %c1_i32 : i32
-// CHECK: scf.for {{.+}} iter_args(%{{.+}} = %[[ROW]], {{.+}}) -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
-// CHECK: tensor.extract %[[P0]]#0
-// CHECK: scf.for {{.+}} -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
-// CHECK: scf.for {{.+}} -> (tensor<2048xi64>, tensor<256xi32>, tensor<256xi32>)
+// CHECK: scf.if %[[B]]#7 -> (tensor<2048xi64>)
+// CHECK: linalg.copy ins(%[[P0]] : tensor<2048xi64>) outs(%[[ROW]] : tensor<2048xi64>)
+// CHECK: scf.if %[[B]]#8
+// CHECK: scf.if %[[B]]#9
 // CHECK: arith.trunci %{{.+}} : i64 to i32
 // CHECK-NOT: vector.shuffle
 // CHECK: return
