@@ -1013,6 +1013,8 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
     (key, index) pairs) the key half alone decides: a row's pairs arrive in index order
     and the passes are stable, so equal keys stay in index order.
 
+    A pass whose digit is the same for every key (the high bytes of small integers)
+    copies the keys instead (`linalg.copy`, into the buffer the pass would write).
     Each pass reads and writes the row once, where the bitonic blocks' merges read and
     write it log2(n / block) times and the (key, index) pairs' merges compare 64 bits."""
     et = kd.signless
