@@ -169,6 +169,27 @@ def test_truncated_normal():
     assert abs(t.mean() - want) < 0.01
 
 
+def test_a_sampler_is_one_kernel():
+    """uniform, normal and bernoulli compile their arithmetic as one kernel (random bits
+    to floats, scale, clamp, compare), shared by every bound of the same shape and dtype
+    (Linear's initializations); their values are those of the ops one by one."""
+    from mirax.runtime import cpu
+    k = mr.random.key(3)
+
+    def compiles(fn):
+        before = cpu.stats.compiles
+        out = npa(fn())
+        return cpu.stats.compiles - before, out
+    n, u = compiles(lambda: mr.random.uniform(-0.25, 0.25, (37, 5), key=k))
+    assert n == 1 and u.min() >= -0.25 and u.max() < 0.25
+    assert compiles(lambda: mr.random.uniform(-0.5, 0.5, (37, 5), key=k))[0] == 0
+    assert compiles(lambda: mr.random.normal((37, 5), scale=2.0, key=k))[0] == 1
+    assert compiles(lambda: mr.random.bernoulli(0.25, (37, 5), key=k))[0] == 1
+    bits = npa(mr.random.bits((37, 5), key=k)).astype(np.float64)
+    want = -0.25 + 0.5 * ((bits - bits % 256) * 2.0 ** -32)  # (float32 ops: within an ulp)
+    np.testing.assert_allclose(u, want, rtol=0, atol=1e-7)
+
+
 def test_gumbel_and_permutation():
     g = npa(mr.random.gumbel((N,), key=mr.random.key(14)))
     assert abs(g.mean() - 0.5772) < 0.02
