@@ -8,6 +8,7 @@ from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .cpu_pipeline import MiraxCpuPipeline
 from .donate_arguments import MiraxDonateArguments, MiraxDropDonatedResults, MiraxSinkDonatedWriters
 from .early_dealloc import MiraxEarlyDealloc
+from .expand_bf16_truncf import MiraxExpandBf16Truncf
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
 from .lower_barriers import MiraxLowerBarriers
@@ -36,6 +37,6 @@ PASSES = {p.name: p for p in [ConvertMiraxToLinalg, MiraxCpuPipeline, MiraxSimpl
                                MiraxStreamingStores, MiraxResultsInPlace, MiraxPinConstants,
                                MiraxStableShift, MiraxTaskCounter, MiraxStaticPartition,
                                MiraxDonateArguments, MiraxSinkDonatedWriters, MiraxDropDonatedResults,
-                               MiraxReshapeViews]}
+                               MiraxReshapeViews, MiraxExpandBf16Truncf]}
 
 __all__ = ["PASSES", "MiraxPass", "PassError"]

@@ -49,6 +49,7 @@ from .approx import MATH_OPS, MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .donate_arguments import MiraxDonateArguments, MiraxDropDonatedResults, MiraxSinkDonatedWriters
 from .early_dealloc import MiraxEarlyDealloc
+from .expand_bf16_truncf import MiraxExpandBf16Truncf
 from .fuse import MiraxFuse
 from .fuse_reductions import MiraxFuseReductions, MiraxRowMemory
 from .lower_barriers import MiraxLowerBarriers
@@ -274,6 +275,8 @@ class MiraxCpuPipeline(MiraxPass):
                 MiraxStaticPartition().add_to(pm)  # (the others' blocks from the thread number)
             if p == "func.func(convert-linalg-to-loops)":
                 pm.add(_annotate_loops, name="mirax-annotate-loops")
+            if p.startswith("arith-emulate-unsupported-floats"):  # (its f32 results back to bf16)
+                MiraxExpandBf16Truncf().add_to(pm)
 
     def add_tensor_passes(self, pm) -> int:
         """The passes on tensors, up to bufferization (compile's "optimized" stage);

@@ -553,3 +553,37 @@ def test_vector_math_matches_numpy(name, dtype):
         assert np.array_equal(np.isinf(got), np.isinf(ref.astype(dtype)))
         zero = ok & (ref == 0)
         assert np.array_equal(np.signbit(got[zero]), np.signbit(ref[zero])), name
+
+
+def test_bfloat16_rounding_without_the_runtime_call(tmp_path, monkeypatch, caplog):
+    """f32 -> bfloat16 (mirax-expand-bf16-truncf): nearest, ties to even, NaN a NaN,
+    overflow to inf, against an independent reference (the two bf16 neighbours of each
+    value compared in float64); and the kernel links and loads from its .so (it called
+    `__truncsfbf2`, which nothing provides: "undefined symbol", no disk cache)."""
+    from mirax.runtime import disk_cache
+    monkeypatch.setenv("MIRAX_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(4000) * 10.0 ** rng.integers(-40, 39, 4000)).astype(np.float32)
+    x = np.concatenate([x, np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.3895314e38, 3.4e38, 1e-45,
+                                     1.00390625, 1.01171875, -1.00390625], np.float32)])
+    monkeypatch.setattr(disk_cache, "_warned", set())
+    disk_cache.flush()  # (earlier tests' writes still queued)
+    compiles, writes = cpu.stats.compiles, cpu.stats.disk_writes
+    with caplog.at_level("WARNING"):
+        got = np.asarray(mr.array(x).astype(mr.bfloat16).astype(mr.float32))
+        disk_cache.flush()
+    assert "undefined symbol" not in caplog.text
+    assert cpu.stats.disk_writes - writes == cpu.stats.compiles - compiles > 0  # (each kernel linked)
+    bits = x.view(np.uint32)
+    down = (bits & 0xFFFF0000).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        up = ((bits & 0xFFFF0000) + 0x10000).view(np.float32).astype(np.float64)
+    up = np.where(np.isinf(up) & np.isfinite(x), np.copysign(2.0 ** 128, up), up)  # (IEEE: past the top, inf)
+    xd = x.astype(np.float64)
+    tie_down = ((bits >> 16) & 1) == 0
+    finite = np.isfinite(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        pick_up = (np.abs(up - xd) < np.abs(xd - down)) | ((np.abs(up - xd) == np.abs(xd - down)) & ~tie_down)
+        want = np.where(pick_up, up, down).astype(np.float32)
+    np.testing.assert_array_equal(got[finite].view(np.uint32), want[finite].view(np.uint32))
+    assert np.isnan(got[np.isnan(x)]).all() and (got[np.isinf(x)] == x[np.isinf(x)]).all()

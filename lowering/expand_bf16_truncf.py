@@ -1,0 +1,75 @@
+"""`mirax-expand-bf16-truncf`: every `arith.truncf` from f32 to bf16 (scalar or vector)
+becomes integer arithmetic, rounding to nearest even as the hardware would.
+
+x86 without AVX512-BF16 has no instruction for it, and LLVM calls the compiler runtime's
+`__truncsfbf2` instead, which neither the kernels' link nor the process provides: every
+kernel converting to bfloat16 failed to load from its shared object ("undefined symbol:
+__truncsfbf2"), warned, and stayed out of the disk cache. (upstream `arith-expand` has the
+same rewrite under include-bf16, with the min/max expansions besides.)
+
+    %h = arith.truncf %x : f32 to bf16
+  becomes
+    %b = arith.bitcast %x : f32 to i32
+    %r = arith.addi %b, 0x7FFF + ((%b >> 16) & 1)      (round half to even)
+    %h = bitcast(trunci(%r >> 16) : i16) : bf16, or 0x7FC0 where %x is NaN
+"""
+from __future__ import annotations
+
+from mlir import ir
+
+from .pass_base import MiraxPass, isa, walk_ops
+
+NAME = "mirax-expand-bf16-truncf"
+
+
+def _element(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isa(ir.VectorType, t) else t
+
+
+def _like(t: ir.Type, element: ir.Type) -> ir.Type:
+    """`element`, or a vector of it shaped as `t`."""
+    return ir.VectorType.get(ir.VectorType(t).shape, element) if isa(ir.VectorType, t) else element
+
+
+def _const(t: ir.Type, value: int, loc) -> ir.Value:
+    attr = ir.IntegerAttr.get(_element(t), value)
+    if isa(ir.VectorType, t):
+        attr = ir.DenseElementsAttr.get_splat(t, attr)
+    return ir.Operation.create("arith.constant", [t], attributes={"value": attr}, loc=loc).result
+
+
+def _op(name, operands, result, loc, **attrs) -> ir.Value:
+    return ir.Operation.create(name, [result], operands, attributes=attrs, loc=loc).result
+
+
+def expand_bf16_truncf(root) -> int:
+    """Rewrite the f32 -> bf16 truncations nested in `root`; returns how many."""
+    done = 0
+    for op in walk_ops(root, lambda n: n == "arith.truncf"):
+        x, out = op.operands[0], op.results[0]
+        if not (isa(ir.F32Type, _element(x.type)) and isa(ir.BF16Type, _element(out.type))):
+            continue
+        loc = op.location
+        i32, i16, i1 = (_like(x.type, ir.IntegerType.get_signless(w)) for w in (32, 16, 1))
+        with ir.InsertionPoint(op):
+            b = _op("arith.bitcast", [x], i32, loc)
+            lsb = _op("arith.andi", [_op("arith.shrui", [b, _const(i32, 16, loc)], i32, loc),
+                                     _const(i32, 1, loc)], i32, loc)
+            r = _op("arith.addi", [b, _op("arith.addi", [lsb, _const(i32, 0x7FFF, loc)], i32, loc)], i32, loc)
+            h = _op("arith.trunci", [_op("arith.shrui", [r, _const(i32, 16, loc)], i32, loc)], i16, loc)
+            nan = _op("arith.cmpf", [x, x], i1, loc,
+                      predicate=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 14))  # uno
+            h = _op("arith.select", [nan, _const(i16, 0x7FC0, loc), h], i16, loc)
+            y = _op("arith.bitcast", [h], out.type, loc)
+        out.replace_all_uses_with(y)
+        op.erase()
+        done += 1
+    return done
+
+
+class MiraxExpandBf16Truncf(MiraxPass):
+    name = NAME
+    summary = "Rewrite arith.truncf f32 -> bf16 into integer rounding (no __truncsfbf2 calls)"
+
+    def run(self, module):
+        expand_bf16_truncf(module)
