@@ -2,8 +2,8 @@
 
 // f32 -> bf16 truncations, scalar and vector, become integer rounding to nearest even
 // (x86 without AVX512-BF16 otherwise calls the compiler runtime's __truncsfbf2, which
-// the kernels cannot link); NaN gives the quiet NaN 0x7FC0. Other truncations (f64 ->
-// bf16, f32 -> f16) are left alone.
+// the kernels cannot link); NaN gives the quiet NaN 0x7FC0. Other truncations (f32 ->
+// f16) are left alone.
 
 // CHECK-LABEL: func.func @scalar
 // CHECK-SAME: (%[[X:.+]]: f32) -> bf16
@@ -36,11 +36,30 @@ func.func @vector(%x: vector<8xf32>) -> vector<8xbf16> {
   return %0 : vector<8xbf16>
 }
 
-// CHECK-LABEL: func.func @others
-// CHECK: arith.truncf %{{.+}} : f64 to bf16
-// CHECK: arith.truncf %{{.+}} : f32 to f16
-func.func @others(%x: f64, %y: f32) -> (bf16, f16) {
+// f64 first to an f32 rounded to odd (toward zero, the last bit set when inexact), then
+// as above: one rounding, where a plain f32 rounding first could round twice.
+// CHECK-LABEL: func.func @wide
+// CHECK-SAME: (%[[X:.+]]: f64) -> bf16
+// CHECK: %[[T:.+]] = arith.truncf %[[X]] : f64 to f32
+// CHECK: %[[BACK:.+]] = arith.extf %[[T]] : f32 to f64
+// CHECK: %[[B:.+]] = arith.bitcast %[[T]] : f32 to i32
+// CHECK: %[[AB:.+]] = math.absf %[[BACK]] : f64
+// CHECK: %[[AX:.+]] = math.absf %[[X]] : f64
+// CHECK: %[[AWAY:.+]] = arith.cmpf ogt, %[[AB]], %[[AX]] : f64
+// CHECK: %[[DOWN:.+]] = arith.subi %[[B]], %{{.+}} : i32
+// CHECK: %[[INEXACT:.+]] = arith.cmpf une, %[[BACK]], %[[X]] : f64
+// CHECK: %[[ODD:.+]] = arith.ori %[[DOWN]], %{{.+}} : i32
+// CHECK: arith.shrui %[[ODD]], %c16_i32 : i32
+// CHECK: arith.cmpf uno, %[[X]], %[[X]] : f64
+// CHECK-NOT: arith.truncf %{{.+}} : f64 to bf16
+func.func @wide(%x: f64) -> bf16 {
   %0 = arith.truncf %x : f64 to bf16
-  %1 = arith.truncf %y : f32 to f16
-  return %0, %1 : bf16, f16
+  return %0 : bf16
+}
+
+// CHECK-LABEL: func.func @others
+// CHECK: arith.truncf %{{.+}} : f32 to f16
+func.func @others(%y: f32) -> f16 {
+  %0 = arith.truncf %y : f32 to f16
+  return %0 : f16
 }

@@ -587,3 +587,17 @@ def test_bfloat16_rounding_without_the_runtime_call(tmp_path, monkeypatch, caplo
         want = np.where(pick_up, up, down).astype(np.float32)
     np.testing.assert_array_equal(got[finite].view(np.uint32), want[finite].view(np.uint32))
     assert np.isnan(got[np.isnan(x)]).all() and (got[np.isinf(x)] == x[np.isinf(x)]).all()
+    # from float64, rounded once: values a hair off bf16's halfway points in [1, 2), where
+    # rounding to f32 first would round them onto the halfway point and then to even
+    half = 1 + (2 * np.arange(1, 120) + 1) * 2.0 ** -9
+    w = np.concatenate([half + 1e-12, half - 1e-12, half, rng.standard_normal(500) * 10.0 ** rng.integers(-60, 60, 500),
+                        [1e300, -1e300, 1e-300]])
+    got = np.asarray(mr.array(w, dtype=mr.float64).astype(mr.bfloat16).astype(mr.float64))
+    m, e = np.frexp(w)  # w = m 2^e, 0.5 <= |m| < 1: bf16 keeps 8 bits, down to 2^-133 (subnormals)
+    q = np.ldexp(1.0, np.maximum(e - 8, -133))
+    lo = np.floor(w / q) * q
+    pick_up = (w - lo > lo + q - w) | ((w - lo == lo + q - w) & (np.floor(w / q) % 2 == 1))
+    want = np.where(pick_up, lo + q, lo)
+    want = np.where(np.abs(want) >= 2.0 ** 128, np.copysign(np.inf, w), want)  # (past bf16's top)
+    np.testing.assert_array_equal(got, want)
+    assert "undefined symbol" not in caplog.text
