@@ -1128,7 +1128,8 @@ def _keys_row(b, kd, row, n, lanes, block, low, bits):
     (key, index) pairs too), else by the bitonic blocks and their merges."""
     from ..lowering import tuning
     t = tuning.table()["sort"]
-    if n >= (t["radix_wide"] if kd.bits == 64 else t["radix_bytes"] // (kd.bits // 8)):
+    # (the radix sort counts in i32: rows of 2^31 keys or more keep the merges)
+    if (t["radix_wide"] if kd.bits == 64 else t["radix_bytes"] // (kd.bits // 8)) <= n < 2**31:
         return _radix_keys_row(b, kd, row, n, low, bits)
     return _sort_keys_row(b, kd, row, n, lanes, block)
 
