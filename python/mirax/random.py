@@ -14,7 +14,6 @@ is a list so that compile can capture and update it.
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 
@@ -25,6 +24,7 @@ from .dialect import dtypes as dt
 from .dialect.core import MiraxError, broadcast_shapes
 from . import device as _device
 from . import ops as _ops
+from .fused import fused
 
 __all__ = ["key", "split", "seed", "state", "bits", "uniform", "normal", "bernoulli", "randint",
            "categorical", "truncated_normal", "gumbel", "permutation", "laplace", "multivariate_normal"]
@@ -116,26 +116,16 @@ def _float_dtype(dtype, op):
     return d
 
 
-_KERNELS: dict = {}  # (sampler body, its static arguments) -> the body compiled
-
-
-def _one_kernel(body, *static):
-    """`body(*static, *arrays)` compiled once for these static arguments (shapes, dtypes,
-    Python numbers): a sampler's arithmetic (the random bits to floats, the scaling, the
-    clamp, a comparison) as one kernel, not one per op. Eager, Linear's initialization
-    of a 784-512-512-10 MLP built 49 kernels of a few ops each (1.6 s on a cold cache);
-    a dropout mask read and wrote its activation's size six times a step. Called while
-    tracing (grad, vmap, compile) it traces through like any compiled function."""
-    f = _KERNELS.get((body, static))
-    if f is None:
-        from .compile import compile as _compile
-        f = _KERNELS[(body, static)] = _compile(functools.partial(body, *static))
-    return f
-
-
-def _uniform_values(shape, d, k, lo, hi, top=None):
+@fused
+def _uniform_values(k, lo, hi, top, shape, d):
     """Uniform samples of dtype d in [lo, hi) from key k: at most `top` (hi's float below,
-    for a Python number hi: MLX's clamp), or else lo where rounding reached hi."""
+    for a Python number hi: MLX's clamp), or else (top None) lo where rounding reached hi.
+
+    The samplers' arithmetic (`uniform`'s, `normal`'s, `bernoulli`'s: the random bits to
+    floats, the scaling, the clamp, a comparison) is one kernel in eager code (`fused`,
+    the bounds as arguments: one kernel serves every scale of Linear's initialization):
+    op by op, a 784-512-512-10 MLP's initialization built 49 kernels (1.6 s on a cold
+    cache), and a dropout mask read and wrote its activation six times a step."""
     u = _unit(shape, k)
     cd = d if d.bits >= 32 else dt.float32  # half types compute in float32
     lo_c, hi_c = lo.astype(cd), hi.astype(cd)
@@ -145,11 +135,10 @@ def _uniform_values(shape, d, k, lo, hi, top=None):
 
 
 def _top(high, d):
-    """[the float of dtype d below `high`] when high is a Python number, else [] (as an
-    argument, not a constant: one kernel serves every scale of Linear's initialization)."""
+    """The float of dtype d below `high` when high is a Python number, else None."""
     if isinstance(high, (int, float)) and d is not dt.bfloat16:
-        return [array(np.nextafter(np.asarray(high, d.storage), np.asarray(-np.inf, d.storage)), d)]
-    return []
+        return array(np.nextafter(np.asarray(high, d.storage), np.asarray(-np.inf, d.storage)), d)
+    return None
 
 
 def uniform(low=0.0, high=1.0, shape=(), dtype=dt.float32, key=None) -> Array:
@@ -162,7 +151,7 @@ def uniform(low=0.0, high=1.0, shape=(), dtype=dt.float32, key=None) -> Array:
         shape = broadcast_shapes(_shape(shape), lo.shape, hi.shape, op="random.uniform")
     except MiraxError as err:
         raise MiraxError(f"{err}{where_text()}") from None
-    return _one_kernel(_uniform_values, shape, d)(_next(key), lo, hi, *_top(high, d))
+    return _uniform_values(_next(key), lo, hi, _top(high, d), shape, d)
 
 
 def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
@@ -181,18 +170,14 @@ def normal(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None) -> Array:
     shape = _shape(shape)
     cd = dt.float32 if d.bits < 32 else d
     scale, loc = (float(a) if isinstance(a, (int, float, np.integer, np.floating)) else _as(a, d) for a in (scale, loc))
-    arrays = [a for a in (scale, loc) if isinstance(a, Array)]
-    static = tuple(None if isinstance(a, Array) else a for a in (scale, loc))
-    return _one_kernel(_normal_values, shape, d, cd, lo, *static)(_next(key), *arrays)
+    return _normal_values(_next(key), scale, loc, shape, d, cd, lo)
 
 
-def _normal_values(shape, d, cd, lo, scale, loc, k, *arrays):
-    """`normal`'s samples from key k: scale and loc Python numbers, or None for the arrays
-    that follow k (scale's first)."""
-    given = iter(arrays)
-    scale = next(given) if scale is None else scale
-    loc = next(given) if loc is None else loc
-    u = _uniform_values(shape, cd, k, array(lo, cd), array(1.0, cd), *_top(1.0, cd))
+@fused
+def _normal_values(k, scale, loc, shape, d, cd, lo):
+    """`normal`'s samples from key k (scale and loc Python floats or arrays): one kernel
+    in eager code, as `_uniform_values`."""
+    u = _uniform_values(k, array(lo, cd), array(1.0, cd), _top(1.0, cd), shape, cd)
     z = (_ops.erfinv(u) * math.sqrt(2)).astype(d)
     if not (isinstance(scale, float) and scale == 1):
         z = z * _as(scale, d)
@@ -260,12 +245,13 @@ def bernoulli(p=0.5, shape=None, key=None) -> Array:
     shape = p.shape if shape is None else _shape(shape)
     if broadcast_shapes(p.shape, shape, op="random.bernoulli") != shape:
         raise ValueError(f"[bernoulli] shape {shape} is not compatible with p's shape {p.shape}{where_text()}")
-    return _one_kernel(_bernoulli_values, shape)(_next(key), p)
+    return _bernoulli_values(_next(key), p, shape)
 
 
-def _bernoulli_values(shape, k, p):
+@fused
+def _bernoulli_values(k, p, shape):
     f32 = dt.float32
-    return _uniform_values(shape, f32, k, array(0.0, f32), array(1.0, f32), *_top(1.0, f32)) < p
+    return _uniform_values(k, array(0.0, f32), array(1.0, f32), _top(1.0, f32), shape, f32) < p
 
 
 def randint(low, high, shape=(), dtype=dt.int32, key=None) -> Array:
