@@ -1000,8 +1000,9 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
     """Row `row` (tensor<n x kd>, signed integer keys) sorted stably by its `bits` bits
     from `low` up (the rest of the word copies their sign; all of it by default), by an
     LSD radix sort of RADIX_BITS-bit digits (the top digit's sign bit flipped: the keys
-    are signed; a 16-bit value's key takes two passes, a 64-bit one's eight). One loop counts every pass's digit values at once (the counts
-    do not change from pass to pass); then a pass a digit, lowest first, moves the keys
+    are signed; a 16-bit value's key takes two passes, a 64-bit one's eight). One loop
+    counts every pass's digit values at once (the counts do not change from pass to
+    pass); then a pass a digit, lowest first, moves the keys
     into the other buffer by their digit, in order: the first half's from the front to
     their value's next free place from its start, the second half's from the back to its
     next free place from its end, each half with counters of its own. Both halves keep
