@@ -315,6 +315,22 @@ def test_batch_norm_running_stats_and_grads():
     assert set(bn3.parameters()) == set()
 
 
+def test_dropout_is_one_kernel_with_the_compositions_values(tmp_path, monkeypatch):
+    """Eager Dropout's mask, product and scale are one kernel (`@fused`), one pass over x,
+    and give the values of the ops one by one from the same key (the traced form)."""
+    from mirax.nn.layers.dropout import _dropped
+    from mirax.runtime import cpu
+    monkeypatch.setenv("MIRAX_CACHE_DIR", str(tmp_path))  # (compiles counted, not disk hits)
+    x = mr.array(np.random.default_rng(0).standard_normal((37, 19)).astype(np.float32))
+    k = mr.random.key(11)
+    mr.eval(k, x)
+    before = cpu.stats.compiles
+    y = npa(_dropped(k, x, 0.7, (37, 19)))
+    assert cpu.stats.compiles - before == 1
+    np.testing.assert_array_equal(y, npa(_dropped.composition(k, x, 0.7, (37, 19))))
+    assert set(np.unique(y[y != 0] / npa(x)[y != 0]).round(5)) == {np.float32(1 / 0.7).round(5)}
+
+
 def test_dropout_statistics_and_eval_identity():
     d = nn.Dropout(0.25)
     x = mr.ones((100, 100))

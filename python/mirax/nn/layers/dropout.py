@@ -2,9 +2,21 @@
 from __future__ import annotations
 
 from ... import random as mrandom
+from ...array import array
+from ...dialect import dtypes as dt
+from ...fused import fused
 from .base import Module
 
 __all__ = ["Dropout", "Dropout2d", "Dropout3d"]
+
+
+@fused
+def _dropped(k, x, keep: float, mask_shape: tuple):
+    """x with a mask of `mask_shape` (True with probability `keep`, from key k) applied
+    and the rest scaled by 1 / keep: eager, one kernel and one pass over x (op by op it
+    was the mask's kernel and two multiplies, three passes; the values are the same)."""
+    mask = mrandom._bernoulli_values(k, array(keep, dt.float32), mask_shape)
+    return (mask * x) * (1 / keep)  # mask first: x keeps its dtype (bf16 stays bf16)
 
 
 class _DropoutBase(Module):
@@ -26,8 +38,7 @@ class Dropout(_DropoutBase):
     def __call__(self, x):
         if self._p_1 == 1 or not self.training:
             return x
-        mask = mrandom.bernoulli(self._p_1, x.shape)
-        return (mask * x) * (1 / self._p_1)
+        return _dropped(mrandom._next(None), x, self._p_1, tuple(x.shape))
 
 
 class Dropout2d(_DropoutBase):
@@ -40,8 +51,7 @@ class Dropout2d(_DropoutBase):
             return x
         mask_shape = list(x.shape)
         mask_shape[-2] = mask_shape[-3] = 1
-        mask = mrandom.bernoulli(p=self._p_1, shape=mask_shape)
-        return (mask * x) * (1 / self._p_1)  # mask first: x keeps its dtype (bf16 stays bf16)
+        return _dropped(mrandom._next(None), x, self._p_1, tuple(mask_shape))
 
 
 class Dropout3d(_DropoutBase):
@@ -54,5 +64,4 @@ class Dropout3d(_DropoutBase):
             return x
         mask_shape = list(x.shape)
         mask_shape[-2] = mask_shape[-3] = mask_shape[-4] = 1
-        mask = mrandom.bernoulli(p=self._p_1, shape=mask_shape)
-        return (mask * x) * (1 / self._p_1)  # mask first: x keeps its dtype (bf16 stays bf16)
+        return _dropped(mrandom._next(None), x, self._p_1, tuple(mask_shape))
