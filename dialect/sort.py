@@ -810,14 +810,7 @@ class _Bitonic:
         return x
 
     def _loop(self, b, count, t, tt, body):
-        i, acc, res = b.fresh("i"), b.fresh("t"), b.fresh("bitonic")
-        b.line(f"{res} = scf.for {i} = {b.index(0)} to {b.index(count)} step {b.index(1)} "
-               f"iter_args({acc} = {t}) -> ({tt}) {{")
-        bb = b.sub("  ")
-        bb.line(f"scf.yield {body(bb, acc, i)} : {tt}")
-        b.lines.extend(bb.lines)
-        b.line("}")
-        return res
+        return _scalar_loop(b, b.index(count), [t], [tt], lambda bb, i, acc: [body(bb, acc, i)], "bitonic")[0]
 
     def _each_vector(self, b, t, tt, offset, count, fn):
         def body(bb, acc, v):

@@ -70,21 +70,23 @@ def lower_to_llvm(module: ir.Module) -> None:
     key = (id(ctx), disk_cache.runtime_description())
     kept = _PIPELINES.get(key)
     if kept is None or kept[0] is not ctx:
-        pm = PassManager("builtin.module", context=ctx)
-        MiraxCpuPipeline().add_to(pm)
-        kept = _PIPELINES[key] = (ctx, pm, threading.Lock())
+        kept = _PIPELINES[key] = (ctx, _cpu_pipeline(ctx), threading.Lock())
         while len(_PIPELINES) > 8:  # (tuning overrides, thread counts: a few at most)
             _PIPELINES.pop(next(iter(_PIPELINES)))
     _, pm, lock = kept
     if not lock.acquire(blocking=False):
-        pm = PassManager("builtin.module", context=ctx)
-        MiraxCpuPipeline().add_to(pm)
-        run_verifying_ours(pm, module.operation)
+        run_verifying_ours(_cpu_pipeline(ctx), module.operation)
         return
     try:
         run_verifying_ours(pm, module.operation)
     finally:
         lock.release()
+
+
+def _cpu_pipeline(ctx) -> PassManager:
+    pm = PassManager("builtin.module", context=ctx)
+    MiraxCpuPipeline().add_to(pm)
+    return pm
 
 
 def _shared_libs():
