@@ -505,16 +505,29 @@ def _derived() -> dict:
     return derive(host_cpu.host())
 
 
-_table_memo: list = [None, None, None]  # [the measurements and derived table it was made from, the table]
+def _remembered(memo: list, make):
+    """make(measured, derived table), made again only when either changes (never kept
+    under `override`): `memo` is [measured, derived, value]. A compile asks for the table
+    ~ten times and for the fingerprint twice (a hash of both tables, ~160 us)."""
+    m, d = measured(), _derived()
+    if not _override and memo[0] is m and memo[1] is d:
+        return memo[2]
+    out = make(m, d)
+    if not _override:
+        memo[:] = [m, d, out]
+    return out
+
+
+_table_memo: list = [None, None, None]
+_fingerprint_memo: list = [None, None, None]
 
 
 def table() -> dict:
-    """This host's derived table with the measured thresholds applied (made again only
-    when the measurements change: a compile asks ~ten times). Not to be modified."""
-    m, t = measured(), _derived()
-    if not _override and _table_memo[0] is m and _table_memo[1] is t:
-        return _table_memo[2]
-    derived = t
+    """This host's derived table with the measured thresholds applied. Not to be modified."""
+    return _remembered(_table_memo, _with_measured)
+
+
+def _with_measured(m: dict, t: dict) -> dict:
     thresholds = m.get("parallel", {})
     if thresholds:
         t = dict(t)
@@ -525,26 +538,18 @@ def table() -> dict:
             t = dict(t, **{section: dict(t[section], **m[section])})
     if "powf" in m.get("math", {}):
         t = dict(t, math=dict(t["math"], pow_polynomial=bool(m["math"]["powf"]["polynomial"])))
-    if not _override:
-        _table_memo[:] = [m, derived, t]
     return t
 
 
-_fingerprint_memo: list = [None, None, None]  # as _table_memo's
-
-
 def fingerprint() -> str:
-    """What the generated code depends on here (for the kernel cache's key; hashed again
-    only when the measurements change: ~160 us, twice a compile)."""
-    m, d = measured(), _derived()
-    if not _override and _fingerprint_memo[0] is m and _fingerprint_memo[1] is d:
-        return _fingerprint_memo[2]
+    """What the generated code depends on here (for the kernel cache's key)."""
+    return _remembered(_fingerprint_memo, _hash_tables)
+
+
+def _hash_tables(m: dict, d: dict) -> str:
     h = hashlib.sha256(repr(sorted(d.items(), key=str)).encode())
     h.update(json.dumps(m, sort_keys=True).encode())
-    out = h.hexdigest()[:16]
-    if not _override:
-        _fingerprint_memo[:] = [m, d, out]
-    return out
+    return h.hexdigest()[:16]
 
 
 def jit_opt_level(module_text: str) -> int:
