@@ -19,13 +19,9 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .pass_base import MiraxPass, isa, walk_ops
+from .pass_base import MiraxPass, element_type, isa, walk_ops
 
 NAME = "mirax-expand-bf16-truncf"
-
-
-def _element(t: ir.Type) -> ir.Type:
-    return ir.VectorType(t).element_type if isa(ir.VectorType, t) else t
 
 
 def _like(t: ir.Type, element: ir.Type) -> ir.Type:
@@ -34,7 +30,7 @@ def _like(t: ir.Type, element: ir.Type) -> ir.Type:
 
 
 def _const(t: ir.Type, value: int, loc) -> ir.Value:
-    attr = ir.IntegerAttr.get(_element(t), value)
+    attr = ir.IntegerAttr.get(element_type(t), value)
     if isa(ir.VectorType, t):
         attr = ir.DenseElementsAttr.get_splat(t, attr)
     return ir.Operation.create("arith.constant", [t], attributes={"value": attr}, loc=loc).result
@@ -69,8 +65,8 @@ def expand_bf16_truncf(root) -> int:
     done = 0
     for op in walk_ops(root, lambda n: n == "arith.truncf"):
         x, out = op.operands[0], op.results[0]
-        wide = isa(ir.F64Type, _element(x.type))
-        if not ((wide or isa(ir.F32Type, _element(x.type))) and isa(ir.BF16Type, _element(out.type))):
+        wide = isa(ir.F64Type, element_type(x.type))
+        if not ((wide or isa(ir.F32Type, element_type(x.type))) and isa(ir.BF16Type, element_type(out.type))):
             continue
         loc = op.location
         i32, i16, i1 = (_like(x.type, ir.IntegerType.get_signless(w)) for w in (32, 16, 1))

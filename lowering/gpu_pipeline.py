@@ -38,8 +38,8 @@ from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
 from .lower_barriers import MiraxLowerBarriers
-from .pass_base import (MiraxPass, PassError, defining_op, isa, memory_space, private_memref_type, run_transform,
-                        user_op, walk_ops)
+from .pass_base import (MiraxPass, PassError, defining_op, element_type, isa, memory_space, private_memref_type,
+                        run_transform, user_op, walk_ops)
 
 NAME = "mirax-gpu-pipeline"
 
@@ -458,13 +458,6 @@ def add_gpu_passes(pm):
     pm.add("canonicalize")
 
 
-def _element_type(t):
-    try:
-        return ir.ShapedType(t).element_type
-    except ValueError:
-        return t
-
-
 def _dtype_name(t):
     s = str(t)
     if s.startswith("complex"):
@@ -485,7 +478,7 @@ def check_target(target: Target):
         for gm in walk_ops(module, lambda n: n == "gpu.module"):
             for op in walk_ops(gm, lambda n: True):
                 types = [v.type for v in op.operands] + [v.type for v in op.results]
-                for et in {str(_element_type(t)): _element_type(t) for t in types}.values():
+                for et in {str(element_type(t)): element_type(t) for t in types}.values():
                     s = str(et)
                     if s.startswith("complex"):
                         raise PassError(op, f"{_dtype_name(et)} cannot run on the GPU: SPIR-V has no complex "

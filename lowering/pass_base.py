@@ -134,6 +134,14 @@ def isa(cls, value) -> bool:
         return False
 
 
+def element_type(t):
+    """The element type of a shaped type (vector, tensor, memref), else `t` itself."""
+    try:
+        return ir.ShapedType(t).element_type
+    except ValueError:
+        return t
+
+
 def defining_op(value):
     """The operation that defines `value`, or None for a block argument."""
     owner = value.owner
