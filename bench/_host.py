@@ -84,8 +84,10 @@ def choices() -> str:
         return f"{'never' if st[key] >= 1 << 40 else amount} ({'measured' if key in ms else 'derived'})"
     keys32 = radix("radix_bytes", f"{st['radix_bytes'] >> 10} KiB of 32-bit keys")
     keys64 = radix("radix_wide", f"{st['radix_wide']} 64-bit keys")
+    payload = radix("radix_payload", f"{st['radix_payload']}")
     lines.append(f"sort: bitonic blocks of {st['block_bytes'] >> 10} KiB, then vector merges (derived); "
-                 f"the radix sort from {keys32} a row, from {keys64}")
+                 f"the radix sort from {keys32} a row, from {keys64}; 64-bit argsort from {payload} "
+                 f"(else the merge sort)")
     return "\n".join("  " + x for x in lines)
 
 

@@ -2,7 +2,7 @@
 argsort, sorted by vectors; argtopk), compiled, side by side with numpy and jax.jit.
 
     .venv/bin/python bench/sort.py           # 4096x1024 along the last axis, 1024x4096
-                                             # along axis 0, 1M elements in one row; topk
+                                             # along axis 0, 1M elements in one row; f64; topk
 
 Medians of interleaved rounds with a pause before each call (bench/elementwise.py's
 `measure`), and ratios to the compiled mirax kernel. argsort is stable in MLX, so its
@@ -34,6 +34,9 @@ SORT_TARGETS = {"numpy": 1.0}  # sort: compiled at least as fast as numpy's (def
 # target (this benchmark's): at least as fast as jax.jit's lax.top_k
 TOPK = [((4096, 4096), 8), ((64, 50000), 40), ((1 << 20,), 10)]
 TOPK_TARGETS = {"jax.jit": 1.0}
+# 64-bit values (argsort: the radix sort moving the indices beside the keys, or the merge
+# sort for short rows); numpy alone beside them (jax computes in f32 unless x64 is on)
+WIDE_CASES = [((1024, 1024), -1), ((1 << 20,), 0), ((16384, 64), -1)]
 
 
 def main():
@@ -60,6 +63,18 @@ def main():
                 cands["jax.jit"] = lambda jfn=jfn, xj=xj: jfn(xj).block_until_ready()
             res = measure(cands)
             report(f"{name} {shape} f32 along axis {axis}", res, x.nbytes)
+            judge(cands, TARGETS if name == "argsort" else SORT_TARGETS)
+    for shape, axis in WIDE_CASES:
+        x = rng.standard_normal(shape)
+        xa = mr.array(x, dtype=mr.float64)
+        for name, f, npf in [
+                ("argsort", lambda v: mr.argsort(v, axis=axis), lambda: np.argsort(x, axis=axis, kind="stable")),
+                ("sort", lambda v: mr.sort(v, axis=axis), lambda: np.sort(x, axis=axis))]:
+            c = mr.compile(f)
+            if not np.array_equal(np.asarray(c(xa)), npf()):
+                raise SystemExit(f"{name} {shape} f64 axis {axis}: mirax differs from numpy")
+            cands = {"mirax compiled": lambda c=c: mr.eval(c(xa)), "numpy": npf}
+            report(f"{name} {shape} f64 along axis {axis}", measure(cands), x.nbytes)
             judge(cands, TARGETS if name == "argsort" else SORT_TARGETS)
     for shape, k in TOPK:
         x = rng.standard_normal(shape).astype(np.float32)

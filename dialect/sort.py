@@ -235,13 +235,15 @@ def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
 
 
 def _sort_row(b, d, row, n, first=None):
-    """Emit the merge sort of one row (`row`: a tensor<n x key>) into `b`; returns its
-    sorted (keys, indices). The indices count from `first` (an index value; 0 if None)."""
+    """Emit the merge sort of one row (`row`: a tensor<n x key>) into `b` (the radix sort
+    for long rows of 64-bit integer keys, `_radix_payload`); returns its sorted (keys,
+    indices). The indices count from `first` (an index value; 0 if None)."""
     kt, it = ttype(Aval((n,), d)), ttype(Aval((n,), dt.int32))
+    radix = _radix_payload(d, n)
     # the four row buffers are allocations of their own (`bufferization.alloc_tensor`, which
     # neither CSE nor canonicalize merges or folds away): as `tensor.empty`s of one type
     # CSE made the scratch buffers one value, and the passes then overwrote each other
-    keys = b.op(f"bufferization.alloc_tensor() copy({row}) : {kt}")
+    keys = row if radix else b.op(f"bufferization.alloc_tensor() copy({row}) : {kt}")
 
     def position(bb, _):
         k = bb.op("linalg.index 0 : index")
@@ -251,6 +253,13 @@ def _sort_row(b, d, row, n, first=None):
     ident = identity_map(1)
     idx = b.generic([], [], Aval((n,), dt.int32), position, [ident], ["parallel"],
                     init=b.op(f"bufferization.alloc_tensor() : {it}"))
+    if radix:  # 64-bit integer keys: the radix sort, the indices moving with them
+        if d.kind == "u":  # (as signed keys in the same order, and back)
+            keys = b.map([keys], [Aval((n,), d)], Aval((n,), dt.int64), lambda bb, v: _to_key(bb, v, d))
+        keys, idx = _radix_keys_row(b, dt.int64, keys, n, payload=idx)
+        if d.kind == "u":
+            keys = b.map([keys], [Aval((n,), dt.int64)], Aval((n,), d), lambda bb, k: _from_key(bb, k, d))
+        return keys, idx
     keys_b, idx_b = b.op(f"bufferization.alloc_tensor() : {kt}"), b.op(f"bufferization.alloc_tensor() : {it}")
     n_val = b.index(n)
     passes = max(1, math.ceil(math.log2(n)))
@@ -270,6 +279,14 @@ def _sort_row(b, d, row, n, first=None):
     if passes % 2:  # the last pass A -> B
         keys, idx = _merge_pass(b, d, keys, idx, keys_b, idx_b, b.index(1 << (passes - 1)), n_val, n)
     return keys, idx
+
+
+def _radix_payload(d, n) -> bool:
+    """Whether `_sort_row` sorts a row of n keys of dtype `d` by the radix sort, their
+    indices moving with them: 64-bit integer keys (argsort of f64, int64, uint64 values)
+    in rows from tuning.py's "sort" radix_payload keys on (and under 2^31: i32 counters)."""
+    from ..lowering import tuning
+    return d.kind in "iu" and d.bits == 64 and tuning.table()["sort"]["radix_payload"] <= n < 2**31
 
 
 def _each_row(e, x2, rows, n, d, parallel, keys_too=False, chunk_first=False):
@@ -989,7 +1006,7 @@ def _key_bits(d) -> int:
     return d.bits + (1 if d.kind in "ub" and d.bits < 32 else 0)
 
 
-def _radix_keys_row(b, kd, row, n, low=0, bits=None):
+def _radix_keys_row(b, kd, row, n, low=0, bits=None, payload=None):
     """Row `row` (tensor<n x kd>, signed integer keys) sorted stably by its `bits` bits
     from `low` up (the rest of the word copies their sign; all of it by default), by an
     LSD radix sort of RADIX_BITS-bit digits (the top digit's sign bit flipped: the keys
@@ -1010,7 +1027,11 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
     A pass whose digit is the same for every key (the high bytes of small integers)
     copies the keys instead (`linalg.copy`, into the buffer the pass would write).
     Each pass reads and writes the row once, where the bitonic blocks' merges read and
-    write it log2(n / block) times and the (key, index) pairs' merges compare 64 bits."""
+    write it log2(n / block) times and the (key, index) pairs' merges compare 64 bits.
+
+    With `payload` (a tensor<n x i32>: argsort's indices beside 64-bit keys, which leave
+    no room in a word for them) each key's payload moves with it, and the result is
+    (keys, payload)."""
     et = kd.signless
     passes = -(-(bits or kd.bits - low) // RADIX_BITS)
     size = 1 << RADIX_BITS
@@ -1082,38 +1103,63 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None):
     # the second pass writes into the row's buffer (bufferization copies a row it may not
     # write, an argument's); the other buffer is an allocation of its own (see `_sort_row`)
     keys, other = row, b.op(f"bufferization.alloc_tensor() : {tt}")
+    pt = ttype(Aval((n,), dt.int32))
+    if payload is not None:
+        carry, spare = payload, b.op(f"bufferization.alloc_tensor() : {pt}")
     for p in range(passes):
         front = b.op(f"tensor.extract_slice {starts}[{p * size}] [{size}] [1] : {ht} to {st}")
         back = b.op(f"tensor.extract_slice {ends}[{p * size}] [{size}] [1] : {ht} to {st}")
 
-        def scatter(bb, i, dst, fwd, bwd, p=p, src=keys):
+        def move(bb, i, k, at, dst, dstp, srcp):
+            """Key k (and payload i of srcp) to place `at` (i32) of dst (and dstp)."""
+            at = bb.op(f"arith.index_cast {at} : i32 to index")
+            dst = bb.op(f"tensor.insert {k} into {dst}[{at}] : {tt}")
+            if srcp is not None:
+                dstp = bb.op(f"tensor.insert {bb.op(f'tensor.extract {srcp}[{i}] : {pt}')} into {dstp}[{at}] : {pt}")
+            return dst, dstp
+
+        def scatter(bb, i, dst, fwd, bwd, *dstp, p=p, src=keys, srcp=carry if payload is not None else None):
+            dstp = dstp[0] if dstp else None
             k = bb.op(f"tensor.extract {src}[{i}] : {tt}")
             g = digit(bb, k, p)
             at = bb.op(f"tensor.extract {fwd}[{g}] : {st}")
-            dst = bb.op(f"tensor.insert {k} into {dst}[{bb.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
+            dst, dstp = move(bb, i, k, at, dst, dstp, srcp)
             fwd = bb.op(f"tensor.insert {bb.op(f'arith.addi {at}, {one32} : i32')} into {fwd}[{g}] : {st}")
-            q = bb.op(f"tensor.extract {src}[{bb.op(f'arith.subi {last}, {i} : index')}] : {tt}")
+            j = bb.op(f"arith.subi {last}, {i} : index")
+            q = bb.op(f"tensor.extract {src}[{j}] : {tt}")
             gq = digit(bb, q, p)
             end = bb.op(f"arith.subi {bb.op(f'tensor.extract {bwd}[{gq}] : {st}')}, {one32} : i32")
-            dst = bb.op(f"tensor.insert {q} into {dst}[{bb.op(f'arith.index_cast {end} : i32 to index')}] : {tt}")
-            return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")]
+            dst, dstp = move(bb, j, q, end, dst, dstp, srcp)
+            return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")] + ([dstp] if srcp else [])
+        types = f"{tt}, {pt}" if payload is not None else tt
         res = b.fresh("moved")
-        b.line(f"{res} = scf.if {trivial[p]} -> ({tt}) {{")
+        b.line(f"{res}{':2' if payload is not None else ''} = scf.if {trivial[p]} -> ({types}) {{")
         bb = b.sub("  ")  # every key has one digit value here: the keys as they are
-        bb.line(f"scf.yield {bb.op(f'linalg.copy ins({keys} : {tt}) outs({other} : {tt}) -> {tt}')} : {tt}")
+        ys = [bb.op(f"linalg.copy ins({keys} : {tt}) outs({other} : {tt}) -> {tt}")]
+        if payload is not None:
+            ys.append(bb.op(f"linalg.copy ins({carry} : {pt}) outs({spare} : {pt}) -> {pt}"))
+        bb.line(f"scf.yield {', '.join(ys)} : {types}")
         b.lines.extend(bb.lines)
         b.line("} else {")
         bb = b.sub("  ")
-        moved, fwd, _ = _scalar_loop(bb, bb.index(half), [other, front, back], [tt, st, st], scatter, "pass")
+        inits, kinds = [other, front, back], [tt, st, st]
+        if payload is not None:
+            inits, kinds = inits + [spare], kinds + [pt]
+        moved, fwd, _, *movedp = _scalar_loop(bb, bb.index(half), inits, kinds, scatter, "pass")
+        movedp = movedp[0] if movedp else None
         if n % 2:  # the middle key: between the halves', at its value's one free place
-            k = bb.op(f"tensor.extract {keys}[{bb.index(half)}] : {tt}")
+            mid = bb.index(half)
+            k = bb.op(f"tensor.extract {keys}[{mid}] : {tt}")
             at = bb.op(f"tensor.extract {fwd}[{digit(bb, k, p)}] : {st}")
-            moved = bb.op(f"tensor.insert {k} into {moved}[{bb.op(f'arith.index_cast {at} : i32 to index')}] : {tt}")
-        bb.line(f"scf.yield {moved} : {tt}")
+            moved, movedp = move(bb, mid, k, at, moved, movedp, carry if payload is not None else None)
+        bb.line(f"scf.yield {moved}{f', {movedp}' if payload is not None else ''} : {types}")
         b.lines.extend(bb.lines)
         b.line("}")
-        keys, other = res, keys
-    return keys
+        if payload is not None:
+            keys, other, carry, spare = f"{res}#0", keys, f"{res}#1", carry
+        else:
+            keys, other = res, keys
+    return (keys, carry) if payload is not None else keys
 
 
 def _keys_row(b, kd, row, n, lanes, block, low, bits):

@@ -238,8 +238,14 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # (f64, int64, and argsort's (key, index) pairs), whose bitonic blocks hold half
         # the lanes, from radix_wide keys: four a counter of a pass (f64 4096 x 1024 51 ms
         # against 33, argsort f32 4096 x 1024 45.8 / 19.3, 4096 x 256 7.3 / 6.9).
-        # `python -m mirax.tune` measures both (`tune_sort`).
-        "sort": dict(block_bytes=h.l2 // 16, radix_bytes=h.l2 // 4, radix_wide=1024),
+        # Rows of 64-bit keys that carry their indices beside them (argsort of f64,
+        # int64, uint64: no room in the word for the index) sort by the radix sort
+        # from radix_payload keys, else by the scalar merge sort (Zen 4, f64 argsort of
+        # 2^20 in rows of n, radix / merge: 64 28.9 / 10.1 ms, 128 18.7 / 12.3, 256
+        # 12.0 / 12.5, 1024 7.8 / 18.0, 65536 7.9 / 25.0: the counters' set-up is paid a
+        # row, the merge's passes grow with log2 n).
+        # `python -m mirax.tune` measures all three (`tune_sort`).
+        "sort": dict(block_bytes=h.l2 // 16, radix_bytes=h.l2 // 4, radix_wide=1024, radix_payload=256),
     }
 
 

@@ -440,26 +440,31 @@ def tune_pow(*, size: int = 1 << 22, log=print, save: bool = True) -> dict | Non
     return entry
 
 
-SORT_LENGTHS = {"radix_bytes": [4096, 8192, 16384, 32768, 65536, 262144], "radix_wide": [256, 1024, 4096, 16384]}
+SORT_LENGTHS = {"radix_bytes": [4096, 8192, 16384, 32768, 65536, 262144], "radix_wide": [256, 1024, 4096, 16384],
+                "radix_payload": [64, 128, 256, 1024, 4096]}
+# what each threshold sorts: (op, dtype, the other lowering's name)
+SORT_CASES = {"radix_bytes": ("sort", np.float32, "bitonic"), "radix_wide": ("argsort", np.float32, "bitonic"),
+              "radix_payload": ("argsort", np.float64, "merge")}
 NEVER = 1 << 40  # (a threshold no row reaches)
 
 
 def tune_sort(*, total: int = 1 << 20, log=print, save: bool = True) -> dict | None:
     """From which row length the radix sort beats the bitonic blocks and their merges
     (tuning.py "sort"): f32 `sort` (32-bit keys: radix_bytes) and f32 `argsort` ((key,
-    index) pairs of 64 bits, as f64's keys: radix_wide) over `total` elements in rows of
-    SORT_LENGTHS, both lowerings compiled, checked against numpy's (stable) sort and raced
-    interleaved. The threshold kept is the shortest row from which the radix sort wins at
-    every longer length measured (none: never)."""
+    index) pairs of 64 bits, as f64's keys: radix_wide), and the merge sort: f64
+    `argsort` (64-bit keys, the indices beside them: radix_payload), over `total`
+    elements in rows of SORT_LENGTHS, both lowerings compiled, checked against numpy's
+    (stable) sort and raced interleaved. The threshold kept is the shortest row from
+    which the radix sort wins at every longer length measured (none: never)."""
     import mirax as mr
     rng = np.random.default_rng(0)
     found = {}
     for key, lengths in SORT_LENGTHS.items():
-        op = "sort" if key == "radix_bytes" else "argsort"
+        op, dtype, other = SORT_CASES[key]
         wins = {}
         for n in lengths:
-            x = rng.standard_normal((total // n, n)).astype(np.float32)
-            xa = mr.array(x)
+            x = rng.standard_normal((total // n, n)).astype(dtype)
+            xa = mr.array(x, dtype=getattr(mr, np.dtype(dtype).name))
             want = np.sort(x, -1) if op == "sort" else np.argsort(x, -1, kind="stable")
             fns = {}
             for radix in (True, False):
@@ -467,21 +472,21 @@ def tune_sort(*, total: int = 1 << 20, log=print, save: bool = True) -> dict | N
                     f = mr.compile(lambda v: getattr(mr, op)(v, axis=-1))
                     got = np.asarray(f(xa))
                 if not np.array_equal(got, want):
-                    log(f"  {op} rows of {n}: the {'radix' if radix else 'bitonic'} sort is wrong; skipped")
+                    log(f"  {op} rows of {n}: the {'radix' if radix else other} sort is wrong; skipped")
                     break
                 fns[radix] = lambda f=f: mr.eval(f(xa))
             if len(fns) < 2:
                 continue
             r = _race(fns, 5, 3)
             wins[n] = r[True] < r[False]
-            log(f"  {op} rows of {n}: radix {r[True] * 1e3:.2f} ms, bitonic {r[False] * 1e3:.2f} ms")
+            log(f"  {op} {np.dtype(dtype).name} rows of {n}: radix {r[True] * 1e3:.2f} ms, {other} {r[False] * 1e3:.2f} ms")
         start = None
         for n in sorted(wins, reverse=True):
             if not wins[n]:
                 break
             start = n
         found[key] = NEVER if start is None else start * 4 if key == "radix_bytes" else start
-        log(f"  {op}: the radix sort from {'never' if start is None else f'rows of {start}'}")
+        log(f"  {op} {np.dtype(dtype).name}: the radix sort from {'never' if start is None else f'rows of {start}'}")
     if save:
         for key, v in found.items():
             tuning.save("sort", key, v)

@@ -322,6 +322,43 @@ func.func @argsort_radix(%x: tensor<2x2048xf32>) -> tensor<2x2048xui32> {
 
 // -----
 
+// argsort of 64-bit values: no room in the word for the index, so the radix sort moves
+// each row's indices (an i32 row counting from 0) beside its int64 keys: eight passes
+// of 8 bits, the pair of buffers of keys and of indices swapping roles a pass, a pass
+// that only copies copying both.
+// CHECK-LABEL: func.func @argsort_f64_radix
+// CHECK: %[[KEYS:.+]] = linalg.generic {{.+}} ins(%{{.+}} : tensor<2x512xf64>) outs(%{{.+}} : tensor<2x512xi64>)
+// CHECK: %[[ROW:.+]] = tensor.extract_slice %[[KEYS]]
+// CHECK: %[[IDX:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<512xi32>)
+// CHECK: linalg.index 0
+// CHECK: scf.for {{.+}} -> (tensor<8192xi32>)
+// CHECK: %[[B:.+]]:18 = scf.for
+// CHECK: %[[KBUF:.+]] = bufferization.alloc_tensor() : tensor<512xi64>
+// CHECK: %[[IBUF:.+]] = bufferization.alloc_tensor() : tensor<512xi32>
+// CHECK: %[[P0:.+]]:2 = scf.if %[[B]]#10 -> (tensor<512xi64>, tensor<512xi32>)
+// CHECK: linalg.copy ins(%[[ROW]] : tensor<512xi64>) outs(%[[KBUF]] : tensor<512xi64>)
+// CHECK: linalg.copy ins(%[[IDX]] : tensor<512xi32>) outs(%[[IBUF]] : tensor<512xi32>)
+// CHECK: } else {
+// CHECK: scf.for %[[I:.+]] = {{.+}} iter_args(%[[D:.+]] = %[[KBUF]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %[[DI:.+]] = %[[IBUF]])
+// CHECK: %[[K:.+]] = tensor.extract %[[ROW]][%[[I]]] : tensor<512xi64>
+// CHECK: %[[AT:.+]] = arith.index_cast %{{.+}} : i32 to index
+// CHECK: tensor.insert %[[K]] into %[[D]][%[[AT]]] : tensor<512xi64>
+// CHECK: %[[V:.+]] = tensor.extract %[[IDX]][%[[I]]] : tensor<512xi32>
+// CHECK: tensor.insert %[[V]] into %[[DI]][%[[AT]]] : tensor<512xi32>
+// CHECK: scf.if %[[B]]#11 -> (tensor<512xi64>, tensor<512xi32>)
+// CHECK: linalg.copy ins(%[[P0]]#0 : tensor<512xi64>) outs(%[[ROW]] : tensor<512xi64>)
+// CHECK: linalg.copy ins(%[[P0]]#1 : tensor<512xi32>) outs(%[[IDX]] : tensor<512xi32>)
+// CHECK: arith.shrui %{{.+}}, %c56_i64
+// CHECK: tensor.insert_slice %{{.+}}#1 into %{{.+}} : tensor<512xi32> into tensor<2x512xi32>
+// CHECK-NOT: vector.shuffle
+// CHECK: return
+func.func @argsort_f64_radix(%x: tensor<2x512xf64>) -> tensor<2x512xui32> {
+  %0 = "mirax.argsort"(%x) {axis = 1 : i64} : (tensor<2x512xf64>) -> tensor<2x512xui32>
+  return %0 : tensor<2x512xui32>
+}
+
+// -----
+
 // argtopk: each row's k largest by insertion (dialect/sort.py `_select_row`): k slots of
 // (key, index) ascending, from (lowest key, -1). The row is read a vector of the host's
 // width at a time, turned into integer keys in the registers (the merge sort's order),

@@ -297,13 +297,14 @@ def test_radix_sort_every_dtype(dtype, rng):
     """The LSD radix sort (dialect/sort.py `_radix_keys_row`) on every row length: one
     (no key moves), two, odd lengths (the middle key, placed after both halves' passes),
     rows on the threads, one long row (two halves on two threads, then the vector merge);
-    sort's keys of 8 to 64 bits (one to eight passes, the top digit's sign flipped), and
-    argsort's (key, index) pairs sorted by their key half alone: stable, as numpy's."""
+    sort's keys of 8 to 64 bits (one to eight passes, the top digit's sign flipped),
+    argsort's (key, index) pairs sorted by their key half alone, and 64-bit values'
+    argsort with their indices moving beside the keys: stable, as numpy's."""
     from mirax.lowering import tuning
     cases = [((3, 1), 1), ((3, 17), 1), ((301, 4), 0)]
-    if dtype in ("float32", "float64", "uint16", "int8"):  # (the halves' path: by key width)
+    if dtype in ("float32", "float64", "uint16", "int8", "uint64"):  # (the halves' path: by key width)
         cases.append(((70001,), 0))
-    with tuning.override(sort={"radix_bytes": 1, "radix_wide": 1}):
+    with tuning.override(sort={"radix_bytes": 1, "radix_wide": 1, "radix_payload": 1}):
         for shape, axis in cases:
             x = _values(rng, dtype, shape)
             np.testing.assert_array_equal(np.asarray(apply("sort", [A(x)], axis=axis)), np.sort(x, axis=axis))
@@ -324,16 +325,20 @@ def test_radix_sort_keeps_ties_in_order_and_chooses_by_row_length(rng):
     x[1] = 7.0  # every key equal: each pass's front and back meet in one value's places
     x[2] = np.arange(4099)  # sorted, and reversed
     x[3] = -np.arange(4099)
-    with tuning.override(sort={"radix_wide": 1024, "radix_bytes": 4 * 1024}):
-        np.testing.assert_array_equal(np.asarray(mr.argsort(A(x), axis=1)), np.argsort(x, axis=1, kind="stable"))
+    with tuning.override(sort={"radix_wide": 1024, "radix_bytes": 4 * 1024, "radix_payload": 1024}):
+        for v in (x, x.astype(np.float64), x.astype(np.int64)):  # (64-bit: indices beside the keys)
+            np.testing.assert_array_equal(np.asarray(mr.argsort(A(v), axis=1)), np.argsort(v, axis=1, kind="stable"))
         np.testing.assert_array_equal(np.asarray(mr.sort(A(x), axis=1)), np.sort(x, axis=1))
 
-    def text(n, **sort):
+    def text(n, op="sort", dtype=dt.float32, **sort):
         with tuning.override(sort=sort):
-            return kernel_function("k", PRIMITIVES["sort"], {"axis": 1}, [Aval((2, n), dt.float32)],
-                                   Aval((2, n), dt.float32))
+            out = Aval((2, n), dtype if op == "sort" else dt.uint32)
+            return kernel_function("k", PRIMITIVES[op], {"axis": 1}, [Aval((2, n), dtype)], out)
     assert "arith.shrui" in text(4096, radix_bytes=4 * 4096) and "vector.shuffle" not in text(4096, radix_bytes=4 * 4096)
     assert "arith.shrui" not in text(4095, radix_bytes=4 * 4096) and "vector.shuffle" in text(4095, radix_bytes=4 * 4096)
+    # 64-bit argsort: the radix sort from radix_payload keys, else the merge sort (no digits)
+    assert "arith.shrui" in text(256, "argsort", dt.float64, radix_payload=256)
+    assert "arith.shrui" not in text(255, "argsort", dt.float64, radix_payload=256)
 
 
 def test_sort_keeps_signed_zeros_infinities_and_puts_nan_last(rng):

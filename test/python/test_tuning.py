@@ -852,16 +852,17 @@ def test_a_missing_openmp_library_named_by_the_environment_warns_and_runs_on_one
 
 
 def test_tuner_sort(store, monkeypatch):
-    """The tuner races the radix sort against the bitonic blocks (both checked against
-    numpy first) and stores from which row length the radix sort wins at every longer
+    """The tuner races the radix sort against the bitonic blocks, and for 64-bit argsort
+    against the merge sort (each checked against numpy first), and stores from which row length the radix sort wins at every longer
     one; later lowerings follow it, and a host where it never wins keeps the blocks."""
     from mirax.dialect.core import PRIMITIVES, Aval
     from mirax.dialect import dtypes as dt
     from mirax.lowering.emit import kernel_function
-    monkeypatch.setattr(tune, "SORT_LENGTHS", {"radix_bytes": [64, 512], "radix_wide": [64, 512]})
+    monkeypatch.setattr(tune, "SORT_LENGTHS", {"radix_bytes": [64, 512], "radix_wide": [64, 512],
+                                               "radix_payload": [64, 512]})
     said = []
     found = tune.tune_sort(total=1 << 12, log=said.append)
-    assert set(found) == {"radix_bytes", "radix_wide"} and len(said) == 6
+    assert set(found) == {"radix_bytes", "radix_wide", "radix_payload"} and len(said) == 9
     for key in found:
         assert tuning.table()["sort"][key] == found[key] == tuning.measured()["sort"][key]
         assert found[key] == tune.NEVER or found[key] in ((64 * 4, 512 * 4) if key == "radix_bytes" else (64, 512))
