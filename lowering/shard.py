@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from mlir import ir
-from mlir.dialects import arith, func, linalg, shard, tensor
+from mlir.dialects import arith, func, shard, tensor
 
 from ..dialect.core import MiraxError
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
@@ -110,6 +110,7 @@ def _constants(fn):
         if not attr.is_splat:
             continue
         t = ir.RankedTensorType(op.results[0].type)
+        from mlir.dialects import linalg  # (its OpDSL definitions take ~60 ms to import)
         with ir.InsertionPoint(op), op.location:
             scalar = arith.ConstantOp(t.element_type, attr.get_splat_value()).result
             empty = tensor.EmptyOp(t.shape, t.element_type).result
@@ -219,6 +220,7 @@ def _gather(op, value, axis, out_type):
     t = ir.RankedTensorType(out_type)
     local = ir.RankedTensorType(value.type).shape
     zero = arith.ConstantOp(t.element_type, _zero(t.element_type)).result
+    from mlir.dialects import linalg  # (see above)
     zeros = linalg.fill(zero, outs=[tensor.EmptyOp(t.shape, t.element_type).result])
     offsets = [0] * t.rank
     dyn = [_block_offset(grid, local[axis])]

@@ -467,10 +467,12 @@ FIRST_GELU = r"""
 import math, sys
 import numpy as np
 import mirax as mr
+assert "mlir.dialects.linalg" not in sys.modules
 x = mr.array(np.linspace(-3, 3, 32 * 4096, dtype=np.float32).reshape(32, 4096))
 y = mr.compile(lambda x: x * (1 + mr.erf(x / math.sqrt(2))) / 2)(x)
 mr.eval(y)
-print(" ".join(m for m in ("mlir.dialects.transform", "mlir.dialects.vector", "mlir.dialects.affine") if m in sys.modules))
+print(" ".join(m for m in ("mlir.dialects.transform", "mlir.dialects.vector", "mlir.dialects.affine",
+                           "mlir.dialects.linalg") if m in sys.modules))
 """
 
 
@@ -479,12 +481,14 @@ def test_first_compile_imports_no_dialect_package_it_does_not_use(tmp_path):
     (the `mlir.dialects.transform` package is ~4 ms to import, for op classes the text
     scripts never use), imports `mlir.dialects.vector` only where it builds vector ops
     (~3 ms; AVX2 hosts pin gelu's constants with vector ops) and lists a row loop's ops
-    without OpViews (an `affine.apply` among them imported `mlir.dialects.affine`, ~1.7 ms)."""
+    without OpViews (an `affine.apply` among them imported `mlir.dialects.affine`, ~1.7 ms).
+    Neither `import mirax` nor the compile imports `mlir.dialects.linalg` (its OpDSL
+    definitions, 60-75 ms: the bindings find dialect/bindings.py's light module first)."""
     env = dict(os.environ, MIRAX_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", FIRST_GELU], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     imported = out.stdout.split()
-    assert "mlir.dialects.transform" not in imported
+    assert "mlir.dialects.transform" not in imported and "mlir.dialects.linalg" not in imported
     if "avx512f" in host().features:
         assert "mlir.dialects.vector" not in imported and "mlir.dialects.affine" not in imported
 
