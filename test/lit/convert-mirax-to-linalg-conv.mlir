@@ -11,11 +11,11 @@
 // CHECK-LABEL: func.func @conv3x3
 // CHECK-SAME:    (%[[X:.+]]: tensor<2x8x8x4xf32>, %[[W:.+]]: tensor<6x3x3x4xf32>)
 // CHECK-NOT:     scf.for
-// CHECK:         %[[P:.+]] = tensor.pad %[[X]] low[0, 1, 1, 0] high[0, 1, 1, 0]
 // CHECK:         %[[W2:.+]] = tensor.collapse_shape %[[W]] {{\[\[}}0], [1, 2, 3]] : tensor<6x3x3x4xf32> into tensor<6x36xf32>
 // CHECK:         %[[WT:.+]] = linalg.transpose ins(%[[W2]] : tensor<6x36xf32>) outs(%{{.+}} : tensor<36x6xf32>) permutation = [1, 0]
 // CHECK:         %[[B:.+]] = "mirax.optimization_barrier"(%[[WT]]) : (tensor<36x6xf32>) -> tensor<36x6xf32>
 // CHECK:         %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<128x6xf32>)
+// CHECK:         %[[P:.+]] = tensor.pad %[[X]] low[0, 1, 1, 0] high[0, 1, 1, 0]
 // CHECK:         %[[V:.+]] = tensor.collapse_shape %[[P]] {{\[\[}}0], [1], [2, 3]] : tensor<2x10x10x4xf32> into tensor<2x10x40xf32>
 // CHECK:         %[[COL:.+]] = linalg.generic {indexing_maps = [#[[WIN]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[V]] : tensor<2x10x40xf32>) outs(%{{.+}} : tensor<2x8x8x3x12xf32>)
 // CHECK-NEXT:    ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
@@ -36,9 +36,17 @@ func.func @conv3x3(%x: tensor<2x8x8x4xf32>, %w: tensor<6x3x3x4xf32>) -> tensor<2
 // A window copy larger than any host's budget: chunks of output rows in an scf.for, each
 // a copy of its windows and a product inserted into the result's rows (on one thread:
 // with more, the chunks go to the threads, convert-mirax-to-linalg-conv-threads.mlir).
+// Each chunk pads the input rows it reads (the rows that exist, then zeros: as many as
+// fall outside the input, computed from the chunk's first row), so the whole padded
+// input is never made.
 // CHECK-LABEL: func.func @conv_chunked
+// CHECK-SAME:    (%[[X:.+]]: tensor<64x224x224x64xf32>,
+// CHECK-NOT:     tensor.pad
 // CHECK:         scf.for %[[R:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[OUT:.+]] = %{{.+}}) -> (tensor<3211264x64xf32>)
-// CHECK:           tensor.extract_slice %{{.+}}[%{{.+}}, %{{.+}}, 0, 0]
+// CHECK:           %[[ROWS:.+]] = tensor.extract_slice %[[X]][%{{.+}}, %{{.+}}, 0, 0] [1, %[[N:.+]], 224, 64] [1, 1, 1, 1] : tensor<64x224x224x64xf32> to tensor<1x?x224x64xf32>
+// CHECK:           %[[PAD:.+]] = tensor.pad %[[ROWS]] low[0, %[[LOW:.+]], 1, 0] high[0, %[[HIGH:.+]], 1, 0]
+// CHECK:           } : tensor<1x?x224x64xf32> to tensor<1x?x226x64xf32>
+// CHECK:           tensor.cast %[[PAD]] : tensor<1x?x226x64xf32> to tensor<1x{{[0-9]+}}x226x64xf32>
 // CHECK:           linalg.generic
 // CHECK:           "mirax.optimization_barrier"
 // CHECK:           %[[M:.+]] = linalg.matmul

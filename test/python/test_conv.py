@@ -276,11 +276,15 @@ CHUNKED = [
     ((4, 40, 24), (32, 7, 24), P(1, stride=3, lo=3, hi=3, kd=2), 2048),
     ((8, 9, 9, 32), (48, 1, 1, 32), P(2), 64),  # 1x1: the input is the matrix
     ((8, 9, 9, 32), (48, 1, 1, 32), P(2, stride=2), 64),  # strided 1x1: a window copy
+    # padding wider than a chunk's rows: chunks at each end read no input row at all
+    ((2, 5, 6, 16), (16, 2, 3, 16), P(2, lo=(4, 1), hi=(5, 0)), 4 * 6 * 96 * 4),
 ]
 
 
 @pytest.mark.parametrize("xs,ws,params,budget", CHUNKED)
 def test_chunked_products_match_reference(xs, ws, params, budget, rng):
+    """Each cut against the reference; a padded input's rows are padded chunk by chunk
+    (dialect/conv.py `_padded_rows`: the zeros each chunk's first row implies)."""
     with tuning.override(conv={"im2col_bytes": budget, "min_rows": 4}):
         _matches_reference(xs, ws, params, rng)
 
