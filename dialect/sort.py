@@ -1104,8 +1104,9 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None, payload=None):
     # write, an argument's); the other buffer is an allocation of its own (see `_sort_row`)
     keys, other = row, b.op(f"bufferization.alloc_tensor() : {tt}")
     pt = ttype(Aval((n,), dt.int32))
-    if payload is not None:
-        carry, spare = payload, b.op(f"bufferization.alloc_tensor() : {pt}")
+    # the payload's buffer and the other one, swapping roles as the keys' do (None without)
+    carry = payload
+    spare = b.op(f"bufferization.alloc_tensor() : {pt}") if payload is not None else None
     for p in range(passes):
         front = b.op(f"tensor.extract_slice {starts}[{p * size}] [{size}] [1] : {ht} to {st}")
         back = b.op(f"tensor.extract_slice {ends}[{p * size}] [{size}] [1] : {ht} to {st}")
@@ -1118,7 +1119,7 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None, payload=None):
                 dstp = bb.op(f"tensor.insert {bb.op(f'tensor.extract {srcp}[{i}] : {pt}')} into {dstp}[{at}] : {pt}")
             return dst, dstp
 
-        def scatter(bb, i, dst, fwd, bwd, *dstp, p=p, src=keys, srcp=carry if payload is not None else None):
+        def scatter(bb, i, dst, fwd, bwd, *dstp, p=p, src=keys, srcp=carry):
             dstp = dstp[0] if dstp else None
             k = bb.op(f"tensor.extract {src}[{i}] : {tt}")
             g = digit(bb, k, p)
@@ -1130,7 +1131,7 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None, payload=None):
             gq = digit(bb, q, p)
             end = bb.op(f"arith.subi {bb.op(f'tensor.extract {bwd}[{gq}] : {st}')}, {one32} : i32")
             dst, dstp = move(bb, j, q, end, dst, dstp, srcp)
-            return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")] + ([dstp] if srcp else [])
+            return [dst, fwd, bb.op(f"tensor.insert {end} into {bwd}[{gq}] : {st}")] + ([dstp] if srcp is not None else [])
         types = f"{tt}, {pt}" if payload is not None else tt
         res = b.fresh("moved")
         b.line(f"{res}{':2' if payload is not None else ''} = scf.if {trivial[p]} -> ({types}) {{")
@@ -1151,7 +1152,7 @@ def _radix_keys_row(b, kd, row, n, low=0, bits=None, payload=None):
             mid = bb.index(half)
             k = bb.op(f"tensor.extract {keys}[{mid}] : {tt}")
             at = bb.op(f"tensor.extract {fwd}[{digit(bb, k, p)}] : {st}")
-            moved, movedp = move(bb, mid, k, at, moved, movedp, carry if payload is not None else None)
+            moved, movedp = move(bb, mid, k, at, moved, movedp, carry)
         bb.line(f"scf.yield {moved}{f', {movedp}' if payload is not None else ''} : {types}")
         b.lines.extend(bb.lines)
         b.line("}")
