@@ -244,8 +244,13 @@ def derive(h: host_cpu.HostCPU | None = None) -> dict:
         # 2^20 in rows of n, radix / merge: 64 28.9 / 10.1 ms, 128 18.7 / 12.3, 256
         # 12.0 / 12.5, 1024 7.8 / 18.0, 65536 7.9 / 25.0: the counters' set-up is paid a
         # row, the merge's passes grow with log2 n).
-        # `python -m mirax.tune` measures all three (`tune_sort`).
-        "sort": dict(block_bytes=h.l2 // 16, radix_bytes=h.l2 // 4, radix_wide=1024, radix_payload=256),
+        # One long row of those sorts in chunks whose keys and indices fit L2
+        # (long_chunk_bytes), merged afterwards: the radix passes of a larger chunk
+        # scatter beyond L2 (Zen 4, 1 MiB L2: rows of 65536 f64 7.9 ms for 2^20, of
+        # 262144 28.7).
+        # `python -m mirax.tune` measures the three radix thresholds (`tune_sort`).
+        "sort": dict(block_bytes=h.l2 // 16, radix_bytes=h.l2 // 4, radix_wide=1024, radix_payload=256,
+                     long_chunk_bytes=h.l2),
     }
 
 

@@ -296,7 +296,8 @@ def test_sort_one_long_row_in_two_halves(dtype, rng):
 def test_radix_sort_every_dtype(dtype, rng):
     """The LSD radix sort (dialect/sort.py `_radix_keys_row`) on every row length: one
     (no key moves), two, odd lengths (the middle key, placed after both halves' passes),
-    rows on the threads, one long row (two halves on two threads, then the vector merge);
+    rows on the threads, one long row (two halves on two threads, then the vector merge;
+    64-bit argsort: chunks whose keys and indices fit L2, then merge passes);
     sort's keys of 8 to 64 bits (one to eight passes, the top digit's sign flipped),
     argsort's (key, index) pairs sorted by their key half alone, and 64-bit values'
     argsort with their indices moving beside the keys: stable, as numpy's."""
@@ -304,7 +305,8 @@ def test_radix_sort_every_dtype(dtype, rng):
     cases = [((3, 1), 1), ((3, 17), 1), ((301, 4), 0)]
     if dtype in ("float32", "float64", "uint16", "int8", "uint64"):  # (the halves' path: by key width)
         cases.append(((70001,), 0))
-    with tuning.override(sort={"radix_bytes": 1, "radix_wide": 1, "radix_payload": 1}):
+    # (one long row of 64-bit keys in chunks of 4096, merged in five passes)
+    with tuning.override(sort={"radix_bytes": 1, "radix_wide": 1, "radix_payload": 1, "long_chunk_bytes": 12 * 4096}):
         for shape, axis in cases:
             x = _values(rng, dtype, shape)
             np.testing.assert_array_equal(np.asarray(apply("sort", [A(x)], axis=axis)), np.sort(x, axis=axis))
