@@ -159,6 +159,63 @@ def _from_rows(e, res, a: Aval, ax: int, out: Aval):
     return _reshape(e, res, grid, out.shape)
 
 
+def _merge_block(bb, d, src_k, src_i, k1, i1, lo, mid, hi, kt, it, dkt, dit, local):
+    """Emit the merge of runs [lo, mid) and [mid, hi) of (src_k, src_i) (of types kt, it)
+    into (k1, i1) (of types dkt, dit): at their positions, or with `local` at positions
+    counted from lo (a block's own tensors). Returns the new (k1, i1)."""
+    et = memory_type(d)
+    c0, c1 = bb.index(0), bb.index(1)
+    mid1 = bb.op(f"arith.subi {mid}, {c1} : index")
+    hi1 = bb.op(f"arith.subi {hi}, {c1} : index")
+    steps = bb.op(f"arith.ceildivui {bb.op(f'arith.subi {hi}, {lo} : index')}, {bb.index(2)} : index")
+    k, i, j, ib, jb = (bb.fresh(h) for h in ("k", "i", "j", "ib", "jb"))
+    k2, i2, merge = bb.fresh("dk"), bb.fresh("di"), bb.fresh("merge")
+    bb.line(f"{merge}:6 = scf.for {k} = {c0} to {steps} step {c1} iter_args({i} = {lo}, {j} = {mid}, "
+            f"{ib} = {mid1}, {jb} = {hi1}, {k2} = {k1}, {i2} = {i1}) "
+            f"-> (index, index, index, index, {dkt}, {dit}) {{")
+    m = bb.sub("  ")
+
+    def heads(x, y):
+        """Keys and indices at positions x (left run) and y (right run)."""
+        return (m.op(f"tensor.extract {src_k}[{x}] : {kt}"), m.op(f"tensor.extract {src_k}[{y}] : {kt}"),
+                m.op(f"tensor.extract {src_i}[{x}] : {it}"), m.op(f"tensor.extract {src_i}[{y}] : {it}"))
+
+    def pick(first, ka, kb, ia, ib_):
+        return m.op(f"arith.select {first}, {ka}, {kb} : {et}"), m.op(f"arith.select {first}, {ia}, {ib_} : i32")
+    # front: the heads, clamped into their runs (a run that is done is never taken)
+    ic = m.op(f"arith.minui {i}, {mid1} : index")
+    jc = m.op(f"arith.minui {j}, {hi1} : index")
+    ka, kb, ia, ib_ = heads(ic, jc)
+    left_done = m.op(f"arith.cmpi uge, {i}, {mid} : index")
+    right_on = m.op(f"arith.cmpi ult, {j}, {hi} : index")
+    take_b = m.op(f"arith.ori {left_done}, {m.op(f'arith.andi {right_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
+    kv, iv = pick(take_b, kb, ka, ib_, ia)
+    at = k if local else m.op(f"arith.addi {lo}, {k} : index")
+    k3 = m.op(f"tensor.insert {kv} into {k2}[{at}] : {dkt}")
+    i3 = m.op(f"tensor.insert {iv} into {i2}[{at}] : {dit}")
+    i_next = m.op(f"arith.select {take_b}, {i}, {m.op(f'arith.addi {i}, {c1} : index')} : index")
+    j_next = m.op(f"arith.select {take_b}, {m.op(f'arith.addi {j}, {c1} : index')}, {j} : index")
+    # back: the tails (ib may pass below lo: signed), the larger to the end
+    ibc = m.op(f"arith.maxsi {ib}, {lo} : index")
+    jbc = m.op(f"arith.minui {m.op(f'arith.maxsi {jb}, {mid} : index')}, {hi1} : index")
+    ka, kb, ia, ib_ = heads(ibc, jbc)
+    left_on = m.op(f"arith.cmpi sge, {ib}, {lo} : index")
+    right_done = m.op(f"arith.cmpi slt, {jb}, {mid} : index")
+    take_a = m.op(f"arith.ori {right_done}, {m.op(f'arith.andi {left_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
+    kv, iv = pick(take_a, ka, kb, ia, ib_)
+    at = m.op(f"arith.subi {hi1}, {k} : index")
+    at = m.op(f"arith.subi {at}, {lo} : index") if local else at
+    k3 = m.op(f"tensor.insert {kv} into {k3}[{at}] : {dkt}")
+    i3 = m.op(f"tensor.insert {iv} into {i3}[{at}] : {dit}")
+    ib_next = m.op(f"arith.select {take_a}, {m.op(f'arith.subi {ib}, {c1} : index')}, {ib} : index")
+    jb_next = m.op(f"arith.select {take_a}, {jb}, {m.op(f'arith.subi {jb}, {c1} : index')} : index")
+    m.line(f"scf.yield {i_next}, {j_next}, {ib_next}, {jb_next}, {k3}, {i3} "
+           f": index, index, index, index, {dkt}, {dit}")
+    bb.lines.extend(m.lines)
+    bb.line("}")
+    return f"{merge}#4", f"{merge}#5"
+
+
 def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
     """One pass: the runs of width `w` (index) of (src_k, src_i) merged pairwise into
     (dst_k, dst_i); returns the new (dst_k, dst_i).
@@ -181,57 +238,35 @@ def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
     lo = bb.op(f"arith.muli {blk}, {w2} : index")
     mid = bb.op(f"arith.minui {bb.op(f'arith.addi {lo}, {w} : index')}, {n_val} : index")
     hi = bb.op(f"arith.minui {bb.op(f'arith.addi {lo}, {w2} : index')}, {n_val} : index")
-    mid1 = bb.op(f"arith.subi {mid}, {c1} : index")
-    hi1 = bb.op(f"arith.subi {hi}, {c1} : index")
-    steps = bb.op(f"arith.ceildivui {bb.op(f'arith.subi {hi}, {lo} : index')}, {bb.index(2)} : index")
-    k, i, j, ib, jb = (bb.fresh(h) for h in ("k", "i", "j", "ib", "jb"))
-    k2, i2, merge = bb.fresh("dk"), bb.fresh("di"), bb.fresh("merge")
-    bb.line(f"{merge}:6 = scf.for {k} = {c0} to {steps} step {c1} iter_args({i} = {lo}, {j} = {mid}, "
-            f"{ib} = {mid1}, {jb} = {hi1}, {k2} = {k1}, {i2} = {i1}) "
-            f"-> (index, index, index, index, {kt}, {it}) {{")
-    m = bb.sub("  ")
-
-    def heads(x, y):
-        """Keys and indices at positions x (left run) and y (right run)."""
-        return (m.op(f"tensor.extract {src_k}[{x}] : {kt}"), m.op(f"tensor.extract {src_k}[{y}] : {kt}"),
-                m.op(f"tensor.extract {src_i}[{x}] : {it}"), m.op(f"tensor.extract {src_i}[{y}] : {it}"))
-
-    def pick(first, ka, kb, ia, ib_):
-        return m.op(f"arith.select {first}, {ka}, {kb} : {et}"), m.op(f"arith.select {first}, {ia}, {ib_} : i32")
-    # front: the heads, clamped into their runs (a run that is done is never taken)
-    ic = m.op(f"arith.minui {i}, {mid1} : index")
-    jc = m.op(f"arith.minui {j}, {hi1} : index")
-    ka, kb, ia, ib_ = heads(ic, jc)
-    left_done = m.op(f"arith.cmpi uge, {i}, {mid} : index")
-    right_on = m.op(f"arith.cmpi ult, {j}, {hi} : index")
-    take_b = m.op(f"arith.ori {left_done}, {m.op(f'arith.andi {right_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
-    kv, iv = pick(take_b, kb, ka, ib_, ia)
-    at = m.op(f"arith.addi {lo}, {k} : index")
-    k3 = m.op(f"tensor.insert {kv} into {k2}[{at}] : {kt}")
-    i3 = m.op(f"tensor.insert {iv} into {i2}[{at}] : {it}")
-    i_next = m.op(f"arith.select {take_b}, {i}, {m.op(f'arith.addi {i}, {c1} : index')} : index")
-    j_next = m.op(f"arith.select {take_b}, {m.op(f'arith.addi {j}, {c1} : index')}, {j} : index")
-    # back: the tails (ib may pass below lo: signed), the larger to the end
-    ibc = m.op(f"arith.maxsi {ib}, {lo} : index")
-    jbc = m.op(f"arith.minui {m.op(f'arith.maxsi {jb}, {mid} : index')}, {hi1} : index")
-    ka, kb, ia, ib_ = heads(ibc, jbc)
-    left_on = m.op(f"arith.cmpi sge, {ib}, {lo} : index")
-    right_done = m.op(f"arith.cmpi slt, {jb}, {mid} : index")
-    take_a = m.op(f"arith.ori {right_done}, {m.op(f'arith.andi {left_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
-    kv, iv = pick(take_a, ka, kb, ia, ib_)
-    at = m.op(f"arith.subi {hi1}, {k} : index")
-    k3 = m.op(f"tensor.insert {kv} into {k3}[{at}] : {kt}")
-    i3 = m.op(f"tensor.insert {iv} into {i3}[{at}] : {it}")
-    ib_next = m.op(f"arith.select {take_a}, {m.op(f'arith.subi {ib}, {c1} : index')}, {ib} : index")
-    jb_next = m.op(f"arith.select {take_a}, {jb}, {m.op(f'arith.subi {jb}, {c1} : index')} : index")
-    m.line(f"scf.yield {i_next}, {j_next}, {ib_next}, {jb_next}, {k3}, {i3} "
-           f": index, index, index, index, {kt}, {it}")
-    bb.lines.extend(m.lines)
-    bb.line("}")
-    bb.line(f"scf.yield {merge}#4, {merge}#5 : {kt}, {it}")
+    mk, mi = _merge_block(bb, d, src_k, src_i, k1, i1, lo, mid, hi, kt, it, kt, it, False)
+    bb.line(f"scf.yield {mk}, {mi} : {kt}, {it}")
     b.lines.extend(bb.lines)
     b.line("}")
     return f"{loop}#0", f"{loop}#1"
+
+
+def _merge_pass_parallel(b, d, src_k, src_i, dst_k, dst_i, w: int, n: int):
+    """`_merge_pass` with its blocks on the threads: n and the run width w static, n a
+    multiple of 2w (two blocks or more): each block merged into tensors of its own, put
+    in place with `tensor.parallel_insert_slice`."""
+    kt, it = ttype(Aval((n,), d)), ttype(Aval((n,), dt.int32))
+    lkt, lit = ttype(Aval((2 * w,), d)), ttype(Aval((2 * w,), dt.int32))
+    blk, ok, oi, res = b.fresh("blk"), b.fresh("ok"), b.fresh("oi"), b.fresh("merged")
+    b.line(f"{res}:2 = scf.forall ({blk}) in ({n // (2 * w)}) shared_outs({ok} = {dst_k}, {oi} = {dst_i}) "
+           f"-> ({kt}, {it}) {{")
+    bb = b.sub("  ")
+    lo = bb.op(f"arith.muli {blk}, {bb.index(2 * w)} : index")
+    mid = bb.op(f"arith.addi {lo}, {bb.index(w)} : index")
+    hi = bb.op(f"arith.addi {lo}, {bb.index(2 * w)} : index")
+    mk, mi = _merge_block(bb, d, src_k, src_i, bb.op(f"bufferization.alloc_tensor() : {lkt}"),
+                          bb.op(f"bufferization.alloc_tensor() : {lit}"), lo, mid, hi, kt, it, lkt, lit, True)
+    bb.line("scf.forall.in_parallel {")
+    bb.line(f"  tensor.parallel_insert_slice {mk} into {ok}[{lo}] [{2 * w}] [1] : {lkt} into {kt}")
+    bb.line(f"  tensor.parallel_insert_slice {mi} into {oi}[{lo}] [{2 * w}] [1] : {lit} into {it}")
+    bb.line("}")
+    b.lines.extend(bb.lines)
+    b.line("}")
+    return f"{res}#0", f"{res}#1"
 
 
 def _sort_row(b, d, row, n, first=None):
@@ -318,10 +353,12 @@ def _one_long_row(e, x, d, n):
     sort last to P = 2^ceil(log2 n), cut in chunks of h (two; for the radix sort of
     64-bit keys, chunks whose keys and indices fit L2: tuning.py "sort" long_chunk_bytes),
     each chunk sorted on a thread, then the chunks merged pairwise (the merge sort's last
-    passes), the first n indices kept (the padding's indices are n and above, after every
+    passes, each block of a pass on a thread while there are two or more), the first n
+    indices kept (the padding's indices are n and above, after every
     element: the order stays stable). The radix sort of one half of 2^20 f64 keys ran
     beyond L2, each pass scattering 4 MB to 256 places (2^20 f64 argsort 39.6 ms, the
-    same keys in rows of 1024 15.4)."""
+    same keys in rows of 1024 15.4; chunks of 65536 and serial merges 27.6, the merges'
+    blocks on the threads 20.7)."""
     from ..lowering import tuning
     P = 1 << math.ceil(math.log2(n))
     h = P // 2
@@ -340,7 +377,8 @@ def _one_long_row(e, x, d, n):
     other_k, other_i = e.op(f"bufferization.alloc_tensor() : {kt}"), e.op(f"bufferization.alloc_tensor() : {it}")
     w = h
     while w < P:  # (the two pairs of buffers swap roles a pass)
-        merged = _merge_pass(e, d, keys, idx, other_k, other_i, e.index(w), e.index(P), P)
+        merged = (_merge_pass_parallel(e, d, keys, idx, other_k, other_i, w, P) if P >= 4 * w else
+                  _merge_pass(e, d, keys, idx, other_k, other_i, e.index(w), e.index(P), P))
         (keys, idx), (other_k, other_i) = merged, (keys, idx)
         w *= 2
     return e.op(f"tensor.extract_slice {idx}[0] [{n}] [1] : {it} to {ttype(Aval((n,), dt.int32))}")
