@@ -227,7 +227,6 @@ def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
     elements; with m odd the last step's two choices are the same middle element."""
     kt = ttype(Aval((n,), d))
     it = ttype(Aval((n,), dt.int32))
-    et = memory_type(d)
     c0, c1 = b.index(0), b.index(1)
     w2 = b.op(f"arith.addi {w}, {w} : index")
     blocks = b.op(f"arith.ceildivui {n_val}, {w2} : index")
