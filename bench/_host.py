@@ -87,7 +87,8 @@ def choices() -> str:
     payload = radix("radix_payload", f"{st['radix_payload']}")
     lines.append(f"sort: bitonic blocks of {st['block_bytes'] >> 10} KiB, then vector merges (derived); "
                  f"the radix sort from {keys32} a row, from {keys64}; 64-bit argsort from {payload} "
-                 f"(else the merge sort)")
+                 f"(else the merge sort), one long row of it in chunks of {st['long_chunk_bytes'] >> 10} KiB "
+                 f"(derived)")
     return "\n".join("  " + x for x in lines)
 
 
