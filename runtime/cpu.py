@@ -24,7 +24,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 
 from ..lowering.cpu_pipeline import MiraxCpuPipeline
-from ..lowering.pass_base import run_verifying_ours
+from ..lowering.pass_base import run_verifying_ours, verified_pass_manager
 from . import buffers, disk_cache, llvm_codegen
 from .backend import Backend
 from .context import context
@@ -84,9 +84,7 @@ def lower_to_llvm(module: ir.Module) -> None:
 
 
 def _cpu_pipeline(ctx) -> PassManager:
-    pm = PassManager("builtin.module", context=ctx)
-    MiraxCpuPipeline().add_to(pm)
-    return pm
+    return verified_pass_manager(MiraxCpuPipeline().add_to, ctx)
 
 
 def _shared_libs():

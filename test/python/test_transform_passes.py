@@ -504,28 +504,52 @@ def test_jvp_repeated_argnum_is_an_error():
         run_passes(parse(F), ("mirax-jvp", {"function": "f", "argnums": "0,0"}))
 
 
-def test_a_python_pass_that_breaks_the_ir_fails_as_itself():
-    """The CPU compile path verifies after each of our Python passes (and at the end), not
-    after every upstream pass: a pass that leaves invalid IR is named in the error before
-    any other pass reads its IR."""
+def _breaks(op, *_):  # an i32 add whose result claims to be f32
+    fn = op.regions[0].blocks[0].operations[0]
+    entry = fn.regions[0].blocks[0]
+    with ir.InsertionPoint.at_block_begin(entry), ir.Location.unknown():
+        ir.Operation.create("arith.addi", results=[ir.F32Type.get()],
+                            operands=[entry.arguments[0], entry.arguments[0]])
+
+
+def test_a_python_pass_that_breaks_the_ir_fails_before_an_upstream_pass_reads_it():
+    """The CPU compile path verifies what our Python passes wrote before the next upstream
+    pass (and at the end), not after every pass: a pass that leaves invalid IR is named
+    in the error, and no pass after the check runs."""
+    from mirax.lowering.pass_base import PassError, run_verifying_ours, verified_pass_manager
+    from mirax.runtime.context import context
+    ran = []
+
+    def build(pm):
+        pm.add(_breaks, name="breaks-the-ir")
+        pm.add("canonicalize")
+        pm.add(lambda *_: ran.append(True), name="reads-it")
+    with context() as ctx, ir.Location.unknown():
+        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
+        with pytest.raises(PassError, match="pass 'breaks-the-ir' produced invalid IR"):
+            run_verifying_ours(verified_pass_manager(build, ctx), module.operation)
+        assert not ran
+
+
+def test_consecutive_python_passes_are_verified_together_or_each(monkeypatch):
+    """Python passes one after another are verified together (the error names them all)
+    unless MIRAX_VERIFY_EACH_PASS=1, which verifies after each and stops at the first."""
     from mirax.lowering.pass_base import PassError, run_verifying_ours
     from mirax.runtime.context import context
     ran = []
 
-    def breaks(op, *_):  # an i32 add whose result claims to be f32
-        fn = op.regions[0].blocks[0].operations[0]
-        entry = fn.regions[0].blocks[0]
-        with ir.InsertionPoint.at_block_begin(entry), ir.Location.unknown():
-            ir.Operation.create("arith.addi", results=[ir.F32Type.get()],
-                                operands=[entry.arguments[0], entry.arguments[0]])
-
     def after(op, *_):
         ran.append(True)
     with context(), ir.Location.unknown():
-        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
         pm = PassManager("builtin.module")
-        pm.add(breaks, name="breaks-the-ir")
+        pm.add(_breaks, name="breaks-the-ir")
         pm.add(after, name="reads-it")
+        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
+        with pytest.raises(PassError, match="one of the passes 'breaks-the-ir', 'reads-it' .*MIRAX_VERIFY_EACH_PASS"):
+            run_verifying_ours(pm, module.operation)
+        assert ran == [True]
+        monkeypatch.setenv("MIRAX_VERIFY_EACH_PASS", "1")
+        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
         with pytest.raises(PassError, match="pass 'breaks-the-ir' produced invalid IR"):
             run_verifying_ours(pm, module.operation)
-        assert not ran
+        assert ran == [True]
