@@ -18,9 +18,10 @@ What keeps the LLVM IR (and LLVM's time) small:
   A memref passed whole becomes 3 + 2 * rank scalar arguments at each call, and calls
   with hundreds of arguments (one per descriptor field) cost LLVM's instruction
   selection quadratic time (its store merging over the stack arguments);
-- a part whose text is the same as an earlier one's (the same kernel on buffers of the
-  same types: the layers of a network, the optimizer's update of same-shaped
-  parameters) is not emitted again: both sites call the first;
+- a part the same as an earlier one (the same kernel on buffers of the same types: the
+  layers of a network, the optimizer's update of same-shaped parameters) is not emitted
+  again: both sites call the first. The functions it outlines lose their locations
+  (`strip-debuginfo`) so that kernels from different places compare equal;
 - a function with a C interface (`llvm.emit_c_interface`, all arguments memrefs, no
   results) becomes `_mlir_ciface_<f>` itself, loading its descriptors from the pointers
   it is given, instead of the upstream wrapper calling `<f>` with every descriptor
@@ -42,8 +43,11 @@ small functions gain nothing either).
 """
 from __future__ import annotations
 
+import io
+
 from mlir import ir
 from mlir.dialects import func
+from mlir.passmanager import PassManager
 
 from .pass_base import MiraxPass, clone_mapped, defining_op, outside_values, user_op, walk_ops, within
 
@@ -100,18 +104,24 @@ def _cast(value, to_type):
 
 
 def _memref_from_pointer(ptr, t: ir.MemRefType, layout):
-    """The memref of type `t` (static layout) whose aligned (and allocated) pointer is `ptr`."""
-    from mlir.dialects import llvm
+    """The memref of type `t` (static layout) whose aligned (and allocated) pointer is `ptr`.
+    (Generic `Operation.create`s: the llvm dialect's Python builders took twice as long,
+    ~60 us a descriptor, 5% of this pass on a transformer step.)"""
     sizes, strides, offset = layout
     st = _descriptor_type(len(sizes))
     i64 = ir.IntegerType.get_signless(64)
-    d = llvm.mlir_poison(st)
-    d = llvm.insertvalue(d, ptr, [0])
-    d = llvm.insertvalue(d, ptr, [1])
-    d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, offset)), [2])
+
+    def insert(d, v, *position):
+        return ir.Operation.create("llvm.insertvalue", results=[st], operands=[d, v],
+                                   attributes={"position": ir.DenseI64ArrayAttr.get(list(position))}).results[0]
+
+    def constant(n):
+        return ir.Operation.create("llvm.mlir.constant", results=[i64],
+                                   attributes={"value": ir.IntegerAttr.get(i64, n)}).results[0]
+    d = ir.Operation.create("llvm.mlir.poison", results=[st]).results[0]
+    d = insert(insert(insert(d, ptr, 0), ptr, 1), constant(offset), 2)
     for i, (n, s) in enumerate(zip(sizes, strides)):
-        d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, n)), [3, i])
-        d = llvm.insertvalue(d, llvm.mlir_constant(ir.IntegerAttr.get(i64, s)), [4, i])
+        d = insert(insert(d, constant(n), 3, i), constant(s), 4, i)
     return _cast(d, t)
 
 
@@ -144,7 +154,7 @@ def _is_kernel(op) -> bool:
 
 def _outline(fn, op, name, after, parts, pointers):
     """Move the top-level op `op` of `fn` into a private function (or reuse an identical
-    one from `parts`: signature -> [[name, function, text or None]]); returns the op a
+    one from `parts`: signature -> [[name, function, bytecode or None]]); returns the op a
     new function follows.
     `pointers` caches the aligned pointer taken of a memref in `fn` (value -> pointer)."""
     nested = list(_nested([op]))
@@ -176,16 +186,16 @@ def _outline(fn, op, name, after, parts, pointers):
         body = clone_mapped(op, mapping)
         func.ReturnOp(list(body.results))
     # an identical part already emitted: call it and drop this one. Parts are compared by
-    # text only when their signatures (types, op names) match: most have none to match,
-    # and printing every part was a third of this pass
+    # bytecode only when their signatures (types, op names) match: most have none to
+    # match, and printing every part was a third of this pass
     sig = (tuple(arg_types), tuple(result_types), tuple(o.name for o in nested))
     candidates = parts.setdefault(sig, [])
     callee, key = None, None
     if candidates:
-        key = _text(new.operation, name)
-        for c in candidates:  # [name, function, its text once printed]
+        key = _bytecode(new.operation, name)
+        for c in candidates:  # [name, function, its bytecode once written]
             if c[2] is None:
-                c[2] = _text(c[1], c[0])
+                c[2] = _bytecode(c[1], c[0])
             if c[2] == key:
                 callee = c[0]
                 break
@@ -211,9 +221,23 @@ def _outline(fn, op, name, after, parts, pointers):
     return after
 
 
-def _text(part, name) -> str:
-    """A part's text with its own name replaced (what identical parts share)."""
-    return part.get_asm(use_local_scope=True, assume_verified=True).replace(f"@{name}(", "@__part(", 1)
+def _bytecode(part, name) -> bytes:
+    """A part's bytecode under a common name (what identical parts share): its bytecode,
+    not its text, as bytecode is written ~4x as fast as the text is printed."""
+    part.attributes["sym_name"] = ir.StringAttr.get("__part")
+    out = io.BytesIO()
+    part.write_bytecode(out)
+    part.attributes["sym_name"] = ir.StringAttr.get(name)
+    return out.getvalue()
+
+
+def _strip_locations(fn) -> None:
+    """Drop the locations in `fn` (upstream `strip-debuginfo`): identical kernels from
+    different places (a network's layers) compare equal, and a part shared by several
+    sites would name the first one's place only."""
+    pm = PassManager("func.func", context=fn.context)
+    pm.add("strip-debuginfo")
+    pm.run(fn)
 
 
 def _c_interface_in_place(fn):
@@ -261,6 +285,7 @@ def outline_kernels(module, min_ops=MIN_OPS, c_interface=True):
             kernels = [op for op in body if _is_kernel(op)]
             if len(kernels) < 2:
                 continue
+            _strip_locations(fn)
             base = ir.StringAttr(fn.attributes["sym_name"]).value
             after, pointers = fn, {}
             for i, op in enumerate(kernels):
