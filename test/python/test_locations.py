@@ -94,3 +94,34 @@ def test_mirax_opt_locates_generated_ops_in_its_input():
     for l in locs:
         line = int(re.search(r":(\d+):", l).group(1))
         assert "@loss" in lines[line - 1] or "mirax." in lines[line - 1]
+
+
+def test_lowered_ops_carry_the_lowered_ops_location():
+    """convert-mirax-to-linalg locates every op it writes for a mirax op, the ones nested
+    in a linalg body too, at that op (never at the lowering rule's generated text)."""
+    from mlir import ir
+    from mlir.passmanager import PassManager
+    from mirax.lowering.convert_mirax_to_linalg import ConvertMiraxToLinalg
+    from mirax.runtime.context import context
+    src = """func.func @f(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+      %e = "mirax.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":7:3)
+      %s = "mirax.sum"(%e) {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32> loc("user.py":9:5)
+      return %s : tensor<4xf32>
+    }"""
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse(src)
+        pm = PassManager("builtin.module")
+        ConvertMiraxToLinalg().add_to(pm)
+        pm.run(module.operation)
+        fn = module.body.operations[0]
+        seen = []
+
+        def visit(op):
+            if op.name not in ("func.func", "func.return"):
+                seen.append((op.name, str(op.location)))
+            return ir.WalkResult.ADVANCE
+        fn.operation.walk(visit)
+    assert any(n == "math.exp" for n, _ in seen) and any(n == "arith.addf" for n, _ in seen), seen
+    for name, loc in seen:
+        assert loc in ('loc("user.py":7:3)', 'loc("user.py":9:5)'), (name, loc)
+    assert ("math.exp", 'loc("user.py":7:3)') in seen and ("arith.addf", 'loc("user.py":9:5)') in seen
