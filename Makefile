@@ -23,6 +23,10 @@ $(STAMP): pyproject.toml
 		(apt-get update -qq && apt-get install -y -qq libvulkan1 mesa-vulkan-drivers spirv-tools \
 			libspirv-cross-c-shared0) || \
 		echo "warning: could not install libvulkan1 mesa-vulkan-drivers spirv-tools libspirv-cross-c-shared0: the GPU tests will fail"
+	@# a C compiler builds lowering/native_walk.c (our passes' walks in C); without one they stay in Python
+	@command -v cc >/dev/null || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq gcc libc6-dev) || \
+		echo "warning: could not install gcc: the passes' walks will run in Python (slower compiles)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test,distributed]'
@@ -30,6 +34,7 @@ $(STAMP): pyproject.toml
 	@# with PYTHONDONTWRITEBYTECODE set none is ever written: each process compiled
 	@# matmul_codegen.py, 10 ms of a first compile)
 	$(PY) -m compileall -q lowering runtime dialect python >/dev/null
+	$(PY) -c "from mirax.lowering import native_walk; native_walk.available() or print('warning: lowering/native_walk.c did not build: walks run in Python')"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -13,6 +13,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from ..dialect.core import MiraxError
+from . import native_walk
 
 
 # ---- Python passes never raise through the pass manager ------------------------------------
@@ -411,9 +412,16 @@ def walk_ops(root, keep):
     MLIR's own walk hands over plain `ir.Operation`s: iterating `block.operations` would
     wrap each op in its dialect's OpView class, importing `mlir.dialects.<name>` on first
     sight (`llvm`: ~18 ms; `linalg`: ~40 ms), a cost a first compile paid in every pass
-    that looked at ops of a new dialect."""
-    out = []
+    that looked at ops of a new dialect.
+
+    The walk runs in C where lowering/native_walk.py's library loaded (a Python callback
+    an op cost ~0.75 us; `keep` is then asked once per distinct name, so it must be a
+    function of the name alone)."""
     root = getattr(root, "operation", root)
+    found = native_walk.ops(root, keep)
+    if found is not None:
+        return found
+    out = []
     failed = []
 
     def visit(op):

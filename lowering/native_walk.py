@@ -1,0 +1,158 @@
+"""The ops a pass wants, found in C: `native_walk.c` built against MLIR's C API (the
+headers and `libMLIRPythonCAPI.so` the bindings' wheel ships) and called through ctypes.
+
+A walk through the bindings calls back into Python for every op (~0.75 us each: a
+transformer step's Python passes visited 460,000 ops, ~0.4 s of its 2.1 s of MLIR).
+Here C walks the ops twice: once for the distinct names under the root (`keep` is then
+asked once a name), once for the ops with the names kept; only those become Python
+objects. `pass_base.walk_ops` uses it when it loaded, else walks in Python.
+
+    ops = native_walk.ops(module.operation, lambda name: name == "scf.forall")
+
+The library is compiled once per source and MLIR library (`cc`, ~0.2 s) into
+`lowering/_native/` (`make setup` does it), else into the cache directory; without a C
+compiler every walk stays in Python.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from mlir import ir
+
+_SOURCE = Path(__file__).with_name("native_walk.c")
+_CAPSULE = b"mlir.ir.Operation._CAPIPtr"
+_lock = threading.Lock()
+_lib = None  # the loaded library, False when it cannot be built or loaded here
+_VP = ctypes.c_void_p
+
+
+def _mlir_libs() -> Path:
+    import mlir._mlir_libs as libs
+    return Path(libs.__file__).parent
+
+
+def _key() -> str:
+    """What the library is built from: its source and the MLIR C API library it links."""
+    capi = _mlir_libs() / "libMLIRPythonCAPI.so"
+    st = capi.stat()
+    text = _SOURCE.read_bytes() + f"|{capi}|{st.st_size}|{st.st_mtime_ns}".encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _candidates() -> list[Path]:
+    """Where the library may live, best first: beside this module (what `make setup`
+    builds), then the cache directory."""
+    dirs = [Path(__file__).with_name("_native")]
+    from ..runtime import disk_cache
+    root = disk_cache.cache_root()
+    if root is not None:
+        dirs.append(Path(root) / "native")
+    return [d / f"native_walk-{_key()}.so" for d in dirs]
+
+
+def build(path: Path) -> Path:
+    """Compile the library to `path` (written whole, then renamed into place)."""
+    libs = _mlir_libs()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC") or "cc"
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-std=c99", f"-I{libs / 'include'}", str(_SOURCE),
+                        "-o", tmp, f"-L{libs}", "-lMLIRPythonCAPI", f"-Wl,-rpath,{libs}"],
+                       check=True, capture_output=True)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib = _open() or False
+    return _lib or None
+
+
+def _open():
+    if os.environ.get("MIRAX_NATIVE_WALK", "1") == "0":
+        return None
+    try:
+        paths = _candidates()
+    except OSError:
+        return None
+    path = next((p for p in paths if p.exists()), None)
+    for target in ([] if path else paths):
+        try:
+            path = build(target)
+            break
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    if path is None:
+        return None
+    try:
+        lib = ctypes.PyDLL(str(path))  # (holds the GIL: the IR must not change meanwhile)
+    except OSError:
+        return None
+    lib.mirax_distinct_names.argtypes = [_VP, ctypes.POINTER(ctypes.POINTER(_VP)), ctypes.POINTER(_VP),
+                                         ctypes.POINTER(ctypes.c_long)]
+    lib.mirax_matching_ops.argtypes = [_VP, ctypes.POINTER(_VP), ctypes.c_long, ctypes.POINTER(ctypes.POINTER(_VP))]
+    lib.mirax_free.argtypes = [_VP]
+    for f in (lib.mirax_distinct_names, lib.mirax_matching_ops):
+        f.restype = ctypes.c_long
+    lib.mirax_free.restype = None
+    return lib
+
+
+def available() -> bool:
+    """Whether walks run in C here (the library built and loaded)."""
+    return _load() is not None
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.argtypes, _get_pointer.restype = [ctypes.py_object, ctypes.c_char_p], _VP
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.argtypes, _new_capsule.restype = [_VP, ctypes.c_char_p, _VP], ctypes.py_object
+
+
+def _taken(lib, n, out) -> list:
+    if n < 0:
+        raise MemoryError("native walk: out of memory")
+    try:
+        return out[:n]
+    finally:
+        lib.mirax_free(out)
+
+
+def ops(root, keep):
+    """The ops nested in `root` (an ir.Operation, not itself), in program order, whose
+    name satisfies `keep(name)`; None when the library is not available here."""
+    lib = _load()
+    if lib is None:
+        return None
+    r = _get_pointer(root._CAPIPtr, _CAPSULE)
+    ids, chars, size = ctypes.POINTER(_VP)(), _VP(), ctypes.c_long()
+    n = lib.mirax_distinct_names(r, ctypes.byref(ids), ctypes.byref(chars), ctypes.byref(size))
+    if n < 0:
+        raise MemoryError("native walk: out of memory")
+    try:
+        names = ctypes.string_at(chars, size.value).decode().split("\0")  # (n names, then "")
+        wanted = [ids[i] for i in range(n) if keep(names[i])]
+    finally:
+        lib.mirax_free(ids)
+        lib.mirax_free(chars)
+    if not wanted:
+        return []
+    out = ctypes.POINTER(_VP)()
+    found = _taken(lib, lib.mirax_matching_ops(r, (_VP * len(wanted))(*wanted), len(wanted), ctypes.byref(out)), out)
+    create = ir.Operation._CAPICreate
+    return [create(_new_capsule(p, _CAPSULE, None)) for p in found]
