@@ -1,6 +1,8 @@
 /* The walks of mirax's Python passes, in C: the ops under a root whose names a pass
  * wants, found through MLIR's C API instead of one Python callback per op (~0.75 us an
- * op in the bindings; a transformer step's passes visited 460,000 ops).
+ * op in the bindings; a transformer step's passes visited 460,000 ops); and two walks
+ * over operands, of the ops a pass moves or clones: the values they read from outside,
+ * and their operands re-pointed at other values.
  *
  * Built and loaded by lowering/native_walk.py; every function takes and returns raw
  * MLIR C API pointers (MlirOperation.ptr, MlirIdentifier.ptr: names are uniqued in their
@@ -147,6 +149,104 @@ long mirax_matching_ops(void *root, const void **names, long n, const void ***ou
   }
   *out = w.out.items;
   return (long)w.out.len;
+}
+
+/* ---- operands ---------------------------------------------------------------------- */
+
+typedef struct {
+  PtrSet roots;   /* the ops whose subtrees are "inside" */
+  PtrSet seen;    /* values already listed */
+  PtrList out;
+  int failed;
+} Outside;
+
+/* Whether `op` is one of the roots or nested in one. */
+static int inside(const Outside *o, MlirOperation op) {
+  for (; !mlirOperationIsNull(op); op = mlirOperationGetParentOperation(op))
+    if (set_has(&o->roots, op.ptr)) return 1;
+  return 0;
+}
+
+static void note_operands(Outside *o, MlirOperation op) {
+  intptr_t n = mlirOperationGetNumOperands(op);
+  for (intptr_t i = 0; i < n; i++) {
+    MlirValue v = mlirOperationGetOperand(op, i);
+    if (set_has(&o->seen, v.ptr)) continue;
+    MlirOperation owner = mlirValueIsABlockArgument(v) ? mlirBlockGetParentOperation(mlirBlockArgumentGetOwner(v))
+                                                       : mlirOpResultGetOwner(v);
+    if (inside(o, owner)) continue;
+    if (set_add(&o->seen, v.ptr) < 0) {
+      o->failed = 1;
+      return;
+    }
+    push(&o->out, v.ptr);
+  }
+}
+
+static MlirWalkResult visit_operands(MlirOperation op, void *data) {
+  Outside *o = data;
+  note_operands(o, op);
+  return o->failed || o->out.failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
+/* The values the `n` ops `roots` and the ops nested in them read that none of them
+ * defines (results of ops outside, block arguments of blocks outside), in first-use order
+ * (program order, an op's operands before its regions'): *out (mirax_free it), their count
+ * returned; -1 when out of memory. */
+long mirax_outside_values(void **roots, long n, const void ***out) {
+  Outside o = {{0}, {0}, {0}, 0};
+  if (!set_init(&o.roots, (size_t)n) || !set_init(&o.seen, 64)) {
+    free(o.roots.slots);
+    return -1;
+  }
+  for (long i = 0; i < n && !o.failed; i++)
+    if (set_add(&o.roots, roots[i]) < 0) o.failed = 1;
+  for (long i = 0; i < n && !o.failed && !o.out.failed; i++)
+    mlirOperationWalk((MlirOperation){roots[i]}, visit_operands, &o, MlirWalkPreOrder);
+  free(o.roots.slots);
+  free(o.seen.slots);
+  if (o.failed || o.out.failed) {
+    free(o.out.items);
+    return -1;
+  }
+  *out = o.out.items;
+  return (long)o.out.len;
+}
+
+typedef struct {
+  PtrSet from;          /* the values to replace */
+  const void **olds, **news;
+  long n;
+} Remap;
+
+static MlirWalkResult visit_remap(MlirOperation op, void *data) {
+  Remap *r = data;
+  intptr_t n = mlirOperationGetNumOperands(op);
+  for (intptr_t i = 0; i < n; i++) {
+    MlirValue v = mlirOperationGetOperand(op, i);
+    if (!set_has(&r->from, v.ptr)) continue;
+    for (long k = 0; k < r->n; k++)
+      if (r->olds[k] == v.ptr) {
+        mlirOperationSetOperand(op, i, (MlirValue){r->news[k]});
+        break;
+      }
+  }
+  return MlirWalkResultAdvance;
+}
+
+/* Point every operand of `root` and of the ops nested in it that is olds[k] at news[k]
+ * (0 <= k < n); returns 0, or -1 when out of memory (nothing changed then). */
+long mirax_remap_operands(void *root, const void **olds, const void **news, long n) {
+  Remap r = {{0}, olds, news, n};
+  if (!set_init(&r.from, (size_t)n)) return -1;
+  for (long k = 0; k < n; k++)
+    if (set_add(&r.from, olds[k]) < 0) {
+      free(r.from.slots);
+      return -1;
+    }
+  mlirOperationWalk((MlirOperation){root}, visit_remap, &r, MlirWalkPreOrder);
+  free(r.from.slots);
+  return 0;
 }
 
 void mirax_free(void *p) { free(p); }

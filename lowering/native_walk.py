@@ -27,6 +27,7 @@ from mlir import ir
 
 _SOURCE = Path(__file__).with_name("native_walk.c")
 _CAPSULE = b"mlir.ir.Operation._CAPIPtr"
+_VALUE_CAPSULE = b"mlir.ir.Value._CAPIPtr"
 _lock = threading.Lock()
 _lib = None  # the loaded library, False when it cannot be built or loaded here
 _VP = ctypes.c_void_p
@@ -106,8 +107,10 @@ def _open():
     lib.mirax_distinct_names.argtypes = [_VP, ctypes.POINTER(ctypes.POINTER(_VP)), ctypes.POINTER(_VP),
                                          ctypes.POINTER(ctypes.c_long)]
     lib.mirax_matching_ops.argtypes = [_VP, ctypes.POINTER(_VP), ctypes.c_long, ctypes.POINTER(ctypes.POINTER(_VP))]
+    lib.mirax_outside_values.argtypes = [ctypes.POINTER(_VP), ctypes.c_long, ctypes.POINTER(ctypes.POINTER(_VP))]
+    lib.mirax_remap_operands.argtypes = [_VP, ctypes.POINTER(_VP), ctypes.POINTER(_VP), ctypes.c_long]
     lib.mirax_free.argtypes = [_VP]
-    for f in (lib.mirax_distinct_names, lib.mirax_matching_ops):
+    for f in (lib.mirax_distinct_names, lib.mirax_matching_ops, lib.mirax_outside_values, lib.mirax_remap_operands):
         f.restype = ctypes.c_long
     lib.mirax_free.restype = None
     return lib
@@ -156,3 +159,38 @@ def ops(root, keep):
     found = _taken(lib, lib.mirax_matching_ops(r, (_VP * len(wanted))(*wanted), len(wanted), ctypes.byref(out)), out)
     create = ir.Operation._CAPICreate
     return [create(_new_capsule(p, _CAPSULE, None)) for p in found]
+
+
+def _value_pointer(v):
+    return _get_pointer(v._CAPIPtr, _VALUE_CAPSULE)
+
+
+def outside_values(ops):
+    """The values `ops` and the ops nested in them read that none of them defines, in
+    first-use order (as `pass_base.outside_values` lists them); None when the library is
+    not available here."""
+    lib = _load()
+    if lib is None:
+        return None
+    roots = [_get_pointer(getattr(op, "operation", op)._CAPIPtr, _CAPSULE) for op in ops]
+    out = ctypes.POINTER(_VP)()
+    found = _taken(lib, lib.mirax_outside_values((_VP * len(roots))(*roots), len(roots), ctypes.byref(out)), out)
+    create = ir.Value._CAPICreate
+    return [create(_new_capsule(p, _VALUE_CAPSULE, None)) for p in found]
+
+
+def remap_operands(root, pairs) -> bool:
+    """Point each operand of `root` and of the ops nested in it that is the first value of
+    one of `pairs` at the second; False when the library is not available here (nothing
+    changed then)."""
+    lib = _load()
+    if lib is None:
+        return False
+    if not pairs:
+        return True
+    olds = (_VP * len(pairs))(*[_value_pointer(a) for a, _ in pairs])
+    news = (_VP * len(pairs))(*[_value_pointer(b) for _, b in pairs])
+    if lib.mirax_remap_operands(_get_pointer(getattr(root, "operation", root)._CAPIPtr, _CAPSULE),
+                                olds, news, len(pairs)) < 0:
+        raise MemoryError("native walk: out of memory")
+    return True

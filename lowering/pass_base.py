@@ -221,10 +221,12 @@ def clone_mapped(op, mapping, ip=None):
     added to `mapping` (old value -> new), so a block's ops cloned in order read each
     other's clones."""
     new = op.clone(ip) if ip is not None else op.clone()
-    for o in [new] + (walk_ops(new, lambda name: True) if len(new.regions) else []):
-        for i, v in enumerate(o.operands):
-            if v in mapping:
-                o.operands[i] = mapping[v]
+    outside = native_walk.outside_values([new]) if len(new.regions) else None
+    if outside is None or not native_walk.remap_operands(new, [(v, mapping[v]) for v in outside if v in mapping]):
+        for o in [new] + (walk_ops(new, lambda name: True) if len(new.regions) else []):
+            for i, v in enumerate(o.operands):
+                if v in mapping:
+                    o.operands[i] = mapping[v]
     for old, r in zip(op.results, new.results):
         mapping[old] = r
     return new
@@ -240,7 +242,13 @@ def outside_values(ops, copied=_constant_or_static_empty, nested=None):
     (default: constants and static `tensor.empty`s), which a function holding `ops`
     takes as copies of its own (what canonicalization and fusion see of them stays the
     same), and the rest, its arguments. `nested`: `ops` and their nested ops, where the
-    caller has them already."""
+    caller has them already (the walk in C, where it runs, needs neither)."""
+    found = native_walk.outside_values(ops)
+    if found is not None:
+        copies, args = [], []
+        for v in found:
+            (copies if copied(defining_op(v)) else args).append(v)
+        return copies, args
     if nested is None:
         nested = []
         for op in ops:

@@ -94,3 +94,50 @@ def test_without_the_library_walks_stay_in_python(monkeypatch):
 def test_the_library_builds_where_it_is_asked(tmp_path):
     path = native_walk.build(tmp_path / "walk.so")
     assert path.exists() and path.stat().st_size > 0
+
+
+def test_outside_values_as_the_python_walk_finds_them(lowered, monkeypatch):
+    """The values a loop nest reads from outside it, in first-use order: the same in C."""
+    from mirax.lowering.pass_base import outside_values
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse(lowered)
+        loops = walk_ops(module, lambda n: n in ("scf.for", "llvm.func", "scf.if"))
+        assert len(loops) > 2
+        for group in [[op] for op in loops] + [loops[1:3]]:
+            fast = outside_values(group)
+            monkeypatch.setattr(native_walk, "outside_values", lambda *_: None)
+            slow = outside_values(group)
+            monkeypatch.undo()
+            assert [list(map(str, f)) for f in fast] == [list(map(str, s)) for s in slow]
+            assert all(a == b for f, s in zip(fast, slow) for a, b in zip(f, s))
+
+
+def test_a_clone_reads_the_mapped_values_in_its_regions_too():
+    """clone_mapped re-points the clone's operands, nested ones too, at the mapped values."""
+    from mirax.lowering.pass_base import clone_mapped
+    src = """func.func @f(%a: f32, %b: f32, %n: index) -> f32 {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %a) -> f32 {
+        %s = arith.addf %acc, %b : f32
+        %t = arith.mulf %s, %a : f32
+        scf.yield %t : f32
+      }
+      return %r : f32
+    }"""
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse(src)
+        fn = module.body.operations[0]
+        a, b, n = fn.regions[0].blocks[0].arguments
+        loop = walk_ops(module, lambda name: name == "scf.for")[0]
+        ret = walk_ops(module, lambda name: name == "func.return")[0]
+        mapping = {a: b, b: a}
+        new = clone_mapped(loop, mapping, ir.InsertionPoint(ret))
+        ret.operands[0] = new.results[0]
+        assert mapping[loop.results[0]] == new.results[0]
+        assert new.operands[3] == b and loop.operands[3] == a  # (lower, upper, step, init)
+        for op, other in ((new, a), (loop, b)):  # the clone adds %a and multiplies by %b
+            add = walk_ops(op, lambda name: name == "arith.addf")[0]
+            mul = walk_ops(op, lambda name: name == "arith.mulf")[0]
+            assert add.operands[1] == other and mul.operands[1] == (b if other == a else a)
+        module.operation.verify()
