@@ -162,16 +162,31 @@ def _from_rows(e, res, a: Aval, ax: int, out: Aval):
 def _merge_block(bb, d, src_k, src_i, k1, i1, lo, mid, hi, kt, it):
     """Emit the merge of runs [lo, mid) and [mid, hi) of (src_k, src_i) into the same
     places of (k1, i1) (tensors of types kt, it); returns the new (k1, i1)."""
+    return _merge_runs(bb, d, src_k, src_i, k1, i1, (lo, mid), (mid, hi), lo, (kt, it), (kt, it))
+
+
+def _merge_runs(bb, d, src_k, src_i, k1, i1, left, right, out, src_t, dst_t):
+    """Emit the merge of the sorted runs `left` = [a0, a1) and `right` = [b0, b1) of
+    (src_k, src_i) (types `src_t`: keys, indices) into (k1, i1) (types `dst_t`) from place
+    `out` on; returns the new (k1, i1). Ties take the left run's element first (stable).
+    A run may be empty; the left run comes first in `src`."""
     et = memory_type(d)
+    (a0, a1), (b0, b1) = left, right
+    (kt, it), (dkt, dit) = src_t, dst_t
     c0, c1 = bb.index(0), bb.index(1)
-    mid1 = bb.op(f"arith.subi {mid}, {c1} : index")
-    hi1 = bb.op(f"arith.subi {hi}, {c1} : index")
-    steps = bb.op(f"arith.ceildivui {bb.op(f'arith.subi {hi}, {lo} : index')}, {bb.index(2)} : index")
+    a1m = bb.op(f"arith.subi {a1}, {c1} : index")
+    b1m = bb.op(f"arith.subi {b1}, {c1} : index")
+    count = bb.op(f"arith.addi {bb.op(f'arith.subi {a1}, {a0} : index')}, {bb.op(f'arith.subi {b1}, {b0} : index')} : index")
+    last = bb.op(f"arith.subi {bb.op(f'arith.addi {out}, {count} : index')}, {c1} : index")
+    steps = bb.op(f"arith.ceildivui {count}, {bb.index(2)} : index")
+    # each run's last place, its first where it is empty (the clamps below stay in `src`)
+    a_last = bb.op(f"arith.maxsi {a1m}, {a0} : index")
+    b_last = bb.op(f"arith.maxsi {b1m}, {b0} : index")
     k, i, j, ib, jb = (bb.fresh(h) for h in ("k", "i", "j", "ib", "jb"))
     k2, i2, merge = bb.fresh("dk"), bb.fresh("di"), bb.fresh("merge")
-    bb.line(f"{merge}:6 = scf.for {k} = {c0} to {steps} step {c1} iter_args({i} = {lo}, {j} = {mid}, "
-            f"{ib} = {mid1}, {jb} = {hi1}, {k2} = {k1}, {i2} = {i1}) "
-            f"-> (index, index, index, index, {kt}, {it}) {{")
+    bb.line(f"{merge}:6 = scf.for {k} = {c0} to {steps} step {c1} iter_args({i} = {a0}, {j} = {b0}, "
+            f"{ib} = {a1m}, {jb} = {b1m}, {k2} = {k1}, {i2} = {i1}) "
+            f"-> (index, index, index, index, {dkt}, {dit}) {{")
     m = bb.sub("  ")
 
     def heads(x, y):
@@ -182,36 +197,88 @@ def _merge_block(bb, d, src_k, src_i, k1, i1, lo, mid, hi, kt, it):
     def pick(first, ka, kb, ia, ib_):
         return m.op(f"arith.select {first}, {ka}, {kb} : {et}"), m.op(f"arith.select {first}, {ia}, {ib_} : i32")
     # front: the heads, clamped into their runs (a run that is done is never taken)
-    ic = m.op(f"arith.minui {i}, {mid1} : index")
-    jc = m.op(f"arith.minui {j}, {hi1} : index")
+    ic = m.op(f"arith.minui {i}, {a_last} : index")
+    jc = m.op(f"arith.minui {j}, {b_last} : index")
     ka, kb, ia, ib_ = heads(ic, jc)
-    left_done = m.op(f"arith.cmpi uge, {i}, {mid} : index")
-    right_on = m.op(f"arith.cmpi ult, {j}, {hi} : index")
+    left_done = m.op(f"arith.cmpi uge, {i}, {a1} : index")
+    right_on = m.op(f"arith.cmpi ult, {j}, {b1} : index")
     take_b = m.op(f"arith.ori {left_done}, {m.op(f'arith.andi {right_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
     kv, iv = pick(take_b, kb, ka, ib_, ia)
-    at = m.op(f"arith.addi {lo}, {k} : index")
-    k3 = m.op(f"tensor.insert {kv} into {k2}[{at}] : {kt}")
-    i3 = m.op(f"tensor.insert {iv} into {i2}[{at}] : {it}")
+    at = m.op(f"arith.addi {out}, {k} : index")
+    k3 = m.op(f"tensor.insert {kv} into {k2}[{at}] : {dkt}")
+    i3 = m.op(f"tensor.insert {iv} into {i2}[{at}] : {dit}")
     i_next = m.op(f"arith.select {take_b}, {i}, {m.op(f'arith.addi {i}, {c1} : index')} : index")
     j_next = m.op(f"arith.select {take_b}, {m.op(f'arith.addi {j}, {c1} : index')}, {j} : index")
-    # back: the tails (ib may pass below lo: signed), the larger to the end
-    ibc = m.op(f"arith.maxsi {ib}, {lo} : index")
-    jbc = m.op(f"arith.minui {m.op(f'arith.maxsi {jb}, {mid} : index')}, {hi1} : index")
+    # back: the tails (ib may pass below a0, jb below b0: signed), the larger to the end
+    ibc = m.op(f"arith.maxsi {ib}, {a0} : index")
+    jbc = m.op(f"arith.minui {m.op(f'arith.maxsi {jb}, {b0} : index')}, {b_last} : index")
     ka, kb, ia, ib_ = heads(ibc, jbc)
-    left_on = m.op(f"arith.cmpi sge, {ib}, {lo} : index")
-    right_done = m.op(f"arith.cmpi slt, {jb}, {mid} : index")
+    left_on = m.op(f"arith.cmpi sge, {ib}, {a0} : index")
+    right_done = m.op(f"arith.cmpi slt, {jb}, {b0} : index")
     take_a = m.op(f"arith.ori {right_done}, {m.op(f'arith.andi {left_on}, {_before(m, d, kb, ka, et)} : i1')} : i1")
     kv, iv = pick(take_a, ka, kb, ia, ib_)
-    at = m.op(f"arith.subi {hi1}, {k} : index")
-    k3 = m.op(f"tensor.insert {kv} into {k3}[{at}] : {kt}")
-    i3 = m.op(f"tensor.insert {iv} into {i3}[{at}] : {it}")
+    at = m.op(f"arith.subi {last}, {k} : index")
+    k3 = m.op(f"tensor.insert {kv} into {k3}[{at}] : {dkt}")
+    i3 = m.op(f"tensor.insert {iv} into {i3}[{at}] : {dit}")
     ib_next = m.op(f"arith.select {take_a}, {m.op(f'arith.subi {ib}, {c1} : index')}, {ib} : index")
     jb_next = m.op(f"arith.select {take_a}, {jb}, {m.op(f'arith.subi {jb}, {c1} : index')} : index")
     m.line(f"scf.yield {i_next}, {j_next}, {ib_next}, {jb_next}, {k3}, {i3} "
-           f": index, index, index, index, {kt}, {it}")
+           f": index, index, index, index, {dkt}, {dit}")
     bb.lines.extend(m.lines)
     bb.line("}")
     return f"{merge}#4", f"{merge}#5"
+
+
+def _co_rank(b, d, keys, h, k):
+    """How many of the first `k` (index) elements of the merge of the sorted runs
+    keys[0:h] (A) and keys[h:2h] (B) come from A (ties: A first): the smallest i in
+    [max(0, k - h), min(k, h)] where not A[i] <= B[k - i - 1], by bisection."""
+    et, kt = memory_type(d), ttype(Aval((2 * h,), d))
+    c0, c1, ch = b.index(0), b.index(1), b.index(h)
+    lo0 = b.op(f"arith.maxsi {b.op(f'arith.subi {k}, {ch} : index')}, {c0} : index")
+    hi0 = b.op(f"arith.minui {k}, {ch} : index")
+    t, lo, hi, res = b.fresh("t"), b.fresh("lo"), b.fresh("hi"), b.fresh("rank")
+    b.line(f"{res}:2 = scf.for {t} = {c0} to {b.index(max(1, h.bit_length() + 1))} step {c1} "
+           f"iter_args({lo} = {lo0}, {hi} = {hi0}) -> (index, index) {{")
+    m = b.sub("  ")
+    go = m.op(f"arith.cmpi ult, {lo}, {hi} : index")
+    mid = m.op(f"arith.divui {m.op(f'arith.addi {lo}, {hi} : index')}, {m.index(2)} : index")
+    # mid < hi <= min(k, h): A[mid] and B[k - mid - 1] exist while lo < hi; clamped otherwise
+    a = m.op(f"tensor.extract {keys}[{m.op(f'arith.minui {mid}, {m.index(h - 1)} : index')}] : {kt}")
+    jm = m.op(f"arith.subi {m.op(f'arith.subi {k}, {mid} : index')}, {c1} : index")
+    jm = m.op(f"arith.minui {m.op(f'arith.maxsi {jm}, {c0} : index')}, {m.index(h - 1)} : index")
+    bv = m.op(f"tensor.extract {keys}[{m.op(f'arith.addi {jm}, {ch} : index')}] : {kt}")
+    true = m.const(1, "i1")
+    a_first = m.op(f"arith.xori {_before(m, d, bv, a, et)}, {true} : i1")  # A[mid] <= B[...]
+    up = m.op(f"arith.andi {go}, {a_first} : i1")
+    down = m.op(f"arith.andi {go}, {m.op(f'arith.xori {a_first}, {true} : i1')} : i1")
+    lo2 = m.op(f"arith.select {up}, {m.op(f'arith.addi {mid}, {c1} : index')}, {lo} : index")
+    hi2 = m.op(f"arith.select {down}, {mid}, {hi} : index")
+    m.line(f"scf.yield {lo2}, {hi2} : index, index")
+    b.lines.extend(m.lines)
+    b.line("}")
+    return f"{res}#0"
+
+
+def _last_merge_on_threads(e, d, keys, idx, h: int, segments: int):
+    """The merge of the sorted halves [0, h) and [h, 2h) of (keys, idx) in `segments`
+    equal parts of the output, each on a thread (`_over_rows`): part t's first element is
+    the merge's element t * 2h / segments, where the halves' split points are their
+    co-ranks (`_co_rank`: a bisection). Returns the merged indices."""
+    P, size = 2 * h, 2 * h // segments
+    kt, it = ttype(Aval((P,), d)), ttype(Aval((P,), dt.int32))
+    grid = _reshape(e, keys, Aval((P,), d), (segments, size))
+
+    def body(b, _row, r, dest):
+        k0 = b.op(f"arith.muli {r}, {b.index(size)} : index")
+        k1 = b.op(f"arith.addi {k0}, {b.index(size)} : index")
+        i0, i1 = _co_rank(b, d, keys, h, k0), _co_rank(b, d, keys, h, k1)
+        j0 = b.op(f"arith.addi {b.op(f'arith.subi {k0}, {i0} : index')}, {b.index(h)} : index")
+        j1 = b.op(f"arith.addi {b.op(f'arith.subi {k1}, {i1} : index')}, {b.index(h)} : index")
+        row_t = (ttype(Aval((size,), d)), ttype(Aval((size,), dt.int32)))
+        return list(_merge_runs(b, d, keys, idx, dest(0), dest(1), (i0, i1), (j0, j1), b.index(0), (kt, it), row_t))
+    _, mi = _over_rows(e, grid, segments, size, d, True, [(size, d), (size, dt.int32)], body)
+    return _reshape(e, mi, Aval((segments, size), dt.int32), (P,))
 
 
 def _merge_pass(b, d, src_k, src_i, dst_k, dst_i, w, n_val, n):
@@ -343,12 +410,14 @@ def _one_long_row(e, x, d, n):
     sort last to P = 2^ceil(log2 n), cut in chunks of h (two; for the radix sort of
     64-bit keys, chunks whose keys and indices fit L2: tuning.py "sort" long_chunk_bytes),
     each chunk sorted on a thread, then the chunks merged pairwise (the merge sort's last
-    passes, each block of a pass on a thread while there are two or more), the first n
-    indices kept (the padding's indices are n and above, after every
+    passes, each block of a pass on a thread while there are two or more; the last pass,
+    one block, in equal parts of its output on the threads: `_last_merge_on_threads`),
+    the first n indices kept (the padding's indices are n and above, after every
     element: the order stays stable). The radix sort of one half of 2^20 f64 keys ran
     beyond L2, each pass scattering 4 MB to 256 places (2^20 f64 argsort 39.6 ms, the
     same keys in rows of 1024 15.4; chunks of 65536 and serial merges 27.6, the merges'
-    blocks on the threads, each written in place in its row of the result, 15.8-17.1)."""
+    blocks on the threads, each written in place in its row of the result, 15.8-17.1;
+    the last merge in two parts 14.8-16.9 against 15.7-20.1, Zen 4, alternating)."""
     from ..lowering import tuning
     P = 1 << math.ceil(math.log2(n))
     h = P // 2
@@ -368,9 +437,21 @@ def _one_long_row(e, x, d, n):
         keys, idx = _merge_blocks_on_threads(e, d, keys, idx, w, P)
         w *= 2
     kt, it = ttype(full), ttype(Aval((P,), dt.int32))
-    _, idx = _merge_pass(e, d, keys, idx, e.op(f"bufferization.alloc_tensor() : {kt}"),
-                         e.op(f"bufferization.alloc_tensor() : {it}"), e.index(w), e.index(P), P)
+    segments = _last_merge_segments(P)
+    if segments > 1:
+        idx = _last_merge_on_threads(e, d, keys, idx, w, segments)
+    else:
+        _, idx = _merge_pass(e, d, keys, idx, e.op(f"bufferization.alloc_tensor() : {kt}"),
+                             e.op(f"bufferization.alloc_tensor() : {it}"), e.index(w), e.index(P), P)
     return e.op(f"tensor.extract_slice {idx}[0] [{n}] [1] : {it} to {ttype(Aval((n,), dt.int32))}")
+
+
+def _last_merge_segments(P: int) -> int:
+    """The parts of a long row's last merge, one a thread: the threads (tuning.threads())
+    rounded up to a power of two (parts divide the row), at most P / 2; 1: merged whole."""
+    from ..lowering import tuning
+    threads = tuning.threads()
+    return 1 if threads < 2 else min(1 << (threads - 1).bit_length(), P // 2)
 
 
 _INT_KEY = {"f16": (dt.int16, 15), "bf16": (dt.int16, 15), "f32": (dt.int32, 31), "f64": (dt.int64, 63)}

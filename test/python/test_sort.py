@@ -94,6 +94,24 @@ def test_one_long_row_sorts_in_two_chunks_with_the_padding_last(dtype, rng):
     np.testing.assert_array_equal(np.asarray(mr.argsort(A(x))), np.argsort(x, kind="stable"))
 
 
+@pytest.mark.parametrize("segments", [2, 8])
+def test_one_long_row_merges_its_halves_in_parts_on_the_threads(segments, monkeypatch, rng):
+    """The last merge of one long row of 64-bit argsort runs as `segments` equal parts of
+    the output, each from its halves' split points (co-ranks, by bisection): halves wholly
+    before one another (a part's run from one half empty), all keys equal (ties: the
+    first half's first), NaNs and repeated values; stable, as numpy's."""
+    from mirax.dialect import sort
+    monkeypatch.setattr(sort, "_last_merge_segments", lambda P: segments)
+    n = 2 * 65536 + 5 + segments  # (a shape of its own: kernels cached by text)
+    rows = [np.arange(n, dtype=np.float64), -np.arange(n, dtype=np.float64), np.full(n, 3.0),
+            np.concatenate([np.arange(n // 2, n), np.arange(n // 2)]).astype(np.float64),
+            rng.integers(-40, 40, n).astype(np.float64)]
+    rows[4][rng.integers(0, n, 500)] = np.nan
+    f = mr.compile(lambda v: mr.argsort(v))
+    for x in rows + [r.astype(np.int64) for r in rows[:4]]:
+        np.testing.assert_array_equal(np.asarray(f(A(x))), np.argsort(x, kind="stable"))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_signed_zeros_tie_and_every_nan_sorts_last(dtype):
     """The CPU merge compares float keys as integers in the same order: -0.0 and 0.0 tie
