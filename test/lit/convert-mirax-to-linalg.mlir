@@ -454,26 +454,6 @@ func.func @sort_one_long_row(%x: tensor<100000xi32>) -> tensor<100000xi32> {
 
 // -----
 
-// argsort of one long row of 64-bit values (the merge sort's path): padded with the
-// largest key to two power-of-two chunks, the chunks sorted on two threads (keys and
-// indices out, the second chunk's from 65536), one merge of the two, the first n indices.
-// CHECK-LABEL: func.func @argsort_one_long_row
-// CHECK: %[[BIG:.+]] = arith.constant 9223372036854775807 : i64
-// CHECK: %[[PAD:.+]] = tensor.splat %[[BIG]] : tensor<131072xi64>
-// CHECK: tensor.insert_slice %{{.+}} into %[[PAD]][0] [100000] [1] : tensor<100000xi64> into tensor<131072xi64>
-// CHECK: scf.forall (%{{.+}}) in (2) shared_outs({{.+}}) -> (tensor<2x65536xi64>, tensor<2x65536xi32>)
-// CHECK: arith.muli %{{.+}}, %{{.+}} : index
-// CHECK: tensor.parallel_insert_slice
-// CHECK: tensor.parallel_insert_slice
-// CHECK: scf.for {{.+}} -> (tensor<131072xi64>, tensor<131072xi32>)
-// CHECK: tensor.extract_slice %{{.+}}[0] [100000] [1] : tensor<131072xi32> to tensor<100000xi32>
-func.func @argsort_one_long_row(%x: tensor<100000xi64>) -> tensor<100000xui32> {
-  %0 = "mirax.argsort"(%x) {axis = 0 : i64} : (tensor<100000xi64>) -> tensor<100000xui32>
-  return %0 : tensor<100000xui32>
-}
-
-// -----
-
 // argmax of a long 1-D array: the argmax of each row of a (rows, 4096) view (the rows'
 // max, then the first index equal to it), each row's best value read back at its index,
 // the first row holding the best of those; the result is row * 4096 + its index.
