@@ -86,12 +86,14 @@ typedef struct {
   const void *root;
   PtrSet names; /* distinct_names: those seen; matching_ops: those wanted */
   PtrList out;
+  long count;   /* distinct_names: the ops seen */
 } Walk;
 
 static MlirWalkResult visit_names(MlirOperation op, void *data) {
   Walk *w = data;
   if (op.ptr == w->root) return MlirWalkResultAdvance;
   const void *name = mlirOperationGetName(op).ptr;
+  w->count++;
   int added = set_add(&w->names, name);
   if (added > 0) push(&w->out, name);
   return added < 0 || w->out.failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
@@ -105,9 +107,10 @@ static MlirWalkResult visit_ops(MlirOperation op, void *data) {
 
 /* The distinct names of the ops nested in `root`, in first-seen order: their identifiers
  * in *ids and their characters in *chars, each followed by a 0 byte, *size bytes in all
- * (mirax_free both); their count returned, -1 when out of memory. */
-long mirax_distinct_names(void *root, const void ***ids, char **chars, long *size) {
-  Walk w = {root, {0}, {0}};
+ * (mirax_free both), and in *ops how many ops are nested in `root`; the names' count
+ * returned, -1 when out of memory. */
+long mirax_distinct_names(void *root, const void ***ids, char **chars, long *size, long *ops) {
+  Walk w = {root, {0}, {0}, 0};
   if (!set_init(&w.names, 64)) return -1;
   mlirOperationWalk((MlirOperation){root}, visit_names, &w, MlirWalkPreOrder);
   free(w.names.slots);
@@ -128,13 +131,14 @@ long mirax_distinct_names(void *root, const void ***ids, char **chars, long *siz
   *ids = w.out.items;
   *chars = text;
   *size = (long)total;
+  *ops = w.count;
   return (long)w.out.len;
 }
 
 /* The ops nested in `root` (pre-order: program order) whose name is one of the `n`
  * identifiers `names`: *out (mirax_free it), their count returned; -1 when out of memory. */
 long mirax_matching_ops(void *root, const void **names, long n, const void ***out) {
-  Walk w = {root, {0}, {0}};
+  Walk w = {root, {0}, {0}, 0};
   if (!set_init(&w.names, (size_t)n)) return -1;
   for (long i = 0; i < n; i++)
     if (set_add(&w.names, names[i]) < 0) {

@@ -105,7 +105,7 @@ def _open():
     except OSError:
         return None
     lib.mirax_distinct_names.argtypes = [_VP, ctypes.POINTER(ctypes.POINTER(_VP)), ctypes.POINTER(_VP),
-                                         ctypes.POINTER(ctypes.c_long)]
+                                         ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_long)]
     lib.mirax_matching_ops.argtypes = [_VP, ctypes.POINTER(_VP), ctypes.c_long, ctypes.POINTER(ctypes.POINTER(_VP))]
     lib.mirax_outside_values.argtypes = [ctypes.POINTER(_VP), ctypes.c_long, ctypes.POINTER(ctypes.POINTER(_VP))]
     lib.mirax_remap_operands.argtypes = [_VP, ctypes.POINTER(_VP), ctypes.POINTER(_VP), ctypes.c_long]
@@ -136,6 +136,39 @@ def _taken(lib, n, out) -> list:
         lib.mirax_free(out)
 
 
+def _distinct(lib, r):
+    """([(identifier pointer, name)] of the ops nested in the op at `r`, in first-seen
+    order; how many ops are nested in it)."""
+    ids, chars, size, count = ctypes.POINTER(_VP)(), _VP(), ctypes.c_long(), ctypes.c_long()
+    n = lib.mirax_distinct_names(r, ctypes.byref(ids), ctypes.byref(chars), ctypes.byref(size), ctypes.byref(count))
+    if n < 0:
+        raise MemoryError("native walk: out of memory")
+    try:
+        names = ctypes.string_at(chars, size.value).decode().split("\0")  # (n names, then "")
+        return [(ids[i], names[i]) for i in range(n)], count.value
+    finally:
+        lib.mirax_free(ids)
+        lib.mirax_free(chars)
+
+
+def names(root):
+    """The distinct names of the ops nested in `root` (not itself), in the order a
+    pre-order walk first meets them; None when the library is not available here."""
+    lib = _load()
+    if lib is None:
+        return None
+    return [name for _, name in _distinct(lib, _get_pointer(root._CAPIPtr, _CAPSULE))[0]]
+
+
+def count(root):
+    """How many ops are nested in `root` (not itself); None when the library is not
+    available here."""
+    lib = _load()
+    if lib is None:
+        return None
+    return _distinct(lib, _get_pointer(root._CAPIPtr, _CAPSULE))[1]
+
+
 def ops(root, keep):
     """The ops nested in `root` (an ir.Operation, not itself), in program order, whose
     name satisfies `keep(name)`; None when the library is not available here."""
@@ -143,16 +176,7 @@ def ops(root, keep):
     if lib is None:
         return None
     r = _get_pointer(root._CAPIPtr, _CAPSULE)
-    ids, chars, size = ctypes.POINTER(_VP)(), _VP(), ctypes.c_long()
-    n = lib.mirax_distinct_names(r, ctypes.byref(ids), ctypes.byref(chars), ctypes.byref(size))
-    if n < 0:
-        raise MemoryError("native walk: out of memory")
-    try:
-        names = ctypes.string_at(chars, size.value).decode().split("\0")  # (n names, then "")
-        wanted = [ids[i] for i in range(n) if keep(names[i])]
-    finally:
-        lib.mirax_free(ids)
-        lib.mirax_free(chars)
+    wanted = [p for p, name in _distinct(lib, r)[0] if keep(name)]
     if not wanted:
         return []
     out = ctypes.POINTER(_VP)()

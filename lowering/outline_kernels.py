@@ -49,24 +49,16 @@ from mlir import ir
 from mlir.dialects import func
 from mlir.passmanager import PassManager
 
-from .pass_base import MiraxPass, clone_mapped, defining_op, outside_values, user_op, walk_ops, within
+from .pass_base import MiraxPass, clone_mapped, count_ops, defining_op, distinct_names, outside_values, walk_ops
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 1000
 CIFACE = "llvm.emit_c_interface"
 
 
-def _nested(ops):
-    """`ops` and every op nested in them, in program order (plain ir.Operations from
-    MLIR's walk: iterating `block.operations` would import `mlir.dialects.llvm`, ~40 ms,
-    at the first llvm op, in every compile)."""
-    for op in ops:
-        yield op
-        yield from walk_ops(op, lambda name: True)
-
-
 def _count(op) -> int:
-    return sum(1 for _ in _nested([op]))
+    """The ops nested in `op` (and `op`)."""
+    return 1 + count_ops(op)
 
 
 def _is_constant(op) -> bool:
@@ -133,14 +125,10 @@ def _pointer_of(memref_value):
     return llvm.inttoptr(ir.Type.parse("!llvm.ptr"), arith.index_cast(i64, idx))
 
 
-def _needs_allocated_pointer(value, inside) -> bool:
-    """Whether an op in `inside` frees or reallocates `value` (which needs the allocated
-    pointer, not only the aligned one)."""
-    for use in value.uses:
-        o = user_op(use)
-        if o.name in ("memref.dealloc", "memref.realloc") and within(o, inside):
-            return True
-    return False
+def _freed_inside(op) -> set:
+    """The memrefs an op in `op` frees or reallocates (they need the allocated pointer,
+    not only the aligned one)."""
+    return {o.operands[0] for o in walk_ops(op, lambda n: n in ("memref.dealloc", "memref.realloc"))}
 
 
 # ---- outlining -------------------------------------------------------------------------
@@ -157,8 +145,8 @@ def _outline(fn, op, name, after, parts, pointers):
     one from `parts`: signature -> [[name, function, bytecode or None]]); returns the op a
     new function follows.
     `pointers` caches the aligned pointer taken of a memref in `fn` (value -> pointer)."""
-    nested = list(_nested([op]))
-    consts, captured = outside_values([op], _is_constant, nested)
+    consts, captured = outside_values([op], _is_constant)
+    freed = _freed_inside(op)
     ptr_t = ir.Type.parse("!llvm.ptr")
     arg_types, layouts = [], []
     for v in captured:
@@ -166,7 +154,7 @@ def _outline(fn, op, name, after, parts, pointers):
         if isinstance(v.type, ir.MemRefType) or str(v.type).startswith("memref<"):
             t = ir.MemRefType(v.type)
             layout = _static_layout(t)
-            if layout is not None and _needs_allocated_pointer(v, op):
+            if layout is not None and v in freed:
                 layout = None
         layouts.append(layout)
         arg_types.append(ptr_t if layout is not None else v.type)
@@ -186,9 +174,9 @@ def _outline(fn, op, name, after, parts, pointers):
         body = clone_mapped(op, mapping)
         func.ReturnOp(list(body.results))
     # an identical part already emitted: call it and drop this one. Parts are compared by
-    # bytecode only when their signatures (types, op names) match: most have none to
-    # match, and printing every part was a third of this pass
-    sig = (tuple(arg_types), tuple(result_types), tuple(o.name for o in nested))
+    # bytecode only when their signatures (types, the names of their ops) match: most
+    # have none to match, and printing every part was a third of this pass
+    sig = (tuple(arg_types), tuple(result_types), op.name, distinct_names(op))
     candidates = parts.setdefault(sig, [])
     callee, key = None, None
     if candidates:
@@ -252,10 +240,9 @@ def _c_interface_in_place(fn):
         return
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     module_block = fn.parent.regions[0].blocks[0]
-    for o in module_block.operations:  # called from elsewhere: keep its calling convention
-        for inner in _nested([o.operation]):
-            if inner.name == "func.call" and ir.FlatSymbolRefAttr(inner.attributes["callee"]).value == name:
-                return
+    for call in walk_ops(fn.parent, lambda n: n == "func.call"):  # called from elsewhere: keep its convention
+        if ir.FlatSymbolRefAttr(call.attributes["callee"]).value == name:
+            return
     ptr_t = ir.Type.parse("!llvm.ptr")
     with ir.InsertionPoint(module_block):
         new = func.FuncOp(f"_mlir_ciface_{name}", ir.FunctionType.get([ptr_t] * len(ftype.inputs), []))

@@ -452,6 +452,23 @@ def walk_ops(root, keep):
 _ADVANCE, _INTERRUPT, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT, ir.WalkResult.SKIP
 
 
+def count_ops(root) -> int:
+    """How many ops are nested in `root` (not counting itself)."""
+    root = getattr(root, "operation", root)
+    n = native_walk.count(root)
+    return n if n is not None else len(walk_ops(root, lambda name: True))
+
+
+def distinct_names(root) -> tuple:
+    """The distinct names of the ops nested in `root`, in the order a pre-order walk first
+    meets them (a cheap signature of a loop nest: the walk in C makes no op objects)."""
+    root = getattr(root, "operation", root)
+    names = native_walk.names(root)
+    if names is None:
+        names = list(dict.fromkeys(op.name for op in walk_ops(root, lambda name: True)))
+    return tuple(names)
+
+
 def body_ops(op):
     """The ops of `op`'s single-block body, in order, as plain `ir.Operation`s
     (`block.operations` wraps each in its OpView, importing its dialect's package:

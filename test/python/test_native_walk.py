@@ -141,3 +141,19 @@ def test_a_clone_reads_the_mapped_values_in_its_regions_too():
             mul = walk_ops(op, lambda name: name == "arith.mulf")[0]
             assert add.operands[1] == other and mul.operands[1] == (b if other == a else a)
         module.operation.verify()
+
+
+def test_distinct_names_and_op_counts_as_the_python_walk_finds_them(lowered, monkeypatch):
+    from mirax.lowering.pass_base import count_ops, distinct_names
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse(lowered)
+        funcs = [f for f in walk_ops(module, lambda n: n == "llvm.func") if len(f.regions[0].blocks)]
+        assert funcs
+        for root in [module.operation] + funcs:
+            fast = distinct_names(root), count_ops(root)
+            monkeypatch.setattr(native_walk, "names", lambda *_: None)
+            monkeypatch.setattr(native_walk, "count", lambda *_: None)
+            monkeypatch.setattr(native_walk, "ops", lambda *_: None)
+            slow = distinct_names(root), count_ops(root)
+            monkeypatch.undo()
+            assert fast == slow and fast[1] > 0 and len(fast[0]) > 0
