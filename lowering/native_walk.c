@@ -96,7 +96,8 @@ static MlirWalkResult visit_names(MlirOperation op, void *data) {
   w->count++;
   int added = set_add(&w->names, name);
   if (added > 0) push(&w->out, name);
-  return added < 0 || w->out.failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+  if (added < 0) w->out.failed = 1;
+  return w->out.failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
 static MlirWalkResult visit_ops(MlirOperation op, void *data) {
@@ -116,7 +117,7 @@ long mirax_distinct_names(void *root, const void ***ids, char **chars, long *siz
   free(w.names.slots);
   size_t total = 0;
   for (size_t i = 0; i < w.out.len; i++) total += mlirIdentifierStr((MlirIdentifier){w.out.items[i]}).length + 1;
-  char *text = w.out.failed || w.names.count != w.out.len ? NULL : malloc(total + 1);
+  char *text = w.out.failed ? NULL : malloc(total + 1);
   if (!text) {
     free(w.out.items);
     return -1;
