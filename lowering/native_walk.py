@@ -72,6 +72,12 @@ def build(path: Path) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    for old in path.parent.glob("native_walk-*.so"):  # (earlier sources' builds; a process
+        if old != path:                               # that loaded one keeps its mapping)
+            try:
+                old.unlink()
+            except OSError:
+                pass
     return path
 
 
