@@ -354,10 +354,19 @@ def _fold(op: ir.Operation):
 
 
 def _cse_key(op: ir.Operation):
-    from ..dialect.core import Dense
-    # Dense.read: complex constants cannot be wrapped by the bindings, only printed
-    return (op.name, tuple(op.operands), tuple((k, str(Dense.read(op, k))) for k in op.attributes),
+    return (op.name, tuple(op.operands), tuple((k, _attribute_key(op, k)) for k in op.attributes),
             tuple(r.type for r in op.results))
+
+
+def _attribute_key(op, name):
+    """The attribute itself (uniqued in its context: equal attributes are equal keys, and
+    printing them was a third of this pass), or the text of one the bindings cannot wrap
+    (complex constants: Dense.read)."""
+    try:
+        return op.attributes[name]
+    except TypeError:
+        from ..dialect.core import Dense
+        return str(Dense.read(op, name))
 
 
 def _blocks(op: ir.Operation):

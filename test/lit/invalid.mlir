@@ -103,6 +103,14 @@ func.func @constant_type(%a: tensor<2xf32>) -> tensor<3xf32> {
 
 // -----
 
+func.func @complex_constant_type(%a: tensor<2xcomplex<f32>>) -> tensor<3xcomplex<f32>> {
+  // expected-error @+1 {{value type tensor<2xcomplex<f32>> differs from result type tensor<3xcomplex<f32>>}}
+  %1 = "mirax.constant"() {value = dense<(1.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>} : () -> tensor<3xcomplex<f32>>
+  return %1 : tensor<3xcomplex<f32>>
+}
+
+// -----
+
 // A dense array of `index` aborts MLIR's own parser (an assertion in these wheels):
 // mirax-opt refuses it before parsing, with a diagnostic (found by the .mlir fuzzer).
 func.func @index_array(%x: tensor<2x3xf32>) -> tensor<3xf32> {

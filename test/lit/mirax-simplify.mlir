@@ -263,3 +263,23 @@ func.func @won_kept(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xi1>, tens
   %2 = "mirax.less"(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
   return %0, %1, %2 : tensor<4xi1>, tensor<4xf32>, tensor<4xi1>
 }
+
+// -----
+
+// Complex constants (attributes the Python bindings cannot wrap: compared by their text):
+// equal ones merged, a different one kept.
+// CHECK-LABEL: func.func @complex_constants
+// CHECK-NEXT: %[[A:.+]] = "mirax.constant"() {value = dense<(1.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>}
+// CHECK-NEXT: %[[C:.+]] = "mirax.constant"() {value = dense<(3.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>}
+// CHECK-NEXT: %[[S0:.+]] = "mirax.add"(%arg0, %[[A]])
+// CHECK-NEXT: %[[S1:.+]] = "mirax.add"(%[[S0]], %[[A]])
+// CHECK-NEXT: "mirax.add"(%[[S1]], %[[C]])
+func.func @complex_constants(%x: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
+  %a = "mirax.constant"() {value = dense<(1.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>} : () -> tensor<2xcomplex<f32>>
+  %b = "mirax.constant"() {value = dense<(1.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>} : () -> tensor<2xcomplex<f32>>
+  %c = "mirax.constant"() {value = dense<(3.000000e+00,2.000000e+00)> : tensor<2xcomplex<f32>>} : () -> tensor<2xcomplex<f32>>
+  %0 = "mirax.add"(%x, %a) : (tensor<2xcomplex<f32>>, tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
+  %1 = "mirax.add"(%0, %b) : (tensor<2xcomplex<f32>>, tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
+  %2 = "mirax.add"(%1, %c) : (tensor<2xcomplex<f32>>, tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
+  return %2 : tensor<2xcomplex<f32>>
+}
