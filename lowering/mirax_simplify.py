@@ -19,6 +19,11 @@ XLA's algebraic simplifier does (exact for powers of two, else within an ulp); `
 becomes `x * x` and `x ** 1` x (exact). `transpose(a.T @ b)` becomes `b.T @ a` (a
 weight gradient in the weight's layout); `x > y` beside `maximum(x, y)` becomes
 `maximum(x, y) > y` (relu's gradient mask from relu's output).
+
+Each sweep visits a block's ops in order, replacing an op by a rule's value or by an
+earlier equal op (CSE keys: name, operands, attributes, result types); the ops a rule
+makes are simplified at once, so a sweep leaves nothing for the next to find but what
+DCE frees (a transformer step: two sweeps, 116 -> 75 ms with the uniqued-attribute keys).
 """
 from __future__ import annotations
 
@@ -379,27 +384,51 @@ def _blocks(op: ir.Operation):
 
 def _simplify_block(block: ir.Block) -> bool:
     changed = False
-    seen = {}
+    seen, kept = {}, set()  # CSE key -> value; the results of the ops kept so far
     for op in list(block.operations):
-        op = op.operation
-        if not op.name.startswith("mirax.") or len(op.results) != 1:
-            continue
-        if op.name[len("mirax."):] in OPAQUE:  # a barrier, or one exchanging messages
-            continue
-        repl = None
-        if op.name[len("mirax."):] not in KEEP:
-            repl = (_identity(op) or _compose_transpose(op) or _transposed_product(op) or _fold(op) or _reciprocal(op)
-                        or _power(op) or _won(op))
-        if repl is None:
-            key = _cse_key(op)
-            repl = seen.get(key)
-            if repl is None:
-                seen[key] = op.results[0]
-                continue
-        op.results[0].replace_all_uses_with(repl)
-        op.erase()
-        changed = True
+        changed |= _simplify_op(op.operation, seen, kept) is not None
     return changed
+
+
+def _simplify_op(op: ir.Operation, seen: dict, kept: set):
+    """Simplify or CSE `op` against the ops before it (`seen`): the value its result was
+    replaced by (`op` erased), or None (kept, and recorded in `seen` and `kept`).
+
+    A rule's value defined by an op the rule made (a folded constant, a composed
+    transpose) is simplified and CSE'd at once: left to the next sweep, those made a
+    transformer step take three sweeps instead of two."""
+    if not op.name.startswith("mirax.") or len(op.results) != 1:
+        return None
+    if op.name[len("mirax."):] in OPAQUE:  # a barrier, or one exchanging messages
+        return None
+    repl = None
+    if op.name[len("mirax."):] not in KEEP:
+        repl = (_identity(op) or _compose_transpose(op) or _transposed_product(op) or _fold(op) or _reciprocal(op)
+                or _power(op) or _won(op))
+    if repl is None:
+        key = _cse_key(op)
+        repl = seen.get(key)
+        if repl is None:
+            seen[key] = op.results[0]
+            kept.add(op.results[0])
+            return None
+    else:
+        repl = _settle(repl, op.block, seen, kept)
+    op.results[0].replace_all_uses_with(repl)
+    op.erase()
+    return repl
+
+
+def _settle(value, block, seen: dict, kept: set):
+    """`value` as `_simplify_op` leaves it when a rule made the op defining it (and that
+    op's new operands, first): ops of `block` the sweep has not kept yet, so new ones."""
+    made = defining_op(value)
+    if (made is None or value in kept or made.block != block or not made.name.startswith("mirax.")
+            or len(made.results) != 1 or made.name[len("mirax."):] in OPAQUE):
+        return value
+    for v in list(made.operands):
+        _settle(v, block, seen, kept)
+    return _simplify_op(made, seen, kept) or value
 
 
 def _dce_block(block: ir.Block) -> bool:

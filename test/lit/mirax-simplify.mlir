@@ -1,4 +1,5 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-simplify | FileCheck %s
+// RUN: %mirax-opt %s -split-input-file --mirax-simplify="max-iterations=1" | FileCheck %s --check-prefix=ONE
 
 // CHECK-LABEL: func.func @cse
 // CHECK-SAME: (%[[A:.+]]: tensor<4xf32>, %[[B:.+]]: tensor<4xf32>)
@@ -282,4 +283,22 @@ func.func @complex_constants(%x: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32
   %1 = "mirax.add"(%0, %b) : (tensor<2xcomplex<f32>>, tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
   %2 = "mirax.add"(%1, %c) : (tensor<2xcomplex<f32>>, tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
   return %2 : tensor<2xcomplex<f32>>
+}
+
+// -----
+
+// A rule's new op is simplified at once: the constant a broadcast folds to merges with an
+// equal one and the products reading them become one, in a single sweep.
+// CHECK-LABEL: func.func @folds_settle_in_one_sweep
+// ONE-LABEL: func.func @folds_settle_in_one_sweep
+// ONE-NEXT: %[[C:.+]] = "mirax.constant"() {value = dense<2.000000e+00> : tensor<4xf32>}
+// ONE-NEXT: %[[M:.+]] = "mirax.multiply"(%arg0, %[[C]])
+// ONE-NEXT: return %[[M]], %[[M]]
+func.func @folds_settle_in_one_sweep(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c2 = "mirax.constant"() {value = dense<2.000000e+00> : tensor<4xf32>} : () -> tensor<4xf32>
+  %s = "mirax.constant"() {value = dense<2.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %b = "mirax.broadcast_to"(%s) {shape = array<i64: 4>} : (tensor<f32>) -> tensor<4xf32>
+  %m1 = "mirax.multiply"(%x, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m2 = "mirax.multiply"(%x, %c2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %m1, %m2 : tensor<4xf32>, tensor<4xf32>
 }
