@@ -157,3 +157,14 @@ def test_distinct_names_and_op_counts_as_the_python_walk_finds_them(lowered, mon
             slow = distinct_names(root), count_ops(root)
             monkeypatch.undo()
             assert fast == slow and fast[1] > 0 and len(fast[0]) > 0
+
+
+def test_a_library_that_cannot_build_leaves_walks_in_python(monkeypatch, tmp_path):
+    """No C compiler (here: one that fails): no library, no error, walks in Python."""
+    monkeypatch.setattr(native_walk, "_lib", None)
+    monkeypatch.setattr(native_walk, "_candidates", lambda: [tmp_path / "native_walk-x.so"])
+    monkeypatch.setenv("CC", "false")
+    assert not native_walk.available() and not (tmp_path / "native_walk-x.so").exists()
+    with context(), ir.Location.unknown():
+        module = ir.Module.parse("func.func @f() { return }")
+        assert [o.name for o in walk_ops(module, lambda n: n.startswith("func."))] == ["func.func", "func.return"]
