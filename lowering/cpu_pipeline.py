@@ -77,19 +77,21 @@ BUFFERIZE = [
     "buffer-deallocation-pipeline",
 ]
 
-# OpenMP needs finalize-memref-to-llvm before convert-scf-to-cf (DESIGN.md)
+# OpenMP needs finalize-memref-to-llvm before convert-scf-to-cf (DESIGN.md). The passes
+# that convert ops inside functions before them run nested in `func.func(...)`, so MLIR
+# runs them on the functions (mirax-outline-kernels' parts) on all cores. From
+# finalize-memref-to-llvm on they run on the module: convert-openmp-to-llvm turns the
+# functions into llvm.func, which a func.func(...) nest would no longer visit (and
+# convert-math-to-libm adds libm's declarations to the module).
 TO_LLVM = [
     "scf-forall-to-parallel",
     "convert-scf-to-openmp",            # dropped when serial: scf.parallel then becomes loops
     "func.func(convert-linalg-to-loops)",
-    "convert-vector-to-scf{full-unroll}",
-    "convert-complex-to-standard",
-    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
-    "convert-math-to-llvm",
+    "func.func(convert-vector-to-scf{full-unroll}, convert-complex-to-standard, "
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
+    "func.func(convert-math-to-llvm)",
     "convert-math-to-libm",
-    "convert-complex-to-llvm",
-    "expand-strided-metadata", "lower-affine",
-    "convert-vector-to-llvm",
+    "func.func(convert-complex-to-llvm, expand-strided-metadata, lower-affine, convert-vector-to-llvm)",
     "finalize-memref-to-llvm",
     "convert-openmp-to-llvm",           # dropped when serial
     "convert-scf-to-cf", "convert-cf-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm",
@@ -275,7 +277,7 @@ class MiraxCpuPipeline(MiraxPass):
                 MiraxStaticPartition().add_to(pm)  # (the others' blocks from the thread number)
             if p == "func.func(convert-linalg-to-loops)":
                 pm.add(_annotate_loops, name="mirax-annotate-loops")
-            if p.startswith("arith-emulate-unsupported-floats"):  # (its f32 results back to bf16)
+            if "arith-emulate-unsupported-floats" in p:  # (its f32 results back to bf16)
                 MiraxExpandBf16Truncf().add_to(pm)
 
     def add_tensor_passes(self, pm) -> int:
