@@ -658,15 +658,20 @@ def _prepare_for_cpu(module):
 def _prepare_for_gpu(module):
     """What compile does to a traced module before the GPU pipelines (the CPU's too)."""
     from .lowering import PASSES
-    _run(module, PASSES["mirax-simplify"]().add_to)
+    _run_passes(module, PASSES["mirax-simplify"]().add_to)
 
 
-def _run(module, add):
+def _run_passes(module, add):
     from mlir.passmanager import PassManager
     pm = PassManager("builtin.module", context=module.context)
     add(pm)
     with module.context, ir.Location.unknown():
         pm.run(module.operation)
+
+
+def _run(module, add) -> str:
+    """`module` after the passes `add` adds, as text (the stages `lower` shows)."""
+    _run_passes(module, add)
     return str(module)
 
 
