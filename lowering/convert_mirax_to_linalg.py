@@ -22,7 +22,7 @@ from ..dialect import PRIMITIVES
 from ..dialect.core import Aval
 from ..dialect import dtypes as dt
 from .emit import kernel_function
-from .pass_base import MiraxPass, PassError, body_ops, isa, walk_ops
+from .pass_base import MiraxPass, PassError, inline_body, isa, walk_ops
 
 NAME = "convert-mirax-to-linalg"
 
@@ -86,36 +86,29 @@ def lower_signatures(module: ir.Operation):
         op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs, context=op.context))
 
 
-def _function_body(f):
-    """(func op, its only block) of a lowering function, or False if it has several blocks."""
-    blocks = list(f.regions[0].blocks)
-    return (f, blocks[0]) if len(blocks) == 1 else False
+def _single_block(f):
+    """Lowering function `f` when its body is one block (copied in place), else False
+    (called: the inliner finishes)."""
+    return f if len(list(f.regions[0].blocks)) == 1 else False
 
 
-def _clone_body(callee, args, anchor, loc):
-    """Put a copy of the body of a lowering function before `anchor`, its arguments bound
-    to `args`; returns the value it returns. The copied ops, nested ones too, are located
-    at `loc` (the lowered op's location).
+def _clone_body(fn, anchor) -> None:
+    """Put a copy of the body of lowering function `fn` in place of the mirax op `anchor`:
+    its arguments bound to `anchor`'s operands, the readers of `anchor`'s result handed
+    the value it returns, every copied op, nested ones too, located at `anchor`.
 
-    The whole function is cloned at once and its ops moved out: MLIR rewires the uses
-    of its arguments, nested ones too (cloning op by op and re-pointing each operand
-    in Python was a third of this pass)."""
-    fn, _ = callee
+    The whole function is cloned at once and its ops moved out (`inline_body`): MLIR
+    rewires the uses of its arguments, nested ones too (cloning op by op and re-pointing
+    each operand in Python was a third of this pass)."""
     copy = fn.clone(ir.InsertionPoint(anchor))
-    entry = copy.regions[0].blocks[0]
-    for a, v in zip(entry.arguments, args):
-        a.replace_all_uses_with(v)
-    body = body_ops(copy)
-    ret = body[-1].operands[0]  # (one of `args` where the function returns an argument)
+    loc = anchor.location
 
     def locate(op):
         op.location = loc
         return ir.WalkResult.ADVANCE
-    for op in body[:-1]:
-        op.move_before(anchor)
-        op.walk(locate)
+    copy.walk(locate)
+    inline_body(copy.regions[0].blocks[0], list(anchor.operands), anchor, list(anchor.results))
     copy.erase()
-    return ret
 
 
 class ConvertMiraxToLinalg(MiraxPass):
@@ -128,7 +121,7 @@ class ConvertMiraxToLinalg(MiraxPass):
         ctx = module.context
         block = module.regions[0].blocks[0]
         made = {}
-        bodies = {}  # function name -> (func op, its block) or False (call it instead)
+        bodies = {}  # function name -> its func op, or False (call it instead)
         # read every op's avals before retyping values to their lowered types
         ops = []
         for op in mirax_ops(module):
@@ -154,16 +147,16 @@ class ConvertMiraxToLinalg(MiraxPass):
                     f = snippet.body.operations[0].operation
                     block.append(f)
                 made[key] = fname
-                bodies[fname] = _function_body(f)
+                bodies[fname] = _single_block(f)
             callee = bodies[fname]
             with ctx, op.location, ir.InsertionPoint(op):
                 if callee is False:  # not a single-block body: call it (the inliner finishes)
                     res = func.CallOp([lowered_type(op.results[0].type)], ir.FlatSymbolRefAttr.get(fname),
                                       list(op.operands)).results[0]
+                    op.results[0].replace_all_uses_with(res)
                 else:
-                    res = _clone_body(callee, list(op.operands), op, op.location)
-            op.results[0].replace_all_uses_with(res)
+                    _clone_body(callee, op)
             op.erase()
         for fname, body in bodies.items():  # drop the lowering functions that were cloned
             if body is not False:
-                body[0].erase()
+                body.erase()

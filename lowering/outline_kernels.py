@@ -56,11 +56,6 @@ MIN_OPS = 1000
 CIFACE = "llvm.emit_c_interface"
 
 
-def _count(op) -> int:
-    """The ops nested in `op` (and `op`)."""
-    return 1 + count_ops(op)
-
-
 def _is_constant(op) -> bool:
     """An op the part can clone instead of taking its value: no operands, no regions,
     one non-memref result (arith.constant, ub.poison, llvm.mlir.constant ...)."""
@@ -266,7 +261,7 @@ def outline_kernels(module, min_ops=MIN_OPS, c_interface=True):
         funcs = [o.operation for o in module.regions[0].blocks[0].operations if o.operation.name == "func.func"]
         parts = {}
         for fn in funcs:
-            if not fn.regions[0].blocks or _count(fn) < min_ops:
+            if not fn.regions[0].blocks or 1 + count_ops(fn) < min_ops:
                 continue
             body = [o.operation for o in fn.regions[0].blocks[0].operations]
             kernels = [op for op in body if _is_kernel(op)]

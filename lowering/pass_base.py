@@ -41,10 +41,15 @@ def _guarded(fn, name):
             elif mode == "groups":
                 _verify.pending.append(name)
         except Exception as err:  # noqa: BLE001 - kept and re-raised by PassManager.run
-            if getattr(_failure, "error", None) is None:
-                _failure.error = err
-            pass_.signal_pass_failure()
+            _keep_failure(err, pass_)
     return callback
+
+
+def _keep_failure(err, pass_) -> None:
+    """Keep a Python pass's exception for PassManager.run to raise and fail the pass."""
+    if getattr(_failure, "error", None) is None:
+        _failure.error = err
+    pass_.signal_pass_failure()
 
 
 def _check(op, names) -> None:
@@ -70,9 +75,7 @@ def _verify_pending(op, pass_):
             _verify.pending = []
             _check(op, names)
     except Exception as err:  # noqa: BLE001 - kept and re-raised by PassManager.run
-        if getattr(_failure, "error", None) is None:
-            _failure.error = err
-        pass_.signal_pass_failure()
+        _keep_failure(err, pass_)
 
 
 def _add_guarded(self, pipeline, *args, **kwargs):
@@ -236,47 +239,39 @@ def _constant_or_static_empty(op) -> bool:
     return op is not None and op.name in ("arith.constant", "tensor.empty") and not len(op.operands)
 
 
-def outside_values(ops, copied=_constant_or_static_empty, nested=None):
+def outside_values(ops, copied=_constant_or_static_empty):
     """The values `ops` (and the ops nested in them) read that none of them defines, in
     first-use order, as (copies, args): those whose defining op `copied` accepts
     (default: constants and static `tensor.empty`s), which a function holding `ops`
     takes as copies of its own (what canonicalization and fusion see of them stays the
-    same), and the rest, its arguments. `nested`: `ops` and their nested ops, where the
-    caller has them already (the walk in C, where it runs, needs neither)."""
+    same), and the rest, its arguments."""
     found = native_walk.outside_values(ops)
-    if found is not None:
-        copies, args = [], []
-        for v in found:
-            (copies if copied(defining_op(v)) else args).append(v)
-        return copies, args
-    if nested is None:
+    if found is None:  # (the walk in Python)
         nested = []
         for op in ops:
             nested.append(op)
             nested.extend(walk_ops(op, lambda name: True))
-    inside = set()
-    for o in nested:
-        inside.update(o.results)
-        for region in o.regions:
-            for block in region.blocks:
-                inside.update(block.arguments)
-    copies, args, seen = [], [], set()
-    for v in (v for o in nested for v in o.operands):
-        if v in inside or v in seen:
-            continue
-        seen.add(v)
+        inside = set()
+        for o in nested:
+            inside.update(o.results)
+            for region in o.regions:
+                for block in region.blocks:
+                    inside.update(block.arguments)
+        found = list(dict.fromkeys(v for o in nested for v in o.operands if v not in inside))
+    copies, args = [], []
+    for v in found:
         (copies if copied(defining_op(v)) else args).append(v)
     return copies, args
 
 
 def inline_body(block, values, anchor, results) -> None:
-    """Put the ops of a function body `block`, called with `values`, before `anchor`,
-    and hand the readers of `results` the values it returns."""
+    """Put the ops of a function body `block` (its function's only block), called with
+    `values`, before `anchor`, and hand the readers of `results` the values it returns."""
     for a, v in zip(block.arguments, values):
         a.replace_all_uses_with(v)
-    body = list(block.operations)
+    body = body_ops(block.owner)  # (plain ops: no OpView, no dialect package imported)
     for op in body[:-1]:
-        op.operation.move_before(anchor)
+        op.move_before(anchor)
     for r, v in zip(results, list(body[-1].operands)):
         r.replace_all_uses_with(v)
 
