@@ -605,7 +605,12 @@ def _find_openmp_library():
     """(Searched once per process: `find_library` runs ldconfig, ~90 ms, and every matmul
     plan asks.)"""
     candidates = [os.path.join(sys.prefix, "lib", n) for n in ("libomp.so", "libomp.so.5", "libiomp5.so")]
-    candidates += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
+    # (this machine's multiarch directory only: another architecture's copy exists where
+    # Debian's multiarch installed one, and under qemu-user, which falls back to the host's
+    # files, but cannot be loaded)
+    multiarch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+    if platform.machine().lower() in multiarch:
+        candidates.append(f"/usr/lib/{multiarch[platform.machine().lower()]}-linux-gnu/libomp.so.5")
     candidates += ["/opt/homebrew/opt/libomp/lib/libomp.dylib", "/usr/local/opt/libomp/lib/libomp.dylib"]
     for c in candidates:
         if os.path.exists(c):
