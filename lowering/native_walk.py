@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import subprocess
 import tempfile
 import threading
@@ -40,7 +41,7 @@ def _mlir_libs() -> Path:
 
 def _key() -> str:
     """What the library is built from: its source and the MLIR C API library it links."""
-    capi = _mlir_libs() / "libMLIRPythonCAPI.so"
+    capi = _mlir_libs() / ("libMLIRPythonCAPI" + (".dylib" if platform.system() == "Darwin" else ".so"))
     st = capi.stat()
     text = _SOURCE.read_bytes() + f"|{capi}|{st.st_size}|{st.st_mtime_ns}".encode()
     return hashlib.sha256(text).hexdigest()[:16]
@@ -54,7 +55,13 @@ def _candidates() -> list[Path]:
     root = disk_cache.cache_root()
     if root is not None:
         dirs.append(Path(root) / "native")
-    return [d / f"native_walk-{_key()}.so" for d in dirs]
+    return [d / f"{_prefix()}{_key()}.so" for d in dirs]
+
+
+def _prefix() -> str:
+    """Builds are named by machine: a checkout shared by an x86-64 and an arm64 system (a
+    container's mounted volume, test/aarch64/run.sh) keeps one of each."""
+    return f"native_walk-{platform.machine().lower()}-"
 
 
 def build(path: Path) -> Path:
@@ -72,8 +79,9 @@ def build(path: Path) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    for old in path.parent.glob("native_walk-*.so"):  # (earlier sources' builds; a process
-        if old != path:                               # that loaded one keeps its mapping)
+    for old in path.parent.glob("native_walk-*.so"):  # (earlier sources' builds, this machine's
+        # or unnamed by machine (before 2026-12); a process that loaded one keeps its mapping)
+        if old != path and (old.name.startswith(_prefix()) or old.name.count("-") == 1):
             try:
                 old.unlink()
             except OSError:

@@ -168,3 +168,19 @@ def test_a_library_that_cannot_build_leaves_walks_in_python(monkeypatch, tmp_pat
     with context(), ir.Location.unknown():
         module = ir.Module.parse("func.func @f() { return }")
         assert [o.name for o in walk_ops(module, lambda n: n.startswith("func."))] == ["func.func", "func.return"]
+
+
+def test_a_new_build_removes_only_this_machines_older_builds(monkeypatch, tmp_path):
+    """A checkout shared by an x86-64 and an arm64 system keeps a build for each: a new
+    build removes this machine's earlier ones (and those named before builds carried the
+    machine), not the other machine's."""
+    if not native_walk.available():
+        pytest.skip("no C compiler here")
+    monkeypatch.setattr(native_walk.platform, "machine", lambda: "x86_64")
+    names = ["native_walk-x86_64-0000000000000000.so", "native_walk-aarch64-0000000000000000.so",
+             "native_walk-0000000000000000.so"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    new = native_walk.build(tmp_path / f"{native_walk._prefix()}{native_walk._key()}.so")
+    assert new.name.startswith("native_walk-x86_64-") and new.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.glob("*.so")) == sorted([new.name, names[1]])
