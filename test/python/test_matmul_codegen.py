@@ -633,7 +633,11 @@ def test_row_remainder_reads_the_repacked_b(rng, m, n, k, transpose_a, pack_a):
     a = rng.standard_normal((k, m) if transpose_a else (m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
     text = matmul_text(m, n, k, transpose_a=transpose_a)
-    cfg = dict(mr=8, nr=32, kc=64, nc=64, forall_m=32, min_flops=0, pack_b=1, pack_a=pack_a,
+    # panels as wide as a register tile of this host has (the remainder's tile must match
+    # them to share them: NEON's widest is 16, four 4-lane vectors)
+    widths = {t[1] for t in tuning.register_tiles(host_cpu.host(), every=True)}
+    nr = 32 if 32 in widths else max(widths)
+    cfg = dict(mr=8, nr=nr, kc=64, nc=64, forall_m=32, min_flops=0, pack_b=1, pack_a=pack_a,
                rows_outer=pack_a, split=1, threads=2)
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
