@@ -433,8 +433,13 @@ def _link_commands():
             cmds.append(lambda out, objs: [ld, "-shared", "-Bsymbolic", "-o", out, *objs])
         cc = os.environ.get("CC") and shutil.which(os.environ["CC"]) or shutil.which("cc")
         if cc:
+            # (macOS: ld64 refuses a library with undefined symbols unless told to leave
+            # them to the loader: the OpenMP runtime's and the runner utilities', which the
+            # process has loaded, as on Linux)
             cmds.append(lambda out, objs: [cc, "-shared", "-Wl,-Bsymbolic", "-o", out, *objs, "-lm"]
-                        if sys.platform.startswith("linux") else [cc, "-shared", "-o", out, *objs])
+                        if sys.platform.startswith("linux") else
+                        [cc, "-shared", "-undefined", "dynamic_lookup", "-o", out, *objs]
+                        if sys.platform == "darwin" else [cc, "-shared", "-o", out, *objs])
         _linkers = cmds
     return _linkers
 

@@ -281,6 +281,20 @@ def test_cc_links_when_ld_is_missing(cache, monkeypatch):
     monkeypatch.setattr(disk_cache, "_linkers", None)
 
 
+def test_macos_links_leave_the_runtimes_symbols_to_the_loader(monkeypatch):
+    """On macOS `cc -shared` (ld64) refuses undefined symbols unless told otherwise: a
+    threaded kernel's `__kmpc_*` then never linked (every kernel fell back to the
+    ExecutionEngine). (The command only: nothing here runs macOS.)"""
+    import shutil
+    monkeypatch.setattr(disk_cache.sys, "platform", "darwin")
+    monkeypatch.setattr(disk_cache.shutil, "which", lambda n, _w=shutil.which: "/usr/bin/" + n)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(disk_cache, "_linkers", None)
+    cmds = [c("k.so", ["k.o"]) for c in disk_cache._link_commands()]
+    monkeypatch.setattr(disk_cache, "_linkers", None)
+    assert cmds == [["/usr/bin/cc", "-shared", "-undefined", "dynamic_lookup", "-o", "k.so", "k.o"]]
+
+
 def test_unwritable_dir_falls_back(cache, monkeypatch):
     blocker = cache / "file"
     blocker.write_text("not a directory")
