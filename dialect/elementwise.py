@@ -316,14 +316,48 @@ def _convert(b, x, src, dst):
         return b.op(f"arith.{op} {x} : {s} to {t}")
     # integer destination
     if src.kind == "f":
-        op = "fptosi" if dst.kind == "i" else "fptoui"
-        return b.op(f"arith.{op} {x} : {s} to {t}")
+        return _float_to_int(b, x, src, dst)
     if dst.bits == src.bits:
         return x
     if dst.bits < src.bits:
         return b.op(f"arith.trunci {x} : {s} to {t}")
     op = "extsi" if src.kind == "i" else "extui"
     return b.op(f"arith.{op} {x} : {s} to {t}")
+
+
+def saturation_bounds(src_storage, dst) -> tuple[float, float]:
+    """The values of float type `src_storage` (numpy's float32 or float64) nearest to the
+    range of integer dtype `dst` from inside: float -> int conversions clamp to them.
+
+        saturation_bounds(np.float32, dt.int32)   # (-2147483648.0, 2147483520.0)
+    """
+    info = np.iinfo(dst.storage)
+    f = np.dtype(src_storage).type
+    lo, hi = f(info.min), f(info.max)  # (a power of two or 0: exact; the max may round up)
+    if int(hi) > info.max:
+        hi = np.nextafter(hi, f(0))
+    return float(lo), float(hi)
+
+
+def _float_to_int(b, x, src, dst):
+    """A float -> integer conversion that saturates: values beyond the integer range give
+    its nearest end (the integer's minimum or maximum), NaN gives 0, as XLA's conversion does (`arith.fptosi`/`fptoui` of
+    them is poison: the same program gave x86's wrapped integers on x86-64 and the
+    saturated ones on AArch64, numpy's casts too)."""
+    s, t = src.signless, dst.signless
+    if s in ("f16", "bf16"):  # (clamped in f32: the widening is exact)
+        x, s = b.op(f"arith.extf {x} : {s} to f32"), "f32"
+    bounds = saturation_bounds(np.float64 if s == "f64" else np.float32, dst)
+    lo, hi = (b.const(v, s) for v in bounds)
+    c = b.op(f"arith.select {b.op(f'arith.cmpf olt, {x}, {lo} : {s}')}, {lo}, {x} : {s}")
+    above = b.op(f"arith.cmpf ogt, {c}, {hi} : {s}")
+    c = b.op(f"arith.select {above}, {hi}, {c} : {s}")
+    y = b.op(f"arith.{'fptosi' if dst.kind == 'i' else 'fptoui'} {c} : {s} to {t}")
+    top = int(np.iinfo(dst.storage).max)
+    if bounds[1] < top:  # (the integer maximum is no value of the float type: 2^31 - 1 in f32)
+        y = b.op(f"arith.select {above}, {b.const(top if dst.kind == 'i' else top - (1 << dst.bits), t)}, {y} : {t}")
+    nan = b.op(f"arith.cmpf uno, {x}, {x} : {s}")
+    return b.op(f"arith.select {nan}, {b.const(0, t)}, {y} : {t}")
 
 
 def _astype_shape(avals, dtype):
@@ -342,6 +376,14 @@ def _astype_ref(x, dtype):
         raise NotImplementedError
     if np.iscomplexobj(x) and d.kind != "c":
         x = x.real
+    if d.kind in "iu" and np.asarray(x).dtype.kind == "f":  # saturating (`_float_to_int`)
+        x = np.asarray(x)
+        wide = np.float64 if x.dtype == np.float64 else np.float32  # (f16: clamped in f32)
+        lo, hi = saturation_bounds(wide, d)
+        with np.errstate(invalid="ignore"):
+            x = x.astype(wide)
+            out = np.where(np.isnan(x), 0, np.clip(x, lo, hi)).astype(d.storage)
+            return np.where(x > hi, np.iinfo(d.storage).max, out).astype(d.storage)
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(d.storage)
 

@@ -95,8 +95,24 @@ func.func @broadcast(%x: tensor<3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+// A float -> int conversion saturates (fptosi of an out-of-range value is poison): the
+// value clamped to the f32 values inside i32's range, the integer maximum above them
+// (2^31 - 1 is no f32), 0 for NaN.
 // CHECK-LABEL: func.func @astype
-// CHECK: arith.fptosi %{{.+}} : f32 to i32
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: i32):
+// CHECK-DAG: %[[LO:.+]] = arith.constant -2.14748365E+9 : f32
+// CHECK-DAG: %[[HI:.+]] = arith.constant 2.14748352E+9 : f32
+// CHECK: %[[BELOW:.+]] = arith.cmpf olt, %[[IN]], %[[LO]] : f32
+// CHECK: %[[C0:.+]] = arith.select %[[BELOW]], %[[LO]], %[[IN]] : f32
+// CHECK: %[[ABOVE:.+]] = arith.cmpf ogt, %[[C0]], %[[HI]] : f32
+// CHECK: %[[C1:.+]] = arith.select %[[ABOVE]], %[[HI]], %[[C0]] : f32
+// CHECK: %[[I:.+]] = arith.fptosi %[[C1]] : f32 to i32
+// CHECK: %[[MAX:.+]] = arith.constant 2147483647 : i32
+// CHECK: %[[SAT:.+]] = arith.select %[[ABOVE]], %[[MAX]], %[[I]] : i32
+// CHECK: %[[NAN:.+]] = arith.cmpf uno, %[[IN]], %[[IN]] : f32
+// CHECK: %[[Z:.+]] = arith.constant 0 : i32
+// CHECK: %[[R:.+]] = arith.select %[[NAN]], %[[Z]], %[[SAT]] : i32
+// CHECK: linalg.yield %[[R]] : i32
 func.func @astype(%x: tensor<4xf32>) -> tensor<4xi32> {
   %0 = "mirax.astype"(%x) {dtype = i32} : (tensor<4xf32>) -> tensor<4xi32>
   return %0 : tensor<4xi32>

@@ -162,3 +162,24 @@ def test_constant_and_arange():
         c = constant(v.astype(d.storage), d)
         # force the constant through a kernel: add zero
         np.testing.assert_array_equal(np.asarray(c + mr.zeros(v.shape, d) if d.kind != "b" else c | False), v)
+
+
+@pytest.mark.parametrize("src", ["float32", "float64", "float16"])
+def test_float_to_int_conversions_saturate(src):
+    """Out-of-range floats convert to the integer type's nearest end and NaN to 0 (as in
+    XLA), the same on every host: an unclamped `fptosi` is poison, and gave x86's wrapped
+    values on x86-64 and saturated ones on AArch64."""
+    x = np.array([-1.5, 2.5, 300.0, -300.0, 6e4, -6e4, np.inf, -np.inf, np.nan], getattr(np, src))
+    want = {"uint8": [0, 2, 255, 0, 255, 0, 255, 0, 0],
+            "int8": [-1, 2, 127, -128, 127, -128, 127, -128, 0],
+            "int32": [-1, 2, 300, -300, 60000, -60000, 2**31 - 1, -2**31, 0],
+            "uint32": [0, 2, 300, 0, 60000, 0, 2**32 - 1, 0, 0],
+            "int64": [-1, 2, 300, -300, 60000, -60000, 2**63 - 1, -2**63, 0]}
+    a = mr.array(x, dtype=getattr(mr, src))
+    for d, w in want.items():
+        w = np.array(w, getattr(np, d))
+        np.testing.assert_array_equal(np.asarray(a.astype(getattr(mr, d))), w, err_msg=d)
+        # compiled (fused with the arithmetic around it) and as a constant folded at compile time
+        np.testing.assert_array_equal(np.asarray(mr.compile(lambda a: (a * 1).astype(getattr(mr, d)))(a)), w, err_msg=d)
+        np.testing.assert_array_equal(np.asarray(mr.compile(lambda: mr.array(x).astype(getattr(mr, d)))()),
+                                      np.array(PRIMITIVES["astype"].reference(x.astype(np.float32), d)), err_msg=d)
