@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # compiled kernels persist here between test runs (any change to the compiler invalidates them)
 MIRAX_TEST_CACHE_DIR ?= $(CURDIR)/build/kernel-cache
 
-.PHONY: run test lit pytest bench tune fuzz setup clean
+.PHONY: run test lit pytest bench tune fuzz setup clean test-aarch64 aarch64-smoke
 
 $(STAMP): pyproject.toml
 	@command -v python3 >/dev/null || (apt-get update -qq && apt-get install -y -qq python3 python3-venv)
@@ -66,7 +66,7 @@ pytest: $(STAMP)
 	for f in $(SERIAL_TESTS); do sh -c '$(RUN_TEST_FILE)' _ $$f || status=1; done; \
 	exit $$status
 
-test: lit pytest
+test: lit pytest aarch64-smoke
 
 # the fuzzers' long campaign (CI runs a small, reproducible budget of both in `make test`):
 # random programs through the Python API, then mutated .mlir files through mirax-opt
@@ -94,6 +94,27 @@ tune: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	for b in $(BENCHES); do $(ISA_ENV) $(PY) bench/$$b.py || exit 1; done
+
+# The CPU code generator's AArch64 paths (NEON: Neoverse N1; SVE: Neoverse V1), compiled
+# for and run on qemu-user's emulated CPUs (test/aarch64/: Debian's arm64 Python and the
+# wheels' arm64 builds): whether the code is right, not how fast it runs
+# (~1 hour: emulated LLVM compiles ~15x slower). `make test` runs the smoke part: the CPU
+# code generation tests and the dot products on the SVE CPU (~3 minutes, set-up included;
+# skipped where the host is AArch64 itself, or has no apt-get to install qemu)
+AARCH64_CPUS ?= neoverse-n1 neoverse-v1
+AARCH64_TESTS ?= test/python/test_cpu_codegen.py test/python/test_rowwise_kernels.py \
+	test/python/test_matmul_codegen.py test/python/test_matmul_dot.py test/python/test_primitives.py
+AARCH64_SMOKE ?= test/python/test_cpu_codegen.py test/python/test_matmul_dot.py
+test-aarch64: $(STAMP)
+	test/aarch64/setup.sh
+	for cpu in $(AARCH64_CPUS); do test/aarch64/run.sh $$cpu -m pytest -q -p no:cacheprovider $(AARCH64_TESTS) || exit 1; done
+aarch64-smoke: $(STAMP)
+	@if [ "$$(uname -m)" = aarch64 ] || [ "$$(uname -m)" = arm64 ]; then echo "== aarch64 smoke: skipped (this host is AArch64: the tests above ran on it)"; \
+	elif ! command -v apt-get >/dev/null && ! command -v qemu-aarch64-static >/dev/null; then echo "== aarch64 smoke: skipped (no apt-get to install qemu-user-static)"; \
+	else mkdir -p build/test-logs; test/aarch64/setup.sh > build/test-logs/aarch64-setup.log 2>&1 || { cat build/test-logs/aarch64-setup.log; exit 1; }; \
+		if test/aarch64/run.sh neoverse-v1 -m pytest -q -p no:cacheprovider $(AARCH64_SMOKE) > build/test-logs/aarch64.log 2>&1; \
+		then echo "== aarch64 smoke (neoverse-v1, emulated): $$(tail -n 1 build/test-logs/aarch64.log)"; \
+		else echo "== aarch64 smoke (neoverse-v1, emulated) FAILED"; cat build/test-logs/aarch64.log; exit 1; fi; fi
 
 clean:
 	rm -rf $(VENV) build test/lit/Output
