@@ -3,6 +3,7 @@
 #
 #   test/aarch64/run.sh neoverse-n1 -m pytest -q test/python/test_cpu_codegen.py   (NEON)
 #   test/aarch64/run.sh neoverse-v1 -m pytest -q test/python/test_cpu_codegen.py   (SVE, 256-bit)
+#   SVE_BITS=512 test/aarch64/run.sh neoverse-v1 ...    (LLVM's SVE loops are vector-length agnostic)
 #
 # qemu-user runs Debian's arm64 Python (test/aarch64/setup.sh). The CPU mirax and LLVM
 # detect is the one named: qemu serves files from its `-L` prefix before the host's, so a
@@ -19,7 +20,7 @@ root=$repo/build/aarch64
 [ -f "$here/cpuinfo/$cpu" ] || { echo "no test/aarch64/cpuinfo/$cpu" >&2; exit 2; }
 case $cpu in
   neoverse-n1) qcpu=neoverse-n1 ;;
-  neoverse-v1) qcpu=max,sve-default-vector-length=32 ;;
+  neoverse-v1) qcpu=max,sve-default-vector-length=$(( ${SVE_BITS:-256} / 8 )) ;;
   *) qcpu=max ;;
 esac
 prefix=$root/cpu/$cpu
@@ -37,6 +38,8 @@ for e in $repo/python/mirax/* $repo/dialect $repo/lowering $repo/runtime; do
 done
 for l in $pkg/*; do [ -e "$l" ] || rm -f "$l"; done
 export PYTHONPATH=$root/pkg:$root/site PATH=$root/bin:$PATH
+# (the tests' kernel cache too: conftest.py's MIRAX_TEST_CACHE_DIR, kept between runs)
 export MIRAX_CACHE_DIR=${MIRAX_AARCH64_CACHE_DIR:-$root/cache/$cpu}
+export MIRAX_TEST_CACHE_DIR=$MIRAX_CACHE_DIR
 export QEMU_CPU=$qcpu QEMU_LD_PREFIX=$prefix
 exec $root/sysroot/usr/bin/python3-qemu "$@"
