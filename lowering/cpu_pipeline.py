@@ -158,7 +158,7 @@ def split_empty_tensors(op, *_):
     training step: 0.7 and 0.8 s of an 8-layer step's lowering, 0.2 s split). The ops
     that shared one still reuse its buffer within each group (8 layers: 834 -> 838 allocs)."""
     from mlir import ir
-    from .pass_base import user_op, walk_ops
+    from .pass_base import op_id, user_op, walk_ops
     for fn in walk_ops(op, lambda n: n == "func.func"):
         if not len(fn.regions[0].blocks):
             continue
@@ -168,14 +168,14 @@ def split_empty_tensors(op, *_):
         if not empties:
             continue
         top_ops = [o.operation for o in block.operations]
-        index = {o: i for i, o in enumerate(top_ops)}
+        index = {op_id(o): i for i, o in enumerate(top_ops)}  # (by address: the users change)
 
         def top(o):  # the op of `block` that holds `o`
             while o.parent != fn:
                 o = o.parent
             return o
         for e in empties:
-            uses = sorted(((index[top(user_op(u))], u.operand_number, user_op(u)) for u in e.results[0].uses),
+            uses = sorted(((index[op_id(top(user_op(u)))], u.operand_number, user_op(u)) for u in e.results[0].uses),
                           key=lambda t: t[0])
             for j in range(EMPTY_USES, len(uses), EMPTY_USES):
                 group = uses[j:j + EMPTY_USES]

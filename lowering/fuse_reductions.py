@@ -85,7 +85,7 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, enclosing,
+from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, enclosing, op_id,
                         indexing_maps, inline_body, isa, iterator_kinds, outside_values, reassociation,
                         reassociation_attr, run_transform, user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
@@ -355,13 +355,13 @@ def groups(block):
 
 
 def _position(op, pos):
-    """Index in the block of `op`, or of its ancestor there (`pos`: the block's ops by
-    index); None if it is in none of them."""
+    """Index in the block of `op`, or of its ancestor there (`pos`: the block's ops'
+    indices by `op_id`); None if it is in none of them."""
     while op is not None:
-        op = op.operation
-        if op in pos:
-            return pos[op]
-        op = op.parent
+        k = op_id(op)
+        if k in pos:
+            return pos[k]
+        op = op.operation.parent
     return None
 
 
@@ -392,12 +392,12 @@ def _single_root_parts(members, ops, idx, block):
                 if (o := _value_owner(v)) is not None and o in idx and idx[o] in mset}
     if sum(1 for i in members if not any(idx.get(u) in mset for u in users(i))) <= 1:
         return [members]
-    pos = {op.operation: k for k, op in enumerate(block.operations)}
+    pos = {op_id(op): k for k, op in enumerate(block.operations)}
     taken, parts = set(), []
     for r in sorted(members, reverse=True):
         if r in taken:
             continue
-        part, limit = {r}, pos[ops[r]]
+        part, limit = {r}, pos[op_id(ops[r])]
         taken.add(r)
         todo = inner_producers(r)
         while todo:
@@ -603,7 +603,7 @@ class _Scratch:
 
     def __init__(self, ops):
         from mlir.dialects import func
-        members = {op: k for k, op in enumerate(ops)}
+        members = {op_id(op): k for k, op in enumerate(ops)}
         self.ops, self.root = ops, ops[-1]
         copies, self.args = outside_values(ops)
         self.returned = []
@@ -676,7 +676,7 @@ def _reuse_inputs(body):
     the same chunk of one buffer, which bufferizes in place (its loop over column chunks
     would otherwise write a fresh buffer, a row copy a row)."""
     ops = [op.operation for op in body.operations]
-    pos = {op: i for i, op in enumerate(ops)}
+    pos = {op_id(op): i for i, op in enumerate(ops)}  # (by address: the loop rewrites operands)
     for i, op in enumerate(ops):
         if op.name != "linalg.generic" or "reduction" in iterator_kinds(op) or len(op.results) != 1:
             continue
@@ -689,11 +689,11 @@ def _reuse_inputs(body):
             v = op.operands[k]
             d = _value_owner(v)
             if (v.type != op.results[0].type or maps[k] != maps[n_in] or d is None
-                    or d.name not in ("linalg.generic", "scf.if") or d not in pos):
+                    or d.name not in ("linalg.generic", "scf.if") or op_id(d) not in pos):
                 continue
             users = [u.owner for u in v.uses]
             users = [u.operation if hasattr(u, "operation") else u for u in users]
-            if any(u not in pos or pos[u] > i for u in users):
+            if any(op_id(u) not in pos or pos[op_id(u)] > i for u in users):
                 continue
             same = [j for j in range(n_in) if op.operands[j] == v]
             if any(maps[j] != maps[n_in] for j in same):  # also read elsewhere than in place
@@ -1055,7 +1055,7 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
         ivs = list(body.arguments)
         n = len(ivs)
         tops = body_ops(forall)
-        pos = {op: i for i, op in enumerate(tops)}
+        pos = {op_id(op): i for i, op in enumerate(tops)}  # (by address: the loop rewrites them)
         for sv in [op for op in tops if op.name == "memref.subview"]:
             found = _row_subview(sv, ivs)
             if found is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from mlir import ir
 
 from .early_dealloc import _OPAQUE_PREFIXES, _memref_results, _top
-from .pass_base import MiraxPass, defining_op, isa, user_op, walk_ops
+from .pass_base import MiraxPass, defining_op, isa, op_id, user_op, walk_ops
 
 NAME = "mirax-results-in-place"
 _RESHAPES = ("memref.collapse_shape", "memref.expand_shape")
@@ -76,7 +76,7 @@ def _uses_before(alloc, copy, block, index):
             if u.name.startswith(_OPAQUE_PREFIXES):
                 return None
             top = _top(u, block)
-            if top is None or top not in index or index[top] > index[copy]:
+            if top is None or op_id(top) not in index or index[op_id(top)] > index[op_id(copy)]:
                 return None
             work.extend(_memref_results(u))
     return deallocs
@@ -105,7 +105,7 @@ def results_in_place(module) -> int:
         block = fn.regions[0].blocks[0]
         args = list(block.arguments)
         ops = [o for o in walk_ops(fn, lambda n: True) if o.block == block]
-        index = {o: i for i, o in enumerate(ops)}
+        index = {op_id(o): i for i, o in enumerate(ops)}  # (by address: rewrites change the users)
         # (the copies listed before any rewrite: a rewrite erases deallocs after its copy,
         # and reading an erased op's name crashed the interpreter)
         for copy in [o for o in ops if o.name == "memref.copy"]:
@@ -116,7 +116,7 @@ def results_in_place(module) -> int:
             if found is None:
                 continue
             alloc, chain = found
-            if alloc not in index or [int(d) for d in ir.MemRefType(src.type).shape] != \
+            if op_id(alloc) not in index or [int(d) for d in ir.MemRefType(src.type).shape] != \
                     [int(d) for d in ir.MemRefType(out.type).shape]:
                 continue
             deallocs = _uses_before(alloc, copy, block, index)

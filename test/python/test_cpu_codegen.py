@@ -455,6 +455,33 @@ def test_no_empty_tensor_has_more_than_a_group_of_uses():
         assert [len(list(e.results[0].uses)) for e in empties] == [k, k, k, 5]
 
 
+def test_empties_whose_users_read_two_of_them_are_split():
+    """Ops reading two large empties: splitting the first rewrites those ops' operands,
+    which changes their `hash()` (an ir.Operation hashes its contents); the second's
+    users were then looked up in a map of the ops by hash and not found (a KeyError that
+    failed an 8-layer transformer step). Positions are kept by address (`op_id`)."""
+    from mirax.lowering import cpu_pipeline
+    from mirax.lowering.pass_base import op_id, walk_ops
+    k = cpu_pipeline.EMPTY_USES
+    n = k + 7
+    lines = ["func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {",
+             "  %e = tensor.empty() : tensor<8xf32>", "  %d = tensor.empty() : tensor<8xf32>",
+             "  %a0 = arith.addf %x, %x : tensor<8xf32>"]
+    for i in range(n):  # (each reads both: %e as an input, %d as its output)
+        lines.append(f"  %y{i} = linalg.add ins(%a{i}, %e : tensor<8xf32>, tensor<8xf32>) outs(%d : tensor<8xf32>) -> tensor<8xf32>")
+        lines.append(f"  %a{i + 1} = arith.addf %y{i}, %x : tensor<8xf32>")
+    lines += [f"  return %a{n} : tensor<8xf32>", "}"]
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse("\n".join(lines))
+        op = walk_ops(module.operation, lambda name: name == "linalg.add")[-1]
+        before = (hash(op), op_id(op))
+        cpu_pipeline.split_empty_tensors(module.operation)
+        module.operation.verify()
+        assert hash(op) != before[0] and op_id(op) == before[1]  # (its operands were rewritten)
+        empties = walk_ops(module.operation, lambda name: name == "tensor.empty")
+        assert sorted(len(list(e.results[0].uses)) for e in empties) == [7, 7, k, k]
+
+
 # ---- the vector math library (glibc's libmvec) -------------------------------------------
 
 SIN_LOOP = b"""
