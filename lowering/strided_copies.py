@@ -44,7 +44,8 @@ def strided_copies_to_linalg(module) -> None:
 
     root = module.operation if hasattr(module, "operation") else module
     copies = walk_ops(root, lambda n: n == "memref.copy")
-    marked = []
+    marked = {}  # (rank, inner size) -> its index: the copies of one shape class share one
+    # match (each match walks the module: one per copy grew with the square of the program)
     with root.context, ir.Location.unknown():
         for op in copies:
             src, dst = op.operands
@@ -61,18 +62,18 @@ def strided_copies_to_linalg(module) -> None:
             # (complex elements have no vector type: their copies stay scalar loops)
             if _inner_stride_one(ts) and _inner_stride_one(td) and ts.rank <= 4 \
                     and not isinstance(ts.element_type, ir.ComplexType):
-                new.attributes[COPY_MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(marked))
                 inner = ts.shape[-1] if not ir.ShapedType.is_dynamic_size(ts.shape[-1]) else None
-                marked.append((ts.rank, inner))
+                k = marked.setdefault((ts.rank, inner), len(marked))
+                new.attributes[COPY_MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
         if marked:
-            _vectorize_copies(root, marked)
+            _vectorize_copies(root, list(marked))
 
 
 def _vectorize_copies(root, copies) -> None:
-    """Tile each marked copy [(rank, inner size or None)] along its last dim by 4 host
-    vectors (a shorter run whole) and vectorize the full tiles; a remainder is peeled off
-    as a scalar loop (masked vectorization leaves `vector.mask`s the LLVM lowering
-    rejects)."""
+    """Tile the copies marked with each class [(rank, inner size or None)] along their
+    last dim by 4 host vectors (a shorter run whole) and vectorize the full tiles; a
+    remainder is peeled off as a scalar loop (masked vectorization leaves `vector.mask`s
+    the LLVM lowering rejects)."""
     from .host_cpu import host
     from .vectorize_transposes import vector_run
     lanes = host().f32_lanes
