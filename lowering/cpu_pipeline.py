@@ -147,7 +147,10 @@ def distinct_results(op, *_):
                 seen.add(v)
 
 
-EMPTY_USES = 32  # uses of one tensor.empty at most, for bufferization's analysis (below)
+# uses of one tensor.empty at most, for bufferization's analysis (below). An 8-layer
+# transformer step, 32 -> 8: eliminate-empty-tensors 0.65 -> 0.38 s, one-shot-bufferize
+# 0.90 -> 0.41 s, 397 -> 418 malloc sites, the same step time and peak memory (Zen 4)
+EMPTY_USES = 8
 
 
 def split_empty_tensors(op, *_):
@@ -156,7 +159,7 @@ def split_empty_tensors(op, *_):
     uses: `eliminate-empty-tensors` and `one-shot-bufferize` analyse the uses of all values
     aliasing one buffer pairwise, which made them grow with the square of the program (a
     training step: 0.7 and 0.8 s of an 8-layer step's lowering, 0.2 s split). The ops
-    that shared one still reuse its buffer within each group (8 layers: 834 -> 838 allocs)."""
+    that shared one still reuse its buffer within each group."""
     from mlir import ir
     from .pass_base import op_id, user_op, walk_ops
     for fn in walk_ops(op, lambda n: n == "func.func"):
