@@ -30,12 +30,11 @@ block foralls are tagged `mirax.gpu_kernel = i` and carry their workgroup size, 
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass, field
 
 from mlir import ir
 
-from .pass_base import MiraxPass, PassError, defining_op, isa, run_transform, user_op
+from .pass_base import MiraxPass, PassError, defining_op, isa, op_id, run_transform, user_op
 
 NAME = "mirax-gpu-map"
 ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
@@ -154,7 +153,7 @@ def plan(func_op, threads=THREADS, subgroup=SUBGROUP) -> list:
     claimed = set()
     kernels = []
     for op in reversed(ops):
-        if not _is_linalg(op) or _key(op) in claimed:
+        if not _is_linalg(op) or op_id(op) in claimed:
             continue
         if not len(op.results):
             continue  # linalg on memrefs: handled after bufferization
@@ -162,21 +161,11 @@ def plan(func_op, threads=THREADS, subgroup=SUBGROUP) -> list:
         if k is None:
             continue
         k.fused = _private_to_kernel(k.root, k.fused)  # a fill shared by two matmuls: one each
-        claimed.add(_key(op))
+        claimed.add(op_id(op))
         for p in k.fused:
-            claimed.add(_key(p))
+            claimed.add(op_id(p))
         kernels.append(k)
     return kernels
-
-
-def _key(op):
-    """A stable identity for an op (ir.Operation hashes its contents, which change)."""
-    return _capsule_pointer(op._CAPIPtr, b"mlir.ir.Operation._CAPIPtr")
-
-
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def _negative_maps(op):
@@ -207,7 +196,7 @@ def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP):
         # the row's result is written by one thread: a copy of the reduction is the root
         # and the reduction (private to each thread) is fused into it
         copy = _copy_after(op)
-        claimed.add(_key(copy))
+        claimed.add(op_id(copy))
         return _plan_row(copy, index, claimed, threads, its.index("reduction"), subgroup)
     if its is not None and "reduction" not in its and op.name in ("linalg.generic", "linalg.copy"):
         # an all-parallel op reading a row reduction of the same rows: one row kernel
@@ -246,7 +235,7 @@ def _row_reductions_upstream(op, claimed, depth=0):
     out = []
     for v in _inputs(op):
         p = defining_op(v)
-        if p is None or not _is_linalg(p) or _key(p) in claimed or depth > 8:
+        if p is None or not _is_linalg(p) or op_id(p) in claimed or depth > 8:
             continue
         if _is_row_reduction(p):
             out.append(p)
@@ -269,11 +258,11 @@ def _collect_group(root, claimed, row_shape):
     def visit(op):
         for v in list(op.operands):
             p = defining_op(v)
-            if p is None or _key(p) in seen or _key(p) in claimed or not _is_linalg(p):
+            if p is None or op_id(p) in seen or op_id(p) in claimed or not _is_linalg(p):
                 continue
             if p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
                     p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"])):
-                seen.add(_key(p))
+                seen.add(op_id(p))
                 visit(p)
                 order.append(p)
     visit(root)
@@ -322,21 +311,21 @@ def _private_to_kernel(root, group):
     users would replace the kernel's forall by one that also returns the producer,
     invalidating every handle into it.) Consumers first, so a clone's own producers are
     seen with their new users."""
-    inside = {_key(root)} | {_key(p) for p in group}
+    inside = {op_id(root)} | {op_id(p) for p in group}
     out = list(group)
     for idx in range(len(out) - 1, -1, -1):
         p = out[idx]
-        outside = [u for r in p.results for u in r.uses if _key(user_op(u)) not in inside]
+        outside = [u for r in p.results for u in r.uses if op_id(user_op(u)) not in inside]
         if not outside:
             continue
         with p.context, p.location, ir.InsertionPoint.after(p):
             c = p.clone()
-        inside.discard(_key(p))
-        inside.add(_key(c))
+        inside.discard(op_id(p))
+        inside.add(op_id(c))
         for r, rc in zip(p.results, c.results):
             for u in list(r.uses):
                 o = user_op(u)
-                if _key(o) in inside and _key(o) != _key(c):
+                if op_id(o) in inside and op_id(o) != op_id(c):
                     o.operands[u.operand_number] = rc
         out[idx] = c
     return out
@@ -345,19 +334,19 @@ def _private_to_kernel(root, group):
 def _one_use_each(root, group):
     """Clone every elementwise producer of the group once per use inside the group, so
     each copy is fused into (recomputed in) the one thread loop that reads it."""
-    keys = {_key(g) for g in group} | {_key(root)}
+    keys = {op_id(g) for g in group} | {op_id(root)}
     changed = True
     while changed:
         changed = False
         for p in group:
             if p.name != "linalg.generic" or _is_row_reduction(p):
                 continue
-            uses = [u for u in p.results[0].uses if _key(user_op(u)) in keys]
+            uses = [u for u in p.results[0].uses if op_id(user_op(u)) in keys]
             for use in uses[1:]:
                 clone = p.clone(ir.InsertionPoint(p))
                 u = user_op(use)
                 u.operands[use.operand_number] = clone.results[0]
-                keys.add(_key(clone))
+                keys.add(op_id(clone))
                 changed = True
         if changed:
             group = _in_block_order(root, keys)
@@ -366,7 +355,7 @@ def _one_use_each(root, group):
 
 def _in_block_order(root, keys):
     return [o.operation for o in root.block.operations
-            if _key(o.operation) in keys and _key(o.operation) != _key(root)]
+            if op_id(o.operation) in keys and op_id(o.operation) != op_id(root)]
 
 
 def _plan_matmul(op, index, claimed):
@@ -381,7 +370,7 @@ def _plan_matmul(op, index, claimed):
         return None
     fused = []
     init = defining_op(op.operands[2])
-    if init is not None and init.name == "linalg.fill" and _key(init) not in claimed:
+    if init is not None and init.name == "linalg.fill" and op_id(init) not in claimed:
         fused.append(init)
     batch = [1] if op.name == "linalg.batch_matmul" else []
     return Kernel(index, "matmul", op, fused, (MM_THREADS[1], MM_THREADS[0], 1),
@@ -472,7 +461,7 @@ def kernel_script(k: Kernel, tags) -> list:
     i = k.index
     s = []
     r = f"%k{i}"
-    s.append(_match(r, k.root.name, tags[_key(k.root)]))
+    s.append(_match(r, k.root.name, tags[op_id(k.root)]))
     if k.strategy == "parallel" and not k.tiles:
         # a 0-d result: one thread
         s.append(f"%t{i}, %f{i} = transform.structured.tile_using_forall {r} num_threads [] "
@@ -490,13 +479,13 @@ def kernel_script(k: Kernel, tags) -> list:
     block = f"%f{i}"
     for j, p in reversed(list(enumerate(k.fused))):
         ph = f"%p{i}_{j}"
-        s.append(_match(ph, p.name, tags[_key(p)]))
+        s.append(_match(ph, p.name, tags[op_id(p)]))
         if _is_row_reduction(p):  # its readers in the block share one slice of it: fuse it once
             s.append(f"transform.apply_cse to %fn{i} : {_ANY}")
         s.append(f"{ph}f, %f{i}_{j} = transform.structured.fuse_into_containing_op {ph} into {block} "
                  f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
         block = f"%f{i}_{j}"
-        fused[_key(p)] = f"{ph}f"
+        fused[op_id(p)] = f"{ph}f"
     s.append(f"transform.annotate {block} \"{KERNEL}\" = %kidx{i} : {_ANY}, !transform.param<i64>")
     if k.strategy == "parallel":
         thr = k.threads
@@ -516,7 +505,7 @@ def kernel_script(k: Kernel, tags) -> list:
         s.append(f"%mt{i}, %mtf{i} = transform.structured.tile_using_forall %mk{i} num_threads {_l(thr)} "
                  f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
         for j, p in enumerate(k.fused):  # the zero fill of C: over the threads too
-            s.append(f"%ff{i}_{j}, %fff{i}_{j} = transform.structured.tile_using_forall {fused[_key(p)]} "
+            s.append(f"%ff{i}_{j}, %fff{i}_{j} = transform.structured.tile_using_forall {fused[op_id(p)]} "
                      f"num_threads {_l(([0] if batch else []) + [ty, tx])} "
                      f"(mapping = [#gpu.thread<y>, #gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
     elif k.strategy == "row":
@@ -542,9 +531,9 @@ def _row_thread_script(k: Kernel, fused):
     root_thr = nthreads(k.root)
     s.append(f"%rt{i}, %rf{i} = transform.structured.tile_using_forall %t{i} num_threads {_l(root_thr)} "
              f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-    foralls = {_key(k.root): [f"%rf{i}"]}
+    foralls = {op_id(k.root): [f"%rf{i}"]}
     for j, p in reversed(list(enumerate(k.fused))):
-        h = fused[_key(p)]
+        h = fused[op_id(p)]
         users = [u for u in _users_in(p, [k.root] + k.fused)]
         if _is_row_reduction(p):
             thr = nthreads(p)
@@ -563,17 +552,17 @@ def _row_thread_script(k: Kernel, fused):
                 s.append(f"{fl}t, {fl}f = transform.structured.tile_using_forall {fl} "
                          f"num_threads {_l([0] * (len(thr) - 1) + [n_threads])} (mapping = [#gpu.thread<x>]) "
                          f": ({_ANY}) -> ({_ANY}, {_ANY})")
-            foralls[_key(p)] = [f"%rforall{i}_{j}"]
+            foralls[op_id(p)] = [f"%rforall{i}_{j}"]
         elif p.name == "linalg.generic":
             # recompute in every thread loop that reads it
             outs = []
             for u in users:
-                for fh in foralls.get(_key(u), []):
+                for fh in foralls.get(op_id(u), []):
                     c = f"%rc{i}_{j}_{len(outs)}"
                     s.append(f"{c}, {c}f = transform.structured.fuse_into_containing_op {h} into {fh} "
                              f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
                     outs.append(fh)
-            foralls[_key(p)] = outs
+            foralls[op_id(p)] = outs
         # fills (reduction inits) stay per thread: their buffers become private memory
     return s
 
@@ -584,7 +573,7 @@ def _users_in(p, group):
         for use in r.uses:
             u = use.owner
             u = u.operation if hasattr(u, "operation") else u
-            if _key(u) in {_key(g) for g in group} and _key(u) not in {_key(o) for o in out}:
+            if op_id(u) in {op_id(g) for g in group} and op_id(u) not in {op_id(o) for o in out}:
                 out.append(u)
     return out
 
@@ -747,8 +736,8 @@ def map_function(func_op, threads=THREADS, return_script=False, subgroup=SUBGROU
         i64 = ir.IntegerType.get_signless(64)
         for k in kernels:
             for op in [k.root] + k.fused:
-                tags[_key(op)] = len(tags)
-                op.attributes[ROOT] = ir.IntegerAttr.get(i64, tags[_key(op)])
+                tags[op_id(op)] = len(tags)
+                op.attributes[ROOT] = ir.IntegerAttr.get(i64, tags[op_id(op)])
     script = build_script(kernels, tags)
     if return_script:
         return script

@@ -33,12 +33,12 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, SUBGROUP, MiraxGpuMap, THREADS, _key, parallel_tiles
+from .gpu_map import BLOCK, SUBGROUP, MiraxGpuMap, THREADS, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
 from .lower_barriers import MiraxLowerBarriers
-from .pass_base import (MiraxPass, PassError, defining_op, element_type, isa, memory_space, private_memref_type,
+from .pass_base import (MiraxPass, PassError, defining_op, element_type, isa, memory_space, op_id, private_memref_type,
                         run_transform, user_op, walk_ops)
 
 NAME = "mirax-gpu-pipeline"
@@ -389,20 +389,20 @@ def _sink_host_loads(module, *_):
     copy of the memref.load at the top of its body."""
     for launch in walk_ops(module, lambda n: n == "gpu.launch"):
         body = launch.regions[0].blocks[0]
-        inside = {_key(o) for o in walk_ops(launch, lambda n: True)}
+        inside = {op_id(o) for o in walk_ops(launch, lambda n: True)}
         moved = {}
         for op in walk_ops(launch, lambda n: True):
             for i, v in enumerate(op.operands):
                 d = defining_op(v)
-                if d is None or d.name != "memref.load" or _key(d) in inside:
+                if d is None or d.name != "memref.load" or op_id(d) in inside:
                     continue
-                if _key(d) not in moved:
+                if op_id(d) not in moved:
                     with ir.InsertionPoint.at_block_begin(body):
                         c = d.clone()
-                    moved[_key(d)] = c
-                op.operands[i] = moved[_key(d)].results[0]
+                    moved[op_id(d)] = c
+                op.operands[i] = moved[op_id(d)].results[0]
         for d in walk_ops(module, lambda n: n == "memref.load"):
-            if _key(d) in moved and not list(d.results[0].uses):
+            if op_id(d) in moved and not list(d.results[0].uses):
                 d.erase()
 
 
