@@ -184,14 +184,16 @@ class MiraxVectorizeTransposes(MiraxPass):
         run_block = int(self.opts["run-block"]) or tuning.table()["other"]["transpose_run_block"]
         if lanes < 4:
             return
-        todo = []
+        todo = {}  # (outer tiles, tiles) -> its index: the transposes tiled alike share one
+        # match (each match walks the module: one per transpose grew with the program's square)
         with module.context, ir.Location.unknown():
             for op in walk_ops(module, lambda n: n in ("linalg.transpose", "linalg.generic")):
                 tiles = plan(op, lanes)
                 if tiles is None:
                     continue
-                op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(todo))
-                todo.append((line_tiles(op, tiles, line, run_block), tiles))
+                outer = line_tiles(op, tiles, line, run_block)
+                k = todo.setdefault((tuple(outer) if outer else None, tuple(tiles)), len(todo))
+                op.attributes[MARK] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
             if not todo:
                 return
             strategy = "shuffle_16x16" if lanes == 16 else "shuffle_1d"
