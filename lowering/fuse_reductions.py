@@ -78,10 +78,13 @@ interpreter; a schedule that does not apply leaves the module as it was.
 """
 from __future__ import annotations
 
+import io
 import math
+import os
 import warnings
 
 from mlir import ir
+from mlir.passmanager import PassManager
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
@@ -626,6 +629,53 @@ class _Scratch:
         with ip:
             func.ReturnOp([mapping[r] for r in self.returned])
 
+    def key(self, gid, params) -> bytes:
+        """What the group's schedule depends on, the same for an identical group elsewhere
+        (another layer's layer norm): its function's bytecode without locations, its
+        constants in a canonical order, the group's marks numbered from its own id, and
+        `params` (its tiles and plan, numbered alike)."""
+        holder = ir.Module.create()
+        fn = self.entry.owner.operation.clone(ir.InsertionPoint(holder.body))
+        # the constants and empty tensors copied in, first in a canonical order (they come
+        # in the order of the group's first uses, which the groups' surroundings decide)
+        entry = fn.regions[0].blocks[0]
+        leaves = sorted(((str(o).split(" = ", 1)[-1], o.operation) for o in entry.operations  # (no SSA name)
+                         if not len(o.operation.operands) and not len(o.operation.regions)), key=lambda t: t[0])
+        for _, o in reversed(leaves):
+            o.move_before(entry.operations[0].operation)
+        i64 = ir.IntegerType.get_signless(64)
+        for op in walk_ops(fn, lambda n: n.startswith("linalg.")):
+            for a in (ROOT, PROD, RED):
+                if a in op.attributes:
+                    op.attributes[a] = ir.IntegerAttr.get(i64, ir.IntegerAttr(op.attributes[a]).value - (
+                        gid if a == ROOT else 1000 * gid))
+        pm = PassManager("builtin.module", context=holder.context)
+        pm.add("strip-debuginfo")
+        pm.run(holder.operation)
+        out = io.BytesIO()
+        holder.operation.write_bytecode(out)
+        return out.getvalue() + repr(params).encode()
+
+    def keep(self):
+        """A copy of the scheduled function (before `put_back` moves its ops out)."""
+        holder = ir.Module.create()
+        self.entry.owner.operation.clone(ir.InsertionPoint(holder.body))
+        return holder
+
+    def reuse(self, kept):
+        """Take the schedule `kept` (`keep`) of an identical group: its body in place of
+        this one's, located at this group's root (not at the other group's lines)."""
+        for op in reversed(list(self.entry.operations)):
+            op.operation.erase()
+        src = kept.body.operations[0].operation.regions[0].blocks[0]
+        mapping = dict(zip(src.arguments, self.entry.arguments))
+        ip = ir.InsertionPoint(self.entry)
+        for op in src.operations:
+            clone_mapped(op.operation, mapping, ip)
+        loc = self.root.location
+        for op in walk_ops(self.entry.owner.operation, lambda n: True)[1:]:  # (not the function)
+            op.location = loc
+
     def put_back(self):
         """Move the scheduled ops before the original root, hand the returned values to
         their readers and erase the originals left without readers."""
@@ -791,11 +841,21 @@ def _shift_rows(forall, gid, width, i64):
 
 class MiraxFuseReductions(MiraxPass):
     @staticmethod
-    def _vectorized(ops, gid, tiles, lead, pids, split, widths, i64):
+    def _vectorized(ops, gid, tiles, lead, pids, split, widths, i64, memo=None):
         """Fuse (root tiled by `tiles`, its first `lead` dims rows) and vectorize group
         `gid` (its `ops`, in block order); None when done, else the error (the group's
-        ops then are as they were)."""
+        ops then are as they were). `memo` (key -> schedule) holds the schedules of the
+        groups done so far: an identical group (the same ops, types and plan: the layers
+        of a network) takes its copy instead of running the transforms again."""
         scratch = _Scratch(ops)
+        key = None
+        if memo is not None:
+            key = scratch.key(gid, (tiles, lead, [p - 1000 * gid for p in pids],
+                                    [(r - 1000 * gid, w) for r, w in split], sorted(widths)))
+            if key in memo:
+                scratch.reuse(memo[key])
+                scratch.put_back()
+                return None
         try:
             _apply(scratch.module, fuse_script(gid, tiles, pids))
             forall = _find_forall(scratch.module, gid)
@@ -807,6 +867,8 @@ class MiraxFuseReductions(MiraxPass):
             _apply(scratch.module, vector_script(gid, split, vec))
         except (ir.MLIRError, ValueError) as e:
             return e
+        if key is not None:
+            memo[key] = scratch.keep()
         scratch.put_back()
         return None
 
@@ -866,8 +928,9 @@ class MiraxFuseReductions(MiraxPass):
                     if rext[-1] >= cfg["split_min"]:  # left to LLVM's vectorizer: long rows only
                         plain.append(split[-1])
                 plans.append((gid, order, [blk] + [0] * (len(ext) - 1), vt, depth - 1, pids, split, widths, plain))
+            memo = {} if os.environ.get("MIRAX_ROW_GROUP_REUSE", "1") != "0" else None
             for gid, order, tiles, vt, lead, pids, split, widths, plain in plans:
-                err = True if vt is None else self._vectorized(order, gid, vt, lead, pids, split, widths, i64)
+                err = True if vt is None else self._vectorized(order, gid, vt, lead, pids, split, widths, i64, memo)
                 if err is not None:  # LLVM's loop vectorizer then
                     scratch = _Scratch(order)
                     try:

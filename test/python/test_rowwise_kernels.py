@@ -606,3 +606,38 @@ def test_flat_argmax_as_rows_then_one(n):
 def test_flat_argmax_runs_as_vectorized_rows():
     text = _stage(lambda v: mr.argmax(v), (4096 * 4096 // 16,), "optimized")
     assert text.count("scf.forall ") == 1 and "vector.transfer_read" in text
+
+
+def test_identical_row_groups_share_one_schedule(monkeypatch):
+    """Identical row groups (layer norms of one shape: a network's layers) are scheduled
+    once; the others take a copy of the first's loop. (Here the second and third: the
+    first reads the fill CSE left before it, the others private copies placed apart.) The
+    kernels compute right and are those scheduled one by one."""
+    from mlir import ir
+    from mlir.passmanager import PassManager
+    from mirax.lowering import fuse_reductions as fr
+    from mirax.lowering.cpu_pipeline import MiraxCpuPipeline
+    from mirax.runtime.context import context
+
+    def three(a, b, c):
+        return layer_norm(a), layer_norm(b), layer_norm(c)
+    xs = [np.random.default_rng(k).standard_normal((64, 1030)).astype(np.float32) for k in range(3)]
+    for got, x in zip(mr.compile(three)(*map(A, xs)), xs):
+        np.testing.assert_allclose(np.asarray(got), np_layer_norm(x), atol=1e-4)
+    linalg = mr.compile(three).lower(*map(A, xs)).as_text("linalg")
+    applied = []
+    real = fr._apply
+    monkeypatch.setattr(fr, "_apply", lambda m, t: (applied.append(t), real(m, t))[1])
+    texts, counts = {}, {}
+    for reuse in ("0", "1"):
+        monkeypatch.setenv("MIRAX_ROW_GROUP_REUSE", reuse)
+        applied.clear()
+        with context(), ir.Location.unknown():
+            module = ir.Module.parse(linalg)
+            pm = PassManager("builtin.module")
+            MiraxCpuPipeline().add_tensor_passes(pm)
+            pm.run(module.operation)
+            texts[reuse] = module.operation.get_asm(enable_debug_info=False)
+        counts[reuse] = len(applied)
+    assert counts == {"0": 6, "1": 4}  # (fusion and vectorization a group; none for the third)
+    assert texts["1"] == texts["0"] and texts["1"].count("scf.forall") >= 3
