@@ -83,21 +83,27 @@ def _vectorize_copies(root, copies) -> None:
         # multiple of the lanes that divides it, or 4 vectors and a peeled remainder
         width = (vector_run(inner, lanes) if inner is not None else None) or 4 * lanes
         tiles = ", ".join(["1"] * (rank - 1) + [str(width)])
-        body += [f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
-                 f"in %root : (!transform.any_op) -> !transform.any_op",
-                 f"%t{i}, %l{i}:{rank} = transform.structured.tile_using_for %c{i} tile_sizes [{tiles}] : "
-                 f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * rank})"]
-        if inner is not None and inner % width == 0:
-            body.append(f"transform.structured.vectorize %t{i} : !transform.any_op")
+        body.append(f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
+                    f"in %root : (!transform.any_op) -> !transform.any_op")
+        def tile(h):
+            return (f"%t{i}, %l{i}:{rank} = transform.structured.tile_using_for {h} tile_sizes [{tiles}] : "
+                    f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * rank})")
+        if inner is not None and inner % width == 0:  # (tiling and vectorizing take all the class at once)
+            body += [tile(f"%c{i}"), f"transform.structured.vectorize %t{i} : !transform.any_op"]
             continue
-        body += [f"%f{i} = transform.cast %l{i}#{rank - 1} : !transform.any_op to !transform.op<\"scf.for\">",
-                 f"%main{i}, %rest{i} = transform.loop.peel %f{i} : (!transform.op<\"scf.for\">) -> "
+        # (a loop peel takes exactly one loop: each copy of the class in turn)
+        body += [f"transform.foreach %c{i} : !transform.any_op {{",
+                 f"  ^bb0(%x{i}: !transform.any_op):",
+                 f"  {tile(f'%x{i}')}",
+                 f"  %f{i} = transform.cast %l{i}#{rank - 1} : !transform.any_op to !transform.op<\"scf.for\">",
+                 f"  %main{i}, %rest{i} = transform.loop.peel %f{i} : (!transform.op<\"scf.for\">) -> "
                  f"(!transform.any_op, !transform.any_op)",
-                 f"transform.apply_patterns to %main{i} {{ transform.apply_patterns.canonicalization }} "
+                 f"  transform.apply_patterns to %main{i} {{ transform.apply_patterns.canonicalization }} "
                  f": !transform.any_op",
-                 f"%v{i} = transform.structured.match ops{{[\"linalg.copy\"]}} in %main{i} : "
+                 f"  %v{i} = transform.structured.match ops{{[\"linalg.copy\"]}} in %main{i} : "
                  f"(!transform.any_op) -> !transform.any_op",
-                 f"transform.structured.vectorize %v{i} : !transform.any_op"]
+                 f"  transform.structured.vectorize %v{i} : !transform.any_op",
+                 "}"]
     err = apply_transform(root, transform_script(body))
     if err is not None:  # the copies stay scalar loops: slower, still right
         warnings.warn(f"strided_copies_to_linalg: copies not vectorized: {err}")

@@ -1023,3 +1023,27 @@ def test_a_product_inside_a_forall_is_one_task_on_its_thread():
         alone = mc.plan(mc.matmul_ops(plain.operation)[0])
     assert nested["threads"] == 1 and nested["forall_m"] == nested["pad"][0] and not nested["forall_n"]
     assert alone["forall_m"] < alone["pad"][0] or alone["forall_n"] or alone["threads"] == 1
+
+
+@pytest.mark.parametrize("inner", [100, 256])  # (a peeled remainder; whole vectors)
+def test_strided_copies_of_one_class_are_all_vectorized(inner):
+    """strided_copies_to_linalg tiles the copies of one shape class through one match;
+    a class whose rows need a peeled remainder peels each copy in turn (`transform.loop.peel`
+    takes one loop: with the whole class it failed and every copy stayed a scalar loop)."""
+    import warnings
+    from mirax.lowering.strided_copies import strided_copies_to_linalg
+    t = f"memref<8x{inner}xf32, strided<[{inner + 28}, 1]>>"
+    src = f"""func.func @f(%a: memref<8x{inner + 28}xf32>, %b: memref<8x{inner + 28}xf32>, %x: memref<8x{inner}xf32>, %y: memref<8x{inner}xf32>) {{
+      %sa = memref.subview %a[0, 0] [8, {inner}] [1, 1] : memref<8x{inner + 28}xf32> to {t}
+      %sb = memref.subview %b[0, 0] [8, {inner}] [1, 1] : memref<8x{inner + 28}xf32> to {t}
+      memref.copy %sa, %x : {t} to memref<8x{inner}xf32>
+      memref.copy %sb, %y : {t} to memref<8x{inner}xf32>
+      return
+    }}"""
+    with ir.Context(), ir.Location.unknown(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a failed transform only warns: the copies stay loops)
+        module = ir.Module.parse(src)
+        strided_copies_to_linalg(module)
+        module.operation.verify()
+        text = str(module)
+    assert "memref.copy" not in text and text.count("vector.transfer_write") >= 2
