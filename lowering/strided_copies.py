@@ -85,16 +85,15 @@ def _vectorize_copies(root, copies) -> None:
         tiles = ", ".join(["1"] * (rank - 1) + [str(width)])
         body.append(f"%c{i} = transform.structured.match ops{{[\"linalg.copy\"]}} attributes{{{COPY_MARK} = {i} : i64}} "
                     f"in %root : (!transform.any_op) -> !transform.any_op")
-        def tile(h):
-            return (f"%t{i}, %l{i}:{rank} = transform.structured.tile_using_for {h} tile_sizes [{tiles}] : "
-                    f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * rank})")
+        tile = (f"%t{i}, %l{i}:{rank} = transform.structured.tile_using_for {{}} tile_sizes [{tiles}] : "
+                f"(!transform.any_op) -> (!transform.any_op{', !transform.any_op' * rank})")  # (of a handle)
         if inner is not None and inner % width == 0:  # (tiling and vectorizing take all the class at once)
-            body += [tile(f"%c{i}"), f"transform.structured.vectorize %t{i} : !transform.any_op"]
+            body += [tile.format(f"%c{i}"), f"transform.structured.vectorize %t{i} : !transform.any_op"]
             continue
         # (a loop peel takes exactly one loop: each copy of the class in turn)
         body += [f"transform.foreach %c{i} : !transform.any_op {{",
                  f"  ^bb0(%x{i}: !transform.any_op):",
-                 f"  {tile(f'%x{i}')}",
+                 "  " + tile.format(f"%x{i}"),
                  f"  %f{i} = transform.cast %l{i}#{rank - 1} : !transform.any_op to !transform.op<\"scf.for\">",
                  f"  %main{i}, %rest{i} = transform.loop.peel %f{i} : (!transform.op<\"scf.for\">) -> "
                  f"(!transform.any_op, !transform.any_op)",
