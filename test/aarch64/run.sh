@@ -23,10 +23,14 @@ case $cpu in
   neoverse-v1) qcpu=max,sve-default-vector-length=$(( ${SVE_BITS:-256} / 8 )) ;;
   *) qcpu=max ;;
 esac
+# (/tmp is not served from the prefix: the host's, as the paths the emulated process
+# computes from it must resolve alike — pytest's tmp_path failed in a checkout under /tmp)
 prefix=$root/cpu/$cpu
-if [ ! -f $prefix/proc/cpuinfo ] || ! cmp -s "$here/cpuinfo/$cpu" $prefix/proc/cpuinfo; then
-  mkdir -p $prefix/proc
-  for e in $root/sysroot/*; do [ "$(basename "$e")" = proc ] || ln -sfn "$e" "$prefix/$(basename "$e")"; done
+if [ ! -f $prefix/proc/cpuinfo ] || ! cmp -s "$here/cpuinfo/$cpu" $prefix/proc/cpuinfo || [ -e $prefix/tmp ]; then
+  rm -rf $prefix && mkdir -p $prefix/proc
+  for e in $root/sysroot/*; do
+    case "$(basename "$e")" in proc|tmp) ;; *) ln -sfn "$e" "$prefix/$(basename "$e")" ;; esac
+  done
   cp "$here/cpuinfo/$cpu" $prefix/proc/cpuinfo
 fi
 # mirax from the checkout: its package layout (pyproject's package-dir) as links
