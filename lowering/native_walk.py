@@ -141,6 +141,18 @@ _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.argtypes, _new_capsule.restype = [_VP, ctypes.c_char_p, _VP], ctypes.py_object
 
 
+def op_id(op) -> int:
+    """The address of `op` (an ir.Operation or an OpView): what the C side receives, and a
+    key that stays the same while the op is rewritten. `hash()` of an ir.Operation hashes
+    its contents (operands, attributes, location): an op kept as a dict key is lost as soon
+    as one of its operands is replaced (an 8-layer transformer step failed with a KeyError
+    in mirax-split-empty-tensors). Needs no compiled library.
+
+        pos = {op_id(o): i for i, o in enumerate(ops)}; ...; pos[op_id(o)]
+    """
+    return _get_pointer(getattr(op, "operation", op)._CAPIPtr, _CAPSULE)
+
+
 def _taken(lib, n, out) -> list:
     if n < 0:
         raise MemoryError("native walk: out of memory")
@@ -171,7 +183,7 @@ def names(root):
     lib = _load()
     if lib is None:
         return None
-    return [name for _, name in _distinct(lib, _get_pointer(root._CAPIPtr, _CAPSULE))[0]]
+    return [name for _, name in _distinct(lib, op_id(root))[0]]
 
 
 def count(root):
@@ -180,7 +192,7 @@ def count(root):
     lib = _load()
     if lib is None:
         return None
-    return _distinct(lib, _get_pointer(root._CAPIPtr, _CAPSULE))[1]
+    return _distinct(lib, op_id(root))[1]
 
 
 def ops(root, keep):
@@ -189,7 +201,7 @@ def ops(root, keep):
     lib = _load()
     if lib is None:
         return None
-    r = _get_pointer(root._CAPIPtr, _CAPSULE)
+    r = op_id(root)
     wanted = [p for p, name in _distinct(lib, r)[0] if keep(name)]
     if not wanted:
         return []
@@ -210,7 +222,7 @@ def outside_values(ops):
     lib = _load()
     if lib is None:
         return None
-    roots = [_get_pointer(getattr(op, "operation", op)._CAPIPtr, _CAPSULE) for op in ops]
+    roots = [op_id(op) for op in ops]
     out = ctypes.POINTER(_VP)()
     found = _taken(lib, lib.mirax_outside_values((_VP * len(roots))(*roots), len(roots), ctypes.byref(out)), out)
     create = ir.Value._CAPICreate
@@ -228,7 +240,7 @@ def remap_operands(root, pairs) -> bool:
         return True
     olds = (_VP * len(pairs))(*[_value_pointer(a) for a, _ in pairs])
     news = (_VP * len(pairs))(*[_value_pointer(b) for _, b in pairs])
-    if lib.mirax_remap_operands(_get_pointer(getattr(root, "operation", root)._CAPIPtr, _CAPSULE),
+    if lib.mirax_remap_operands(op_id(root),
                                 olds, news, len(pairs)) < 0:
         raise MemoryError("native walk: out of memory")
     return True

@@ -6,7 +6,6 @@ complete it (`after`).
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 
@@ -214,20 +213,9 @@ def defining_op(value):
     return owner.operation if hasattr(owner, "operation") else owner
 
 
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def op_id(op) -> int:
-    """A key for `op` that stays the same while the op is rewritten: its address.
-    `hash()` of an ir.Operation hashes its contents (operands, attributes, location): an
-    op kept as a dict key is lost as soon as one of its operands is replaced (an 8-layer
-    transformer step failed with a KeyError in mirax-split-empty-tensors).
-
-        pos = {op_id(o): i for i, o in enumerate(ops)}; ...; pos[op_id(o)]
-    """
-    return _capsule_pointer(getattr(op, "operation", op)._CAPIPtr, b"mlir.ir.Operation._CAPIPtr")
+# an op's address: a key that stays the same while the op is rewritten (`hash()` covers
+# its operands); for the passes, beside the other helpers
+op_id = native_walk.op_id
 
 
 def user_op(use):
