@@ -84,13 +84,12 @@ import os
 import warnings
 
 from mlir import ir
-from mlir.passmanager import PassManager
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
 from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, enclosing, op_id,
                         indexing_maps, inline_body, isa, iterator_kinds, outside_values, reassociation,
-                        reassociation_attr, run_transform, user_op, walk_ops, within)
+                        reassociation_attr, run_transform, strip_locations, user_op, walk_ops, within)
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -649,9 +648,7 @@ class _Scratch:
                 if a in op.attributes:
                     op.attributes[a] = ir.IntegerAttr.get(i64, ir.IntegerAttr(op.attributes[a]).value - (
                         gid if a == ROOT else 1000 * gid))
-        pm = PassManager("builtin.module", context=holder.context)
-        pm.add("strip-debuginfo")
-        pm.run(holder.operation)
+        strip_locations(fn)
         out = io.BytesIO()
         holder.operation.write_bytecode(out)
         return out.getvalue() + repr(params).encode()

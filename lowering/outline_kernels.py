@@ -47,9 +47,9 @@ import io
 
 from mlir import ir
 from mlir.dialects import func
-from mlir.passmanager import PassManager
 
-from .pass_base import MiraxPass, clone_mapped, count_ops, defining_op, distinct_names, outside_values, walk_ops
+from .pass_base import (MiraxPass, clone_mapped, count_ops, defining_op, distinct_names, outside_values,
+                        strip_locations, walk_ops)
 
 NAME = "mirax-outline-kernels"
 MIN_OPS = 1000
@@ -214,15 +214,6 @@ def _bytecode(part, name) -> bytes:
     return out.getvalue()
 
 
-def _strip_locations(fn) -> None:
-    """Drop the locations in `fn` (upstream `strip-debuginfo`): identical kernels from
-    different places (a network's layers) compare equal, and a part shared by several
-    sites would name the first one's place only."""
-    pm = PassManager("func.func", context=fn.context)
-    pm.add("strip-debuginfo")
-    pm.run(fn)
-
-
 def _c_interface_in_place(fn):
     """Turn `fn` (public, `llvm.emit_c_interface`, only memref arguments, no results) into
     `_mlir_ciface_<name>`: its memref arguments become pointers to their descriptors,
@@ -267,7 +258,7 @@ def outline_kernels(module, min_ops=MIN_OPS, c_interface=True):
             kernels = [op for op in body if _is_kernel(op)]
             if len(kernels) < 2:
                 continue
-            _strip_locations(fn)
+            strip_locations(fn)  # (kernels from different places compare equal)
             base = ir.StringAttr(fn.attributes["sym_name"]).value
             after, pointers = fn, {}
             for i, op in enumerate(kernels):

@@ -218,6 +218,16 @@ def defining_op(value):
 op_id = native_walk.op_id
 
 
+def strip_locations(fn) -> None:
+    """Drop the locations in function `fn` (upstream `strip-debuginfo`), so that the same
+    IR from different places compares equal (by bytecode, which carries locations): a
+    network's identical kernels, its identical row groups. A part shared by several places
+    would name the first one's only anyway."""
+    pm = PassManager("func.func", context=fn.context)
+    pm.add("strip-debuginfo")
+    pm.run(fn)
+
+
 def user_op(use):
     """The operation of an OpOperand (a value's use)."""
     return use.owner.operation if hasattr(use.owner, "operation") else use.owner
