@@ -6,6 +6,7 @@ complete it (`after`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -31,10 +32,24 @@ _verify = threading.local()
 _add, _run = PassManager.add, PassManager.run
 
 
+def _some_location(ctx):
+    """The caller's default location if it set one, else an unknown one: the bindings'
+    type and attribute builders need a location for their diagnostics and raise without
+    one (a 0-d ui64 constant failed to lower when the PassManager ran outside
+    `with ir.Location...`, as a user's own pipeline does)."""
+    try:
+        if ir.Location.current is not None:
+            return contextlib.nullcontext()
+    except ValueError:  # (older bindings raise where newer ones return None)
+        pass
+    return ir.Location.unknown(ctx)
+
+
 def _guarded(fn, name):
     def callback(op, pass_):
         try:
-            fn(op, pass_)
+            with _some_location(op.context):
+                fn(op, pass_)
             mode = getattr(_verify, "mode", None)
             if mode == "each":
                 _check(op, [name])

@@ -96,3 +96,17 @@ def test_split_input_file_and_verify_diagnostics(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "expected error \"something else\" was not produced" in err
     assert "unexpected error" in err
+
+
+def test_passes_run_without_a_default_location():
+    """A user's own PassManager over mirax IR, with no `with ir.Location` around it: our
+    passes set one for the bindings' builders (a 0-d unsigned constant failed to lower)."""
+    from mlir import ir
+    from mirax.runtime import cpu
+    from mirax.runtime.context import new_context
+    with new_context():
+        m = ir.Module.parse('func.func @main() -> tensor<ui64> {\n'
+                            '  %0 = "mirax.constant"() {value = dense<7> : tensor<ui64>} : () -> tensor<ui64>\n'
+                            '  return %0 : tensor<ui64>\n}')
+        cpu.lower_to_llvm(m)
+        assert "llvm.func @main" in str(m) and "mirax." not in str(m)
