@@ -19,7 +19,9 @@ the micro tile is split into the part it divides and remainder products
 table says; a remainder is padded to its own tile. Other ops (other dtypes, dynamic or
 small shapes) are left alone for the generic lowering. Each product is tiled in a small
 function of its own, then put back (`_outline`, `_inline`): in the program's function
-the script's cost would grow with (products x program size).
+the script's cost would grow with (products x program size). Identical products (another
+layer's projection: the same kernel function and plan) are tiled once, the others take a
+copy (`_identical_kernels`; `MIRAX_MATMUL_REUSE=0` tiles each).
 
     with ctx:
         module = ir.Module.parse(text)            # linalg.matmul on tensors
@@ -46,7 +48,9 @@ off), so the tuner and the tests check and time the code a compile makes:
 from __future__ import annotations
 
 import contextlib
+import io
 import math
+import os
 import warnings
 
 from mlir import ir
@@ -56,7 +60,7 @@ from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
 from .pass_base import (apply_transform, body_ops, clone_mapped, defining_op, enclosing, inline_body, is_transpose_2d,
-                        outside_values, transform_script, walk_ops, within)
+                        outside_values, strip_locations, transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -1275,6 +1279,57 @@ def _zero_constant(value) -> bool:
     return c is not None and c.name == "arith.constant" and str(c.attributes["value"]).startswith("0.0")
 
 
+def _kernel_key(f, p):
+    """What a kernel's tiling depends on: its function (`_outline`) without its name and
+    locations, and its plan; None when the plan holds IR (a remainder reading another
+    product's B panels: not shared)."""
+    if not all(isinstance(v, (int, float, str, bool, tuple, list, dict, type(None))) for v in p.values()):
+        return None
+    holder = ir.Module.create()
+    g = f.clone(ir.InsertionPoint(holder.body))
+    g.attributes["sym_name"] = ir.StringAttr.get("k")
+    strip_locations(g)
+    out = io.BytesIO()
+    holder.operation.write_bytecode(out)
+    return out.getvalue() + repr(sorted(p.items())).encode()
+
+
+def _identical_kernels(items, kernels) -> dict:
+    """{j: i} for each kernel j identical to an earlier kernel i (`_kernel_key`): j's op
+    loses its mark, so the script tiles i only (`_share_tiling` copies it). A transformer
+    step's products are a few shapes repeated per layer: 8 layers, 195 products, 14
+    plans."""
+    if os.environ.get("MIRAX_MATMUL_REUSE", "1") == "0":
+        return {}
+    first, shared = {}, {}
+    for (i, _, p), (_, f) in zip(items, kernels):
+        key = _kernel_key(f, p)
+        if key is None:
+            continue
+        if key in first:
+            shared[i] = first[key]
+            for o in f.regions[0].blocks[0].operations:
+                if MARK in o.operation.attributes:
+                    del o.operation.attributes[MARK]
+        else:
+            first[key] = i
+    return shared
+
+
+def _share_tiling(kernels, shared) -> None:
+    """Kernel j of `shared` ({j: i}) becomes a copy of tiled kernel i, under j's name and
+    at j's location (the product's own line, not i's)."""
+    for j, i in shared.items():
+        call, f = kernels[j]
+        new = kernels[i][1].clone(ir.InsertionPoint(f))
+        new.attributes["sym_name"] = f.attributes["sym_name"]
+        f.erase()
+        new.location = loc = call.location
+        for o in walk_ops(new, lambda n: True):
+            o.location = loc
+        kernels[j] = (call, new)
+
+
 def _inline(root, kernels):
     """Canonicalize the functions the kernels came from once (what the products' own
     canonicalization did to the rest of them: pack_b's layout ops), put the tiled kernels
@@ -1353,12 +1408,14 @@ def optimize_matmuls(module, *, return_script: bool = False, config=None, epilog
             backup.erase()
             return None
         kernels = [_outline(root, op, i, p) for (i, _, p), op in zip(items, ops)]
-        script = build_script(items)
+        shared = _identical_kernels(items, kernels)
+        script = build_script([it for it in items if it[0] not in shared])
         err = apply_transform(root, script, backup)
         if err is not None:
             items = []
             warnings.warn(f"optimize_matmuls: transform failed, matmuls left as they were: {err}")
         else:
+            _share_tiling(kernels, shared)
             for j, ((i, _, p), (call, f)) in enumerate(zip(items, kernels)):
                 skip_zero_fill(f, p["kc"], p["dims"][2])
                 tag_task_work(f, p)

@@ -1047,3 +1047,48 @@ def test_strided_copies_of_one_class_are_all_vectorized(inner):
         module.operation.verify()
         text = str(module)
     assert "memref.copy" not in text and text.count("vector.transfer_write") >= 2
+
+
+IDENTICAL = """
+func.func @mm(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>, %c: tensor<128x256xf32>)
+    -> (tensor<256x256xf32>, tensor<256x256xf32>, tensor<128x256xf32>) attributes {llvm.emit_c_interface} {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %x = linalg.matmul ins(%a, %b : tensor<256x256xf32>, tensor<256x256xf32>) outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32> loc("first")
+  %y = linalg.matmul ins(%x, %a : tensor<256x256xf32>, tensor<256x256xf32>) outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32> loc("second")
+  %e2 = tensor.empty() : tensor<128x256xf32>
+  %f2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<128x256xf32>) -> tensor<128x256xf32>
+  %w = linalg.matmul ins(%c, %y : tensor<128x256xf32>, tensor<256x256xf32>) outs(%f2 : tensor<128x256xf32>) -> tensor<128x256xf32> loc("third")
+  return %x, %y, %w : tensor<256x256xf32>, tensor<256x256xf32>, tensor<128x256xf32>
+}"""
+
+
+def test_identical_products_are_tiled_once(monkeypatch, rng):
+    """Products with the same kernel and plan (a network's layers) are tiled by one
+    script; the others take a copy, at their own location. The IR is the one tiling each
+    gives, and computes right."""
+    texts, handles = {}, {}
+    for reuse in ("0", "1"):
+        monkeypatch.setenv("MIRAX_MATMUL_REUSE", reuse)
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(IDENTICAL)
+            script = mc.optimize_matmuls(module, return_script=True)
+            handles[reuse] = len(re.findall(r"%m\d+\b(?=[,\s]*[=,])", script.split("split_handle")[0]))
+            texts[reuse] = module.operation.get_asm(enable_debug_info=False)
+            located = module.operation.get_asm(enable_debug_info=True)
+    assert handles == {"0": 3, "1": 2}
+    assert texts["1"] == texts["0"] and texts["1"].count("vector.fma") >= 3
+    def uses(name):  # ops printed at loc("name"), through its alias
+        alias = re.search(r'#(loc\d+) = loc[(]"' + name + r'"[)]', located)[1]
+        return located.count(f"loc(#{alias})")
+    assert uses("second") >= uses("first") >= 10  # the copy's ops at its own product's line
+    a, b = (rng.standard_normal((256, 256), dtype=np.float32) for _ in range(2))
+    c = rng.standard_normal((128, 256), dtype=np.float32)
+    outs = [np.full((256, 256), -7, np.float32), np.full((256, 256), -7, np.float32),
+            np.full((128, 256), -7, np.float32)]
+    mc.compile_standalone(IDENTICAL, "mm")([a, b, c], outs)
+    x = a.astype(np.float64) @ b
+    y = x @ a
+    for got, ref in zip(outs, (x, y, c.astype(np.float64) @ y)):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
