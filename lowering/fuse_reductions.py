@@ -69,8 +69,8 @@ A row max that `mirax-stable-shift` marked (used only as softmax's or logsumexp'
 is computed only on a branch of the rows that need it (`stable_shift.shift_rows`, before
 the row loop is vectorized): the row is summed with its first chunk's max as the shift.
 
-Each group is scheduled in a scratch function holding a copy of its ops (`_Scratch`) and
-moved back, so that the transform scripts' cost follows the group, not the function.
+Each group is scheduled in a scratch function holding a copy of its ops (`scratch.Scratch`)
+and moved back, so that the transform scripts' cost follows the group, not the function.
 
 Groups below the tuning table's `min_elements` (`lowering/tuning.py`, "row_fusion") are
 left alone, so eager single-op kernels of small arrays never start the transform
@@ -87,9 +87,10 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, address_of, body_ops, clone_mapped, constant_int, defining_op, enclosing, op_id,
-                        indexing_maps, inline_body, isa, iterator_kinds, outside_values, reassociation,
+from .pass_base import (MiraxPass, address_of, block_position, body_ops, constant_int, defining_op, enclosing, op_id,
+                        indexing_maps, isa, iterator_kinds, reassociation,
                         reassociation_attr, run_transform, strip_locations, user_op, walk_ops, within)
+from .scratch import Scratch
 from .stable_shift import SHIFT, shift_rows
 
 NAME = "mirax-fuse-reductions"
@@ -356,17 +357,6 @@ def groups(block):
     return [g for g in (group(m) for m in parts) if g is not None]
 
 
-def _position(op, pos):
-    """Index in the block of `op`, or of its ancestor there (`pos`: the block's ops'
-    indices by `op_id`); None if it is in none of them."""
-    while op is not None:
-        k = op_id(op)
-        if k in pos:
-            return pos[k]
-        op = op.operation.parent
-    return None
-
-
 def _rank(op):
     s = _shape(op.results[0].type)
     return None if s is None else len(s)
@@ -410,7 +400,7 @@ def _single_root_parts(members, ops, idx, block):
             # (upstream hands later users the fused result only, not a producer's other
             # results, with offsets of the root's rank: it must match)
             later = len(ops[p].results) == 1 and _rank(ops[p]) == _rank(ops[r])
-            if all(idx.get(u) in part or (later and (_position(u, pos) or -1) > limit) for u in users(p)):
+            if all(idx.get(u) in part or (later and (block_position(u, pos) or -1) > limit) for u in users(p)):
                 part.add(p)
                 taken.add(p)
                 todo |= inner_producers(p) - taken
@@ -591,42 +581,8 @@ def _blocks(root):
 # function once a group. A group's ops are copied into a scratch function of the values
 # they read (its payload), scheduled there and moved back: the cost follows the group.
 
-class _Scratch:
-    """A copy of a row group's ops (`ops`, of one block, in block order: the root last)
-    in a function of its own: `module` is the transform scripts' payload, `put_back`
-    moves the scheduled ops to where the root stood.
-
-    The function takes the values the ops read from elsewhere as arguments (constants
-    and static `tensor.empty`s are copied in: fusing a fill of an empty tensor must see
-    it; `pass_base.outside_values`) and returns the group's results that ops after the
-    root read (the root's, and a producer's that a later op reads: fused, the row loop
-    yields its rows). A producer that an op before the root reads keeps its original
-    there."""
-
-    def __init__(self, ops):
-        from mlir.dialects import func
-        members = {op_id(op): k for k, op in enumerate(ops)}
-        self.ops, self.root = ops, ops[-1]
-        copies, self.args = outside_values(ops)
-        self.returned = []
-        for op in ops:
-            for r in op.results:
-                outside = [u for u in map(user_op, r.uses) if _position(u, members) is None]
-                if outside and all(not _top_in_block(u, self.root).is_before_in_block(self.root)
-                                   for u in outside):
-                    self.returned.append(r)
-        self.module = ir.Module.create()
-        with ir.InsertionPoint(self.module.body):
-            f = func.FuncOp("mirax_row_group", ([v.type for v in self.args], [r.type for r in self.returned]))
-        self.entry = f.add_entry_block()
-        mapping = dict(zip(self.args, self.entry.arguments))
-        ip = ir.InsertionPoint(self.entry)
-        for v in copies:
-            clone_mapped(defining_op(v), mapping, ip)
-        for op in ops:
-            clone_mapped(op, mapping, ip)
-        with ip:
-            func.ReturnOp([mapping[r] for r in self.returned])
+class _Scratch(Scratch):
+    """A row group's scratch function (`scratch.Scratch`), keyed for sharing schedules."""
 
     def key(self, gid, params) -> bytes:
         """What the group's schedule depends on, the same for an identical group elsewhere
@@ -652,42 +608,6 @@ class _Scratch:
         out = io.BytesIO()
         holder.operation.write_bytecode(out)
         return out.getvalue() + repr(params).encode()
-
-    def keep(self):
-        """A copy of the scheduled function (before `put_back` moves its ops out)."""
-        holder = ir.Module.create()
-        self.entry.owner.operation.clone(ir.InsertionPoint(holder.body))
-        return holder
-
-    def reuse(self, kept):
-        """Take the schedule `kept` (`keep`) of an identical group: its body in place of
-        this one's, located at this group's root (not at the other group's lines)."""
-        for op in reversed(list(self.entry.operations)):
-            op.operation.erase()
-        src = kept.body.operations[0].operation.regions[0].blocks[0]
-        mapping = dict(zip(src.arguments, self.entry.arguments))
-        ip = ir.InsertionPoint(self.entry)
-        for op in src.operations:
-            clone_mapped(op.operation, mapping, ip)
-        loc = self.root.location
-        for op in walk_ops(self.entry.owner.operation, lambda n: True)[1:]:  # (not the function)
-            op.location = loc
-
-    def put_back(self):
-        """Move the scheduled ops before the original root, hand the returned values to
-        their readers and erase the originals left without readers."""
-        inline_body(self.entry, self.args, self.root, self.returned)
-        for op in reversed(self.ops):
-            if all(next(iter(r.uses), None) is None for r in op.results):
-                op.erase()
-
-
-def _top_in_block(op, anchor):
-    """`op` or its ancestor in the block of `anchor`."""
-    blk = anchor.block
-    while op is not None and op.block != blk:
-        op = op.parent
-    return op
 
 
 def _clear(root):
@@ -1131,7 +1051,7 @@ def stream_row_outputs(module, min_bytes, line, parallel, max_row_bytes):
             users = [(user_op(u), u.operand_number) for u in row.uses]
             if not users or any(o.name not in ("vector.transfer_read", "vector.transfer_write") for o, _ in users):
                 continue
-            where = [_position(o, pos) for o, _ in users]  # the body's op holding each access
+            where = [block_position(o, pos) for o, _ in users]  # the body's op holding each access
             if any(w is None for w in where) or min(where) == max(where):
                 continue
             first, last = tops[min(where)], tops[max(where)]

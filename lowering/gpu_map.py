@@ -20,7 +20,9 @@ becomes the root of one kernel:
                  per thread): blocks of up to 256 threads over the innermost dims, the
                  grid over the outer ones, each dim of the grid within the device's limit
 
-The tiling is a transform-dialect script generated per function (`build_script`); the
+The tiling is a transform-dialect script generated per kernel (`kernel_script`), applied
+to a scratch copy of the kernel's ops (`scratch.Scratch`: the script's cost follows the
+kernel, not the function), then the function is canonicalized once (`CLEANUP`); the
 block foralls are tagged `mirax.gpu_kernel = i` and carry their workgroup size, which
 `mirax-gpu-launch` (after bufferization) turns into `gpu.launch`es.
 
@@ -34,7 +36,8 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-from .pass_base import MiraxPass, PassError, defining_op, isa, op_id, run_transform, user_op
+from .pass_base import MiraxPass, PassError, defining_op, isa, op_id, run_transform, transform_script, user_op
+from .scratch import Scratch
 
 NAME = "mirax-gpu-map"
 ROOT = "mirax.gpu_root"      # tags the ops a script handles: root / fused producer
@@ -578,20 +581,21 @@ def _users_in(p, group):
     return out
 
 
-def build_script(kernels, tags) -> str:
-    lines = []
-    for k in kernels:
-        lines.extend(kernel_script(k, tags))
-    lines.append(f"%fn = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}")
-    # a row's reduction result starts as a fresh tensor inside the block (private to
-    # each thread once bufferized), not as a slice of a function-level buffer
-    lines.append("transform.apply_patterns to %fn {\n  transform.apply_patterns.tensor.fold_tensor_empty\n"
-                 "  transform.apply_patterns.canonicalization\n} : " + _ANY)
-    lines.append(f"transform.apply_cse to %fn : {_ANY}")
-    inner = "\n    ".join(lines)
-    return ("module attributes {transform.with_named_sequence} {\n"
-            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-            f"    {inner}\n    transform.yield\n  }}\n}}\n")
+# after the kernels: a row's reduction result starts as a fresh tensor inside the block
+# (private to each thread once bufferized), not as a slice of a function-level buffer
+CLEANUP = [f"%fn = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}",
+           "transform.apply_patterns to %fn {\n  transform.apply_patterns.tensor.fold_tensor_empty\n"
+           "  transform.apply_patterns.canonicalization\n} : " + _ANY,
+           f"transform.apply_cse to %fn : {_ANY}"]
+
+
+def _tile_kernel(k: Kernel, tags, pos) -> None:
+    """Apply kernel `k`'s script to a scratch copy of its ops (`scratch.Scratch`) and put
+    the tiled ops back: in the function itself, each kernel's matches, fusions and CSE
+    cost the whole function (a 2-layer transformer step took 89 s to map)."""
+    s = Scratch(sorted([k.root] + k.fused, key=lambda op: pos[op_id(op)]))
+    run_transform(s.module, ir.Module.parse(transform_script(kernel_script(k, tags))))
+    s.put_back()
 
 
 def _drop_empty_loops(func_op):
@@ -722,14 +726,14 @@ def walk_ops_named(root, name):
 
 
 
-def map_function(func_op, threads=THREADS, return_script=False, subgroup=SUBGROUP):
-    """Tile the linalg ops of one function for the GPU (in place)."""
+def map_function(func_op, threads=THREADS, subgroup=SUBGROUP):
+    """Tile the linalg ops of one function for the GPU (in place); returns its kernels."""
     _drop_empty_loops(func_op)
     _full_reductions_as_one_row(func_op)
     _pad_matmuls(func_op)
     kernels = plan(func_op, threads, subgroup)
     if not kernels:
-        return "" if return_script else None
+        return None
     tags = {}
     ctx = func_op.context
     with ctx:
@@ -738,11 +742,12 @@ def map_function(func_op, threads=THREADS, return_script=False, subgroup=SUBGROU
             for op in [k.root] + k.fused:
                 tags[op_id(op)] = len(tags)
                 op.attributes[ROOT] = ir.IntegerAttr.get(i64, tags[op_id(op)])
-    script = build_script(kernels, tags)
-    if return_script:
-        return script
+    body = func_op.regions[0].blocks[0]
+    pos = {op_id(o.operation): n for n, o in enumerate(body.operations)}
     with ctx, ir.Location.unknown():
-        run_transform(func_op, ir.Module.parse(script))
+        for k in kernels:
+            _tile_kernel(k, tags, pos)
+        run_transform(func_op, ir.Module.parse(transform_script(CLEANUP)))
         # record each kernel's workgroup size on its block forall
         _tag_blocks(func_op, {k.index: k.block for k in kernels})
         _partials_in_workgroup_memory(func_op)

@@ -294,6 +294,17 @@ def outside_values(ops, copied=_constant_or_static_empty):
     return copies, args
 
 
+def block_position(op, pos):
+    """Index in the block of `op`, or of its ancestor there (`pos`: the block's ops'
+    indices by `op_id`); None if it is in none of them."""
+    while op is not None:
+        k = op_id(op)
+        if k in pos:
+            return pos[k]
+        op = op.operation.parent
+    return None
+
+
 def inline_body(block, values, anchor, results) -> None:
     """Put the ops of a function body `block` (its function's only block), called with
     `values`, before `anchor`, and hand the readers of `results` the values it returns."""
