@@ -92,3 +92,35 @@ func.func @matmul(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>) -> tensor<64x96x
   %0 = "mirax.matmul"(%a, %b) : (tensor<64x32xf32>, tensor<32x96xf32>) -> tensor<64x96xf32>
   return %0 : tensor<64x96xf32>
 }
+
+// -----
+
+// A row kernel reads what another kernel writes when ops outside it read that too: the
+// second softmax reads the first's result (also returned) instead of recomputing the
+// first softmax inside its own rows (each a kernel: two exps each, the exp read twice).
+// Recomputed, a network's residual stream of layer norms was fused whole into every
+// layer's kernels.
+// CHECK-LABEL: func.func @chained_softmax
+// CHECK-COUNT-2: math.exp
+// CHECK-NOT: math.exp
+// CHECK: mirax.gpu_kernel = 1
+// CHECK-COUNT-2: math.exp
+// CHECK-NOT: math.exp
+// CHECK: mirax.gpu_kernel = 0
+func.func @chained_softmax(%arg0: tensor<6x1000xf32>) -> (tensor<6x1000xf32>, tensor<6x1000xf32>) {
+  %0 = "mirax.max"(%arg0) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %1 = "mirax.broadcast_to"(%0) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %2 = "mirax.subtract"(%arg0, %1) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %3 = "mirax.exp"(%2) : (tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %4 = "mirax.sum"(%3) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %5 = "mirax.broadcast_to"(%4) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %6 = "mirax.divide"(%3, %5) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %10 = "mirax.max"(%6) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %11 = "mirax.broadcast_to"(%10) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %12 = "mirax.subtract"(%6, %11) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %13 = "mirax.exp"(%12) : (tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  %14 = "mirax.sum"(%13) {axes = array<i64: 1>, keepdims = true} : (tensor<6x1000xf32>) -> tensor<6x1xf32>
+  %15 = "mirax.broadcast_to"(%14) {shape = array<i64: 6, 1000>} : (tensor<6x1xf32>) -> tensor<6x1000xf32>
+  %16 = "mirax.divide"(%13, %15) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
+  return %6, %16 : tensor<6x1000xf32>, tensor<6x1000xf32>
+}
