@@ -131,8 +131,10 @@ def _strip_c_interface(op, *_):
 def _bufferize(pm):
     pm.add(_strip_c_interface, name="mirax-strip-c-interface")
     MiraxLowerBarriers().add_to(pm)  # after the last CSE on tensors (dialect/barrier.py)
-    from .cpu_pipeline import distinct_results
+    from .cpu_pipeline import distinct_results, split_empty_tensors
     for p in BUFFERIZE:
+        if p == "eliminate-empty-tensors":  # (as on the CPU: the analyses grow with an empty's uses squared)
+            pm.add(split_empty_tensors, name="mirax-split-empty-tensors")
         if p.startswith("buffer-results-to-out-params"):
             pm.add(distinct_results, name="mirax-distinct-results")  # (a value returned twice)
         pm.add(p)
@@ -170,86 +172,94 @@ LEFTOVER = "mirax.gpu_leftover_forall"  # the block forall of a host-level lefto
 
 
 def gpu_launch(module):
-    """Turn each kernel forall into a gpu.launch; leftover host-level memref work too."""
+    """Turn each kernel forall into a gpu.launch; leftover host-level memref work too.
+
+    The ops are matched by class (the same tiling, the same workgroup size), a match and
+    its transforms for all of a class at once: a match walks the whole function, so one
+    per op cost (ops x function) — 8 s of an 8-layer transformer step's GPU lowering."""
     from .gpu_map import _l, _block_mapping, _thread_mapping
+    i64 = ir.IntegerType.get_signless(64)
     for f in walk_ops(module, lambda n: n == "func.func"):
         if not f.regions[0].blocks:
             continue
         _copies_as_linalg(f)
         lines = []
-        n = 0
-        blocks = {}  # leftover number -> its workgroup size
+        classes = {}  # (tiles, threads, workgroup size) of host-level leftovers -> class number
         with f.context:
-            i64 = ir.IntegerType.get_signless(64)
             for o in _top_level_leftovers(f):
                 shape = ir.MemRefType(o.operands[-1].type).shape
                 if not shape:  # no loops to tile: one thread does it
                     _single_thread_launch(o)
                     continue
-                k = _memref_plan(o, shape)
+                tiles, thr, block = _memref_plan(o, shape)
+                key = (tuple(tiles), tuple(thr), tuple(block))
+                n = classes.setdefault(key, len(classes))
                 o.attributes["mirax.gpu_leftover"] = ir.IntegerAttr.get(i64, n)
-                h = f"%l{n}"
-                lines.append(f'{h} = transform.structured.match attributes{{mirax.gpu_leftover = {n} : i64}} '
-                             f'in %root : ({_ANY}) -> {_ANY}')
-                tiles, thr, block = k
-                nblk = sum(1 for t in tiles if t)
-                lines.append(f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} tile_sizes "
-                             f"{_l(tiles)} (mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-                lines.append(f"%ltt{n}, %ltf{n} = transform.structured.tile_using_forall %lt{n} num_threads "
-                             f"{_l(thr)} (mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
-                # a param carries one integer: tag the forall with the leftover's number,
-                # then give it its workgroup size (below)
-                lines.append(f"transform.annotate %lf{n} \"{LEFTOVER}\" = %lb{n} : {_ANY}, !transform.param<i64>")
-                lines.insert(0, f"%lb{n} = transform.param.constant {n} : i64 -> !transform.param<i64>")
-                blocks[n] = block
-                n += 1
+        for (tiles, thr, block), n in classes.items():
+            h = f"%l{n}"
+            nblk = sum(1 for t in tiles if t)
+            lines += [f'{h} = transform.structured.match attributes{{mirax.gpu_leftover = {n} : i64}} '
+                      f'in %root : ({_ANY}) -> {_ANY}',
+                      f"%lt{n}, %lf{n} = transform.structured.tile_using_forall {h} tile_sizes "
+                      f"{_l(tiles)} (mapping = [{_block_mapping(nblk)}]) : ({_ANY}) -> ({_ANY}, {_ANY})",
+                      f"%ltt{n}, %ltf{n} = transform.structured.tile_using_forall %lt{n} num_threads "
+                      f"{_l(thr)} (mapping = [{_thread_mapping(thr)}]) : ({_ANY}) -> ({_ANY}, {_ANY})",
+                      # a param carries one integer: tag the foralls with the class's number,
+                      # then give them its workgroup size (below)
+                      f"%lb{n} = transform.param.constant {n} : i64 -> !transform.param<i64>",
+                      f"transform.annotate %lf{n} \"{LEFTOVER}\" = %lb{n} : {_ANY}, !transform.param<i64>"]
         if lines:
             _apply(f, lines)
+            blocks = {n: block for (_, _, block), n in classes.items()}
             with f.context:
                 for x in walk_ops(f, lambda nm: nm == "scf.forall"):
                     if LEFTOVER in x.attributes:
                         x.attributes[BLOCK] = ir.DenseI64ArrayAttr.get(
                             list(blocks[ir.IntegerAttr(x.attributes[LEFTOVER]).value]))
         _workgroup_copies_over_threads(f)
-        # every kernel forall: map to blocks, then its nested thread loops
+        # every kernel forall: map to blocks, then its nested thread loops (by workgroup size)
+        sizes = {}
+        with f.context:
+            for x in walk_ops(f, lambda nm: nm == "scf.forall"):
+                if BLOCK in x.attributes:
+                    block = tuple(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
+                    x.attributes["mirax.gpu_launch"] = ir.IntegerAttr.get(i64, sizes.setdefault(block, len(sizes)))
         lines = []
-        foralls = [x for x in walk_ops(f, lambda nm: nm == "scf.forall") if BLOCK in x.attributes]
-        for j, x in enumerate(foralls):
-            with f.context:
-                x.attributes["mirax.gpu_launch"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), j)
-            block = list(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
-            lines.append(f'%g{j} = transform.structured.match attributes{{mirax.gpu_launch = {j} : i64}} '
-                         f'in %root : ({_ANY}) -> {_ANY}')
-            lines.append(f"%gl{j} = transform.gpu.map_forall_to_blocks %g{j} generate_gpu_launch "
-                         f": ({_ANY}) -> {_ANY}")
-            lines.append(f"%gt{j} = transform.gpu.map_nested_forall_to_threads %gl{j} block_dims = {_l(block)} "
-                         f": ({_ANY}) -> {_ANY}")
+        for block, j in sizes.items():
+            lines += [f'%g{j} = transform.structured.match attributes{{mirax.gpu_launch = {j} : i64}} '
+                      f'in %root : ({_ANY}) -> {_ANY}',
+                      f"%gl{j} = transform.gpu.map_forall_to_blocks %g{j} generate_gpu_launch "
+                      f": ({_ANY}) -> {_ANY}",
+                      f"%gt{j} = transform.gpu.map_nested_forall_to_threads %gl{j} block_dims = {_l(block)} "
+                      f": ({_ANY}) -> {_ANY}"]
         if lines:
             _apply(f, lines)
 
 
 def _workgroup_copies_over_threads(f):
     """Copies into workgroup memory inside a kernel (matmul's A and B tiles): every thread
-    copies its share, and the barrier after the loop makes the tile visible to all."""
-    lines = []
-    n = 0
+    copies its share, and the barrier after the loop makes the tile visible to all (the
+    copies of kernels of one workgroup size tiled together: see `gpu_launch`)."""
+    sizes = {}
     for x in walk_ops(f, lambda nm: nm == "scf.forall"):
         if BLOCK not in x.attributes:
             continue
-        block = list(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
+        block = tuple(ir.DenseI64ArrayAttr(x.attributes[BLOCK]))
         for c in walk_ops(x, lambda nm: nm == "memref.copy"):
             t = ir.MemRefType(c.operands[1].type)
             if memory_space(t) != 3 or t.rank != 2:
                 continue
             op = _copy_as_linalg(c)
             with f.context:
-                op.attributes["mirax.gpu_wgcopy"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n)
-            lines.append(f'%c{n} = transform.structured.match attributes{{mirax.gpu_wgcopy = {n} : i64}} '
-                         f'in %root : ({_ANY}) -> {_ANY}')
-            lines.append(f"%ct{n}, %cf{n} = transform.structured.tile_using_forall %c{n} num_threads "
-                         f"[{block[1]}, {block[0]}] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) "
-                         f": ({_ANY}) -> ({_ANY}, {_ANY})")
-            n += 1
+                op.attributes["mirax.gpu_wgcopy"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), sizes.setdefault(block, len(sizes)))
+    lines = []
+    for block, n in sizes.items():
+        lines += [f'%c{n} = transform.structured.match attributes{{mirax.gpu_wgcopy = {n} : i64}} '
+                  f'in %root : ({_ANY}) -> {_ANY}',
+                  f"%ct{n}, %cf{n} = transform.structured.tile_using_forall %c{n} num_threads "
+                  f"[{block[1]}, {block[0]}] (mapping = [#gpu.thread<y>, #gpu.thread<x>]) "
+                  f": ({_ANY}) -> ({_ANY}, {_ANY})"]
     if lines:
         _apply(f, lines)
 
@@ -387,11 +397,13 @@ def _sink_host_loads(module, *_):
     """A scalar read on the host (a pad value, a 0-d operand) that a kernel uses is read
     by the kernel instead: the host never touches device memory. Each launch gets its own
     copy of the memref.load at the top of its body."""
+    originals = {}  # the host loads read by kernels (by op_id): erased once none reads them
     for launch in walk_ops(module, lambda n: n == "gpu.launch"):
         body = launch.regions[0].blocks[0]
-        inside = {op_id(o) for o in walk_ops(launch, lambda n: True)}
+        nested = walk_ops(launch, lambda n: True)
+        inside = {op_id(o) for o in nested}
         moved = {}
-        for op in walk_ops(launch, lambda n: True):
+        for op in nested:
             for i, v in enumerate(op.operands):
                 d = defining_op(v)
                 if d is None or d.name != "memref.load" or op_id(d) in inside:
@@ -400,10 +412,12 @@ def _sink_host_loads(module, *_):
                     with ir.InsertionPoint.at_block_begin(body):
                         c = d.clone()
                     moved[op_id(d)] = c
+                    originals[op_id(d)] = d
                 op.operands[i] = moved[op_id(d)].results[0]
-        for d in walk_ops(module, lambda n: n == "memref.load"):
-            if op_id(d) in moved and not list(d.results[0].uses):
-                d.erase()
+    # (once, not a walk of the module per launch: quadratic in a large program's kernels)
+    for d in originals.values():
+        if not list(d.results[0].uses):
+            d.erase()
 
 
 def _drop_final_barriers(module, *_):
@@ -475,11 +489,15 @@ def check_target(target: Target):
                "i8": not (target.int8 and target.storage8)}
 
     def run(module, *_):
+        names = {}  # type -> its element type and that type's name (a program has few types)
         for gm in walk_ops(module, lambda n: n == "gpu.module"):
             for op in walk_ops(gm, lambda n: True):
-                types = [v.type for v in op.operands] + [v.type for v in op.results]
-                for et in {str(element_type(t)): element_type(t) for t in types}.values():
-                    s = str(et)
+                for v in list(op.operands) + list(op.results):
+                    t = v.type
+                    if t not in names:
+                        et = element_type(t)
+                        names[t] = (et, str(et))
+                    et, s = names[t]
                     if s.startswith("complex"):
                         raise PassError(op, f"{_dtype_name(et)} cannot run on the GPU: SPIR-V has no complex "
                                             f"type (run this op on mr.cpu)")
