@@ -32,6 +32,7 @@ block foralls are tagged `mirax.gpu_kernel = i` and carry their workgroup size, 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -56,10 +57,13 @@ def _is_linalg(op):
     return op.name.startswith("linalg.") and op.name != "linalg.yield" and op.name != "linalg.index"
 
 
+_ITERATOR = re.compile(r"iterator_type<(\w+)>")
+
+
 def _iterators(op):
     """The iterator types of a structured op as 'parallel'/'reduction' strings."""
-    if "iterator_types" in op.attributes:
-        return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if "iterator_types" in op.attributes:  # (the array printed once: each element's str() cost as much)
+        return _ITERATOR.findall(str(op.attributes["iterator_types"]))
     if op.name in ("linalg.matmul",):
         return ["parallel", "parallel", "reduction"]
     if op.name == "linalg.batch_matmul":
@@ -648,7 +652,6 @@ def _full_reductions_as_one_row(func_op):
     """A reduction to a 0-d result gets a unit parallel dim in front (its init expanded to
     tensor<1xT>, the result collapsed back): one row, so the row strategy reduces it with a
     workgroup of threads instead of one thread walking the whole array."""
-    import re
     from mlir.dialects import tensor
     body = func_op.regions[0].blocks[0]
     for op in [o.operation for o in body.operations]:
