@@ -540,3 +540,33 @@ def test_every_spirv_module_passes_spirv_val():
                     fh.write(k.spirv)
                 r = subprocess.run([tool, "--target-env", "vulkan1.1", path], capture_output=True, text=True)
                 assert r.returncode == 0, f"{name}: {r.stderr or r.stdout}"
+
+
+def test_a_large_program_maps_in_linear_time(monkeypatch):
+    """Twelve layer-norm-like steps, each result also returned: every row kernel tiles its
+    own ops only and reads the step before from memory (recomputed, the last kernel held
+    the whole chain: a network's layers made the mapping quadratic), and mirax-gpu-launch
+    matches the kernels by class, not one by one. The results are numpy's."""
+    from mirax.lowering import gpu_map, gpu_pipeline
+    fused, matches = [], []
+    tile, apply_script = gpu_map._tile_kernel, gpu_pipeline._apply
+    monkeypatch.setattr(gpu_map, "_tile_kernel", lambda k, *a: (fused.append(len(k.fused)), tile(k, *a))[1])
+    monkeypatch.setattr(gpu_pipeline, "_apply", lambda f, lines: (
+        matches.append(sum("structured.match" in line for line in lines)), apply_script(f, lines))[1])
+
+    def chain(x):
+        outs = []
+        for _ in range(12):
+            x = (x - mr.mean(x, axis=1, keepdims=True)) * 0.5
+            outs.append(x)
+        return outs
+    x = np.random.default_rng(0).standard_normal((16, 300)).astype(np.float32)
+    with mr.stream(mr.gpu):
+        got = mr.compile(chain)(mr.array(x))
+        mr.eval(got)
+    want = x.astype(np.float64)
+    for g in got:
+        want = (want - want.mean(axis=1, keepdims=True)) * 0.5
+        np.testing.assert_allclose(np.asarray(g), want, rtol=1e-4, atol=1e-5)
+    assert len(fused) >= 12 and max(fused) <= 4, fused
+    assert sum(matches) <= 3, matches
