@@ -32,8 +32,8 @@ from mlir import ir
 from mlir.dialects import tensor
 
 from .approx import MATH_OPS
-from .pass_base import (MiraxPass, apply_transform, clone_mapped, defining_op, is_transpose_2d, transform_script,
-                        user_op, walk_ops)
+from .pass_base import (MiraxPass, apply_transform, clone_mapped, defining_op, is_transpose_2d, op_id,
+                        transform_script, user_op, walk_ops)
 
 NAME = "mirax-fuse"
 
@@ -42,11 +42,14 @@ class MiraxFuse(MiraxPass):
     name = NAME
     summary = "Fuse elementwise linalg ops (and broadcasts) into their consumers"
     options = {"max-fused-ops": (None, "the most body ops one fused generic may hold (default 256)"),
+               "max-buffers": (0, "the most tensors one fused generic may read and write (a GPU's buffer "
+                                  "bindings per kernel; 0: no bound)"),
                "multi-use": (True, "fuse a producer read by others too into its first reader, as one more "
                                    "result (the GPU mapping takes single-result generics)")}
 
     def add_to(self, pm):
         limit = int(self.opts["max-fused-ops"] or MAX_FUSED_OPS)
+        buffers = int(self.opts["max-buffers"])
 
         def unit_dims(op, *_):
             unit_reshapes_to_expand_collapse(op)
@@ -55,7 +58,7 @@ class MiraxFuse(MiraxPass):
         pm.add("canonicalize")
         pm.add(lambda op, *_: clone_broadcasts_per_use(op), name="mirax-clone-broadcasts")
         pm.add(lambda op, *_: generalize_transposes_for_fusion(op), name="mirax-generalize-transposes")
-        pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
+        pm.add(lambda op, *_: bound_fused_bodies(op, limit, buffers), name="mirax-bound-fusion")
         # the canonicalize after fusion folds the barriers' cast pairs away
         for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
             pm.add(p)
@@ -63,7 +66,7 @@ class MiraxFuse(MiraxPass):
             pm.add(lambda op, *_: fuse_multi_use_producers(op, limit), name="mirax-fuse-multi-use")
             # what that fusion made single-use, bounded again (the canonicalize above
             # folded the first round's barriers)
-            pm.add(lambda op, *_: bound_fused_bodies(op, limit), name="mirax-bound-fusion")
+            pm.add(lambda op, *_: bound_fused_bodies(op, limit, buffers), name="mirax-bound-fusion")
             for p in ["linalg-fuse-elementwise-ops", "canonicalize", "cse"]:
                 pm.add(p)
 
@@ -86,24 +89,37 @@ def _body_size(op) -> int:
     return n
 
 
-def bound_fused_bodies(root, limit=MAX_FUSED_OPS):
-    """Keep `linalg-fuse-elementwise-ops` from building bodies of more than `limit` ops:
+def bound_fused_bodies(root, limit=MAX_FUSED_OPS, max_buffers=0):
+    """Keep `linalg-fuse-elementwise-ops` from building bodies of more than `limit` ops,
+    or (`max_buffers` > 0) generics reading and writing more than `max_buffers` tensors:
     walking each block in order, the size a generic would reach is its own body plus that
-    of the single-use generics feeding it (what fusion pulls in); where that passes the
-    limit, its inputs from such producers go through a cast to a dynamic shape and back,
-    which the fusion pass does not look through (canonicalize folds the pair after)."""
+    of the single-use generics feeding it (what fusion pulls in), its tensors its own
+    other operands and theirs; where either passes its bound, its inputs from such
+    producers go through a cast to a dynamic shape and back, which the fusion pass does
+    not look through (canonicalize folds the pair after). The buffer bound is a GPU's:
+    each tensor is a buffer binding of the kernel, and a device binds a few dozen per
+    kernel at least (Metal 31, lavapipe 32); beyond its limit a Vulkan driver's behaviour
+    is undefined (lavapipe crashed the process)."""
     with root.context, ir.Location.unknown():
-        size = {}  # generic op -> body ops it would hold after fusion
+        size = {}  # generic op (op_id) -> body ops it would hold after fusion
+        reads = {}  # generic op (op_id) -> the tensors it would read after fusion (max_buffers only)
         for op in _walk(root, "linalg.generic"):
             op = op.operation
             own = _body_size(op)
-            feeding = []
-            for i, v in enumerate(op.operands[:len(op.operands) - len(op.results)]):
+            n_in = len(op.operands) - len(op.results)
+            feeding, other = [], set()
+            for i, v in enumerate(op.operands[:n_in]):
                 p = getattr(v.owner, "operation", None)
                 if p is not None and p.name == "linalg.generic" and _single_use(v):
-                    feeding.append((i, v, size.get(p, 0)))
+                    feeding.append((i, v, size.get(op_id(p), 0)))
+                else:
+                    other.add(v)
             total = own + sum(n for _, _, n in feeding)
-            if total > limit:
+            tensors = set(other)
+            if max_buffers:
+                for _, v, _ in feeding:
+                    tensors |= reads.get(op_id(v.owner.operation), set())
+            if total > limit or (max_buffers and len(tensors) + len(op.results) > max_buffers):
                 for i, v, _ in feeding:
                     t = ir.RankedTensorType(v.type)
                     if t.rank == 0:
@@ -112,8 +128,14 @@ def bound_fused_bodies(root, limit=MAX_FUSED_OPS):
                     with ir.InsertionPoint(op):
                         back = tensor.CastOp(t, tensor.CastOp(dyn, v).result).result
                     op.operands[i] = back
+                scalars = [v for _, v, _ in feeding if ir.RankedTensorType(v.type).rank == 0]  # (still fused)
                 total = own + sum(n for _, v, n in feeding if ir.RankedTensorType(v.type).rank == 0)
-            size[op] = total
+                tensors = set(other) | {v for _, v, _ in feeding if v not in scalars}
+                for v in scalars:
+                    tensors |= reads.get(op_id(v.owner.operation), set())
+            size[op_id(op)] = total
+            if max_buffers:
+                reads[op_id(op)] = tensors
 
 
 GENERALIZE = "__mirax_generalize"

@@ -51,6 +51,9 @@ MM_TILE = (32, 32, 16)  # matmul block tile of C (M, N) and the K step staged pe
 MM_THREADS = (16, 16)
 SUBGROUP = 32  # a row workgroup's fewest threads unless the device reports its subgroup size
 MM_PAD_MIN_WORK = 1 << 20  # m*n*k from which a matmul is padded to the tiles (fewer: one thread per output)
+# buffers one kernel may bind unless the device says (Metal's argument table holds 31;
+# Vulkan devices report maxPerStageDescriptorStorageBuffers: lavapipe 32)
+MAX_BUFFERS = 31
 
 
 def _is_linalg(op):
@@ -153,7 +156,7 @@ class Kernel:
     threads: list = field(default_factory=list)  # thread-level num_threads of the root
 
 
-def plan(func_op, threads=THREADS, subgroup=SUBGROUP) -> list:
+def plan(func_op, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS) -> list:
     """The kernels of one function: strategies, roots and fused producers."""
     body = func_op.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]
@@ -164,7 +167,7 @@ def plan(func_op, threads=THREADS, subgroup=SUBGROUP) -> list:
             continue
         if not len(op.results):
             continue  # linalg on memrefs: handled after bufferization
-        k = _plan_root(op, len(kernels), claimed, threads, subgroup)
+        k = _plan_root(op, len(kernels), claimed, threads, subgroup, max_buffers)
         if k is None:
             continue
         k.fused = _private_to_kernel(k.root, k.fused)  # a fill shared by two matmuls: one each
@@ -184,7 +187,7 @@ def _negative_maps(op):
                for m in maps for r in m.results)
 
 
-def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP):
+def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     if _negative_maps(op):
         raise PassError(op, f"'{op.name}' reads an operand in reverse (a negative coefficient in its "
                             "indexing maps); the GPU mapping cannot tile it")
@@ -204,7 +207,7 @@ def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP):
         # and the reduction (private to each thread) is fused into it
         copy = _copy_after(op)
         claimed.add(op_id(copy))
-        return _plan_row(copy, index, claimed, threads, its.index("reduction"), subgroup)
+        return _plan_row(copy, index, claimed, threads, its.index("reduction"), subgroup, max_buffers)
     if its is not None and "reduction" not in its and op.name in ("linalg.generic", "linalg.copy"):
         # an all-parallel op reading a row reduction of the same rows: one row kernel
         reds = _row_reductions_upstream(op, claimed)
@@ -213,7 +216,7 @@ def _plan_root(op, index, claimed, threads, subgroup=SUBGROUP):
         if reds:
             rows = min(_iterators(r).index("reduction") for r in reds)
             if 1 <= rows <= 3 and rows < len(its):
-                return _plan_row(op, index, claimed, threads, rows, subgroup)
+                return _plan_row(op, index, claimed, threads, rows, subgroup, max_buffers)
     return _plan_parallel(op, index, threads)
 
 
@@ -276,7 +279,7 @@ def _collect_group(root, claimed, row_shape):
     return order
 
 
-def _plan_row(op, index, claimed, threads, rows, subgroup=SUBGROUP):
+def _plan_row(op, index, claimed, threads, rows, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     shape = _static_shape(op.results[0]) if op.name != "linalg.generic" or "reduction" not in _iterators(op) \
         else (_loop_ranges(op) or [])
     if not shape:
@@ -288,8 +291,8 @@ def _plan_row(op, index, claimed, threads, rows, subgroup=SUBGROUP):
         grid *= d
     if grid > MAX_GRID ** 2:
         return None
-    group = _collect_group(op, claimed, list(shape[:rows]))
-    group = _one_use_each(op, _private_to_kernel(op, _without_shared(op, group)))
+    group = _within_buffers(op, _without_shared(op, _collect_group(op, claimed, list(shape[:rows]))), max_buffers)
+    group = _one_use_each(op, _private_to_kernel(op, group))
     return Kernel(index, "row", op, group, (_row_threads([op] + group, threads, subgroup), 1, 1), rows=rows,
                   tiles=tiles)
 
@@ -333,6 +336,21 @@ def _without_shared(root, group):
                 inside.discard(op_id(p))
                 changed = True
     return [p for p in group if op_id(p) in inside]
+
+
+def _within_buffers(root, group, max_buffers):
+    """`group` less its most upstream producers (each then a kernel of its own) until the
+    kernel binds at most `max_buffers` buffers: the tensors it reads from outside and the
+    root's results."""
+    while group and len(_outside_tensors(root, group)) + len(root.results) > max_buffers:
+        group = _without_shared(root, group[1:])
+    return group
+
+
+def _outside_tensors(root, group) -> set:
+    inside = {op_id(root)} | {op_id(p) for p in group}
+    return {v for o in [root] + group for v in _inputs(o)
+            if isa(ir.ShapedType, v.type) and (defining_op(v) is None or op_id(defining_op(v)) not in inside)}
 
 
 def _cheap(op) -> bool:
@@ -758,12 +776,12 @@ def walk_ops_named(root, name):
 
 
 
-def map_function(func_op, threads=THREADS, subgroup=SUBGROUP):
+def map_function(func_op, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     """Tile the linalg ops of one function for the GPU (in place); returns its kernels."""
     _drop_empty_loops(func_op)
     _full_reductions_as_one_row(func_op)
     _pad_matmuls(func_op)
-    kernels = plan(func_op, threads, subgroup)
+    kernels = plan(func_op, threads, subgroup, max_buffers)
     if not kernels:
         return None
     tags = {}
@@ -850,7 +868,8 @@ class MiraxGpuMap(MiraxPass):
     name = NAME
     summary = "Tile fused linalg into scf.foralls mapped to GPU blocks and threads, a strategy per kernel"
     options = {"threads": (THREADS, "threads per workgroup"),
-               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads")}
+               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads"),
+               "max-buffers": (MAX_BUFFERS, "buffers one kernel may bind: a row kernel fuses no more producers")}
 
     def run(self, module):
         from .pass_base import walk_ops
@@ -858,6 +877,7 @@ class MiraxGpuMap(MiraxPass):
             if not f.regions[0].blocks:
                 continue
             try:
-                map_function(f, int(self.opts["threads"]), subgroup=int(self.opts["subgroup"]))
+                map_function(f, int(self.opts["threads"]), subgroup=int(self.opts["subgroup"]),
+                             max_buffers=int(self.opts["max-buffers"]))
             except ir.MLIRError as err:
                 raise PassError(f, f"mirax-gpu-map: tiling failed: {err}") from None

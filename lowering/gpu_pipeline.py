@@ -33,7 +33,7 @@ from mlir.passmanager import PassManager
 from .approx import MathApprox
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
 from .fuse import MiraxFuse
-from .gpu_map import BLOCK, SUBGROUP, MiraxGpuMap, THREADS, parallel_tiles
+from .gpu_map import BLOCK, MAX_BUFFERS, SUBGROUP, MiraxGpuMap, THREADS, parallel_tiles
 from .gpu_matmul_registers import matmul_accumulators_in_registers
 from .gpu_private_partials import private_partials
 from .gpu_tree_reductions import tree_reductions
@@ -77,6 +77,9 @@ class Target:
     storage16: bool = True
     max_threads: int = THREADS
     subgroup: int = SUBGROUP  # the device's subgroup size: row workgroups have at least this many threads
+    # buffers one kernel may bind (Vulkan's maxPerStageDescriptorStorageBuffers; by default
+    # Metal's argument table, 31): fusion stays within it, and a kernel beyond it is refused
+    max_buffers: int = MAX_BUFFERS
 
     def attach_options(self) -> str:
         caps = ["Shader"]
@@ -100,25 +103,26 @@ class Target:
         return f"ver=v1.3 caps={','.join(caps)} exts={','.join(exts)} client_api=Vulkan"
 
     def key(self):
-        return self.attach_options() + f" threads={self.max_threads} subgroup={self.subgroup}"
+        return self.attach_options() + f" threads={self.max_threads} subgroup={self.subgroup} buffers={self.max_buffers}"
 
 
 DEFAULT_TARGET = Target()
 
 
-def tensor_passes(pm, threads=THREADS, subgroup=SUBGROUP):
+def tensor_passes(pm, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     """The tensor-level passes shared with the CPU, then the GPU mapping."""
     ConvertMiraxToLinalg(target="gpu").add_to(pm)
     for p in ["canonicalize", "cse"]:
         pm.add(p)
-    MiraxFuse(**{"multi-use": False}).add_to(pm)  # mirax-gpu-map maps single-result generics
+    # (mirax-gpu-map maps single-result generics)
+    MiraxFuse(**{"multi-use": False, "max-buffers": max_buffers}).add_to(pm)
     # after fusion, as on the CPU; tanh stays the target's own (GLSL.std.450 Tanh, Metal's
     # tanh, NVVM's): with the polynomial, a row kernel that reduces tanh(x) and reads it
     # again (softmax(tanh(x)), tanh(x) - max(tanh(x))) gave wrong values on lavapipe
     # (errors up to 3.0 on 4x8; the gpu-dialect IR and the MSL read right, the cause is
     # not found), and the same kernel with the target's tanh is right
     MathApprox(ops="exp,log,erf").add_to(pm)
-    MiraxGpuMap(threads=threads, subgroup=subgroup).add_to(pm)
+    MiraxGpuMap(threads=threads, subgroup=subgroup, **{"max-buffers": max_buffers}).add_to(pm)
 
 
 def _strip_c_interface(op, *_):
@@ -442,11 +446,12 @@ class MiraxGpuPipeline(MiraxPass):
     summary = "Lower mirax to the gpu dialect and SPIR-V: a mapping strategy per kernel, Vulkan kernels"
     options = {"stage": ("spirv", "stop after: gpu | spirv"),
                "threads": (THREADS, "threads per workgroup"),
-               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads")}
+               "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads"),
+               "max-buffers": (MAX_BUFFERS, "buffers one kernel may bind (the device's limit)")}
 
     def add_to(self, pm, target: Target | None = None):
         target = target or DEFAULT_TARGET
-        tensor_passes(pm, int(self.opts["threads"]), int(self.opts["subgroup"]))
+        tensor_passes(pm, int(self.opts["threads"]), int(self.opts["subgroup"]), int(self.opts["max-buffers"]))
         add_gpu_passes(pm)
         if self.opts["stage"] != "gpu":
             add_spirv_passes(pm, target)
@@ -483,7 +488,9 @@ def _dtype_name(t):
 def check_target(target: Target):
     """A pass that refuses, by op and dtype, what the target cannot run, before SPIR-V
     conversion would fail with a bare 'failed to legalize' (or, for 16-bit types on a
-    device without 16-bit storage, silently pack them into 32-bit words)."""
+    device without 16-bit storage, silently pack them into 32-bit words), and a kernel
+    binding more buffers than the device can (a Vulkan driver's behaviour is undefined
+    then: lavapipe crashed)."""
     missing = {"f64": not target.float64, "i64": not target.int64,
                "f16": not (target.float16 and target.storage16), "i16": not (target.int16 and target.storage16),
                "i8": not (target.int8 and target.storage8)}
@@ -491,6 +498,12 @@ def check_target(target: Target):
     def run(module, *_):
         names = {}  # type -> its element type and that type's name (a program has few types)
         for gm in walk_ops(module, lambda n: n == "gpu.module"):
+            for g in walk_ops(gm, lambda n: n == "gpu.func"):
+                n = sum(1 for a in g.regions[0].blocks[0].arguments if isa(ir.MemRefType, a.type))
+                if n > target.max_buffers:  # (what fusion bounds: a kernel made otherwise)
+                    raise PassError(g, f"a GPU kernel here binds {n} buffers; the device binds at most "
+                                       f"{target.max_buffers} per kernel (split the computation, or run it "
+                                       f"on mr.cpu)")
             for op in walk_ops(gm, lambda n: True):
                 for v in list(op.operands) + list(op.results):
                     t = v.type
@@ -776,11 +789,11 @@ def launch_plan(module, name="main", binaries=None, signatures=None) -> GpuProgr
     return prog
 
 
-def lower_to_gpu(module, threads=THREADS, stages=None, subgroup=SUBGROUP):
+def lower_to_gpu(module, threads=THREADS, stages=None, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     """The target-neutral half of the GPU pipeline, in place: mirax ops to outlined
     gpu.func kernels and their host launches (the "gpu" stage, shared by SPIR-V and PTX)."""
     pm = PassManager("builtin.module", context=module.context)
-    tensor_passes(pm, threads, subgroup)
+    tensor_passes(pm, threads, subgroup, max_buffers)
     add_gpu_passes(pm)
     with module.context, ir.Location.unknown():
         pm.run(module.operation)
@@ -792,7 +805,7 @@ def lower_to_spirv(module, name="main", target: Target | None = None, stages=Non
     """Run the whole GPU pipeline on `module` (mirax ops, in place) and return its program.
     `stages`, a dict, receives the "gpu" and "spirv" texts when given."""
     target = target or DEFAULT_TARGET
-    lower_to_gpu(module, target.max_threads, stages, target.subgroup)
+    lower_to_gpu(module, target.max_threads, stages, target.subgroup, target.max_buffers)
     with module.context, ir.Location.unknown():
         pm = PassManager("builtin.module", context=module.context)
         add_spirv_passes(pm, target)

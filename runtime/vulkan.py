@@ -177,6 +177,9 @@ class VulkanDevice(Backend):
         lim = props.limits
         self.max_threads = int(lim.maxComputeWorkGroupInvocations)
         self.max_shared = int(lim.maxComputeSharedMemorySize)
+        # (all of a kernel's buffers are storage buffers of one descriptor set)
+        self.max_buffers = int(min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers,
+                                   lim.maxPerStageResources))
         self.timestamp_period = float(lim.timestampPeriod)
         self.subgroup = self._subgroup_size()
         feats = vk.vkGetPhysicalDeviceFeatures(self.physical)
@@ -602,9 +605,12 @@ def target():
         return Target()
     f = dev.features
     threads = min(THREADS, dev.max_threads)  # (mirax-gpu-map's workgroups are at most THREADS)
+    # buffers per kernel: the device's limit (NVIDIA and AMD report ~10^6: kernels as large
+    # as fusion makes them; the cap keeps the cache key stable across such devices)
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
-                  max_threads=threads, subgroup=min(dev.subgroup or SUBGROUP, threads))
+                  max_threads=threads, subgroup=min(dev.subgroup or SUBGROUP, threads),
+                  max_buffers=min(dev.max_buffers, 1024))
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):

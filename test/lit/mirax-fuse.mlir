@@ -175,3 +175,24 @@ func.func @gradient_update(%x: tensor<256x64xf32>, %g: tensor<256x32xf32>, %w: t
   %r = "mirax.subtract"(%w, %dw) : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
   return %r : tensor<32x64xf32>
 }
+
+// -----
+
+// max-buffers bounds the tensors one fused generic reads and writes (a GPU kernel's
+// buffer bindings: Metal's 31, lavapipe's 32; past the limit a Vulkan driver may crash):
+// at most 4 here, so the product of six inputs is three generics of three inputs or fewer.
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse="max-buffers=4" | FileCheck %s --check-prefix=BUFFERS
+// BUFFERS-LABEL: func.func @many_inputs
+// BUFFERS: linalg.generic {{.*}} ins(%arg0, %arg1, %arg2 :
+// BUFFERS: linalg.generic {{.*}} ins(%{{.+}}, %arg3, %arg4 :
+// BUFFERS: linalg.generic {{.*}} ins(%{{.+}}, %arg5 :
+// BUFFERS-NOT: linalg.generic
+// BUFFERS: return
+func.func @many_inputs(%a: tensor<16xf32>, %b: tensor<16xf32>, %c: tensor<16xf32>, %d: tensor<16xf32>, %e: tensor<16xf32>, %f: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = "mirax.multiply"(%a, %b) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %1 = "mirax.multiply"(%0, %c) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %2 = "mirax.multiply"(%1, %d) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %3 = "mirax.multiply"(%2, %e) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %4 = "mirax.multiply"(%3, %f) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %4 : tensor<16xf32>
+}

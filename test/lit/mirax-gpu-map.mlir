@@ -124,3 +124,31 @@ func.func @chained_softmax(%arg0: tensor<6x1000xf32>) -> (tensor<6x1000xf32>, te
   %16 = "mirax.divide"(%13, %15) : (tensor<6x1000xf32>, tensor<6x1000xf32>) -> tensor<6x1000xf32>
   return %6, %16 : tensor<6x1000xf32>, tensor<6x1000xf32>
 }
+
+// -----
+
+// A row kernel binds at most max-buffers buffers (the device's limit): with 4, the two
+// sums of products (a, b, c, d read) are kernels of their own and the row kernel reads
+// their results; with the default (31), one kernel computes all.
+// RUN: %mirax-opt %s -split-input-file --convert-mirax-to-linalg --mirax-fuse --mirax-gpu-map="max-buffers=4" | FileCheck %s --check-prefix=BUF
+// BUF-LABEL: func.func @row_buffers
+// BUF: linalg.reduce
+// BUF: mirax.gpu_kernel = 2
+// BUF: linalg.reduce
+// BUF: mirax.gpu_kernel = 1
+// BUF-NOT: linalg.reduce
+// BUF: mirax.gpu_kernel = 0
+// CHECK-LABEL: func.func @row_buffers
+// CHECK-COUNT-2: linalg.reduce
+// CHECK: mirax.gpu_kernel = 0
+// CHECK-NOT: mirax.gpu_kernel
+func.func @row_buffers(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>, %c: tensor<8x64xf32>, %d: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %0 = "mirax.multiply"(%a, %b) : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  %1 = "mirax.sum"(%0) {axes = array<i64: 1>, keepdims = true} : (tensor<8x64xf32>) -> tensor<8x1xf32>
+  %2 = "mirax.multiply"(%c, %d) : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  %3 = "mirax.sum"(%2) {axes = array<i64: 1>, keepdims = true} : (tensor<8x64xf32>) -> tensor<8x1xf32>
+  %4 = "mirax.add"(%1, %3) : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1xf32>
+  %5 = "mirax.broadcast_to"(%4) {shape = array<i64: 8, 64>} : (tensor<8x1xf32>) -> tensor<8x64xf32>
+  %6 = "mirax.subtract"(%a, %5) : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %6 : tensor<8x64xf32>
+}

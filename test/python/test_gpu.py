@@ -570,3 +570,33 @@ def test_a_large_program_maps_in_linear_time(monkeypatch):
         np.testing.assert_allclose(np.asarray(g), want, rtol=1e-4, atol=1e-5)
     assert len(fused) >= 12 and max(fused) <= 4, fused
     assert sum(matches) <= 3, matches
+
+
+def test_kernels_bind_no_more_buffers_than_the_device_allows():
+    """value_and_grad of a 70-step chain: its backward reads every step's input, which
+    fusion made one kernel of 36 buffers — past lavapipe's 32, and the process crashed
+    in the driver. Fusion and the row kernels stay within the device's limit (the
+    Target's max_buffers); a kernel beyond it (one op reading more) is refused by name."""
+    from mirax.lowering import gpu_pipeline
+
+    def f(x):
+        for i in range(70):
+            x = x + 0.5 if i % 2 == 0 else mr.sin(x) * 1.0001
+        return x.sum()
+    x = mr.array(np.linspace(0, 1, 8, dtype=np.float32))
+    want = [np.asarray(v) for v in mr.value_and_grad(f)(x)]
+    with mr.stream(mr.gpu):
+        got = mr.compile(mr.value_and_grad(f))(x)
+        mr.eval(got)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-38)
+    assert vulkan.target().max_buffers <= vulkan.VulkanDevice.get().max_buffers
+    text = ('func.func @main(%c: tensor<8xi1>, %a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {\n'
+            '  %0 = "mirax.where"(%c, %a, %b) : (tensor<8xi1>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>\n'
+            '  return %0 : tensor<8xf32>\n}')
+    from mlir import ir
+    from mirax.runtime.context import new_context
+    with new_context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        with pytest.raises(mr.MiraxError, match="binds 4 buffers; the device binds at most 3 per kernel"):
+            gpu_pipeline.lower_to_spirv(m, target=gpu_pipeline.Target(max_buffers=3))
