@@ -262,20 +262,28 @@ def _row_shape(op):
 def _collect_group(root, claimed, row_shape):
     """Producers of `root` to fuse into a row kernel: row reductions over the same rows
     (`row_shape`), elementwise generics and fills, transitively; in topological order.
-    A reduction over other rows (x.sum(1) feeding a full sum) is a kernel of its own."""
+    A reduction over other rows (x.sum(1) feeding a full sum) is a kernel of its own.
+    (A depth-first walk with its own stack: a chain of thousands of ops is deeper than
+    Python's recursion allows.)"""
     seen, order = set(), []
 
-    def visit(op):
-        for v in list(op.operands):
+    def fused(p):
+        return p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
+            p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"]))
+    stack = [(root, iter(list(root.operands)))]
+    while stack:
+        op, operands = stack[-1]
+        for v in operands:
             p = defining_op(v)
-            if p is None or op_id(p) in seen or op_id(p) in claimed or not _is_linalg(p):
+            if p is None or op_id(p) in seen or op_id(p) in claimed or not _is_linalg(p) or not fused(p):
                 continue
-            if p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
-                    p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"])):
-                seen.add(op_id(p))
-                visit(p)
-                order.append(p)
-    visit(root)
+            seen.add(op_id(p))
+            stack.append((p, iter(list(p.operands))))
+            break
+        else:  # every operand seen: the op after its producers
+            stack.pop()
+            if stack:
+                order.append(op)
     return order
 
 

@@ -600,3 +600,28 @@ def test_kernels_bind_no_more_buffers_than_the_device_allows():
         m = ir.Module.parse(text)
         with pytest.raises(mr.MiraxError, match="binds 4 buffers; the device binds at most 3 per kernel"):
             gpu_pipeline.lower_to_spirv(m, target=gpu_pipeline.Target(max_buffers=3))
+
+
+def test_a_deep_chain_into_a_row_kernel_is_planned():
+    """A row reduction at the end of 1,500 elementwise ops: the row kernel's producers are
+    collected without recursion (a 3,000-op chain under grad raised RecursionError)."""
+    from mlir import ir
+    from mirax.lowering import gpu_map
+    from mirax.runtime.context import new_context
+    n, t = 1500, "tensor<4x8xf32>"
+    ident, row = "affine_map<(d0, d1) -> (d0, d1)>", "affine_map<(d0, d1) -> (d0)>"
+    lines = [f"func.func @f(%v0: {t}) -> tensor<4xf32> {{", f"  %e = tensor.empty() : {t}"]
+    for i in range(n):
+        lines.append(f'  %v{i + 1} = linalg.generic {{indexing_maps = [{ident}, {ident}], iterator_types = ["parallel", '
+                     f'"parallel"]}} ins(%v{i} : {t}) outs(%e : {t}) {{\n  ^bb0(%a: f32, %o: f32):\n'
+                     f'    %s = arith.addf %a, %a : f32\n    linalg.yield %s : f32\n  }} -> {t}')
+    lines += ["  %z = arith.constant 0.0 : f32", "  %e1 = tensor.empty() : tensor<4xf32>",
+              "  %f = linalg.fill ins(%z : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>",
+              f'  %r = linalg.generic {{indexing_maps = [{ident}, {row}], iterator_types = ["parallel", "reduction"]}} '
+              f"ins(%v{n} : {t}) outs(%f : tensor<4xf32>) {{\n  ^bb0(%a: f32, %o: f32):\n"
+              "    %s = arith.addf %a, %o : f32\n    linalg.yield %s : f32\n  } -> tensor<4xf32>",
+              "  return %r : tensor<4xf32>", "}"]
+    with new_context(), ir.Location.unknown():
+        m = ir.Module.parse("\n".join(lines))
+        kernels = gpu_map.plan(m.body.operations[0].operation)
+    assert kernels[0].strategy == "row" and len(kernels[0].fused) >= n
