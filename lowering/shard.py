@@ -32,7 +32,7 @@ from mlir.dialects import arith, func, shard, tensor
 
 from ..dialect.core import MiraxError
 from .convert_mirax_to_linalg import ConvertMiraxToLinalg
-from .cpu_pipeline import BUFFERIZE, OPENMP_ONLY, TO_LLVM, distinct_results
+from .cpu_pipeline import BUFFERIZE, OPENMP_ONLY, SIMPLIFY_DEALLOCS, TO_LLVM, distinct_results, split_deallocs
 from .lower_barriers import MiraxLowerBarriers
 from .pass_base import MiraxPass, PassError, isa, walk_ops
 
@@ -380,6 +380,8 @@ class MiraxMpiCpuPipeline(MiraxPass):
         for p in BUFFERIZE:
             if p.startswith("buffer-results-to-out-params"):
                 pm.add(distinct_results, name="mirax-distinct-results")
+            if p == SIMPLIFY_DEALLOCS:
+                pm.add(split_deallocs, name="mirax-split-deallocs")
             pm.add(p)
         pm.add(lambda op, *_: restore_mpi(op), name="mirax-restore-mpi")
         for p in TO_LLVM:
