@@ -32,6 +32,7 @@ block foralls are tagged `mirax.gpu_kernel = i` and carry their workgroup size, 
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -724,6 +725,116 @@ def _plain_matmul(op):
     return maps == _PLAIN_MATMUL[op.name]
 
 
+def _split_long_reductions(func_op, limit=None):
+    """A reduction the row strategy does not take (several reduction dims, or one before
+    a parallel dim) runs one thread per output, each reducing serially; where that is
+    more than `limit` (SERIAL_REDUCTION) elements per output, its innermost reduction
+    dim (of extent > 1) is reduced first by a generic of its own (the original body, the
+    other dims parallel: often a row reduction, one workgroup per row), and the rest of
+    the reduction reads those partials with the combiner alone; repeated until each
+    piece is short. `sum(x, axis=(1, 2))` of a (2, 300, 300) array took two threads
+    looping 90,000 times each — slow on any GPU, and wrong on lavapipe, whose shaders stop
+    a loop after 65,535 iterations. Needs an init filled with the combiner's identity."""
+    limit = SERIAL_REDUCTION if limit is None else limit
+    body = func_op.regions[0].blocks[0]
+    todo = [o.operation for o in body.operations]
+    while todo:
+        op = todo.pop()
+        if op.name != "linalg.generic" or len(op.results) != 1 or _is_row_reduction(op):
+            continue
+        its, ranges = _iterators(op), _loop_ranges(op)
+        red = [d for d, t in enumerate(its or []) if t == "reduction"]
+        if not red or ranges is None or math.prod(ranges[d] for d in red) <= limit or not _plain_combiner(op):
+            continue
+        par = [d for d in range(len(its)) if d not in red]
+        out_map = [str(e) for e in ir.AffineMapAttr(list(ir.ArrayAttr(op.attributes["indexing_maps"]))[-1]).value.results]
+        if par + red != list(range(len(its))) or out_map != [f"d{d}" for d in range(len(par))]:
+            # the reduction dims last and the output's dims first: the same loops in an
+            # order the row strategy (and the split below) takes
+            if not walk_ops_named(op, "linalg.index"):
+                todo.append(_permute_loops(op, par + red))
+            continue
+        fill = defining_op(op.operands[len(op.operands) - 1])
+        long = [d for d in red if ranges[d] > 1]
+        if fill is None or fill.name != "linalg.fill" or len(long) < 2:
+            continue
+        todo.extend(_split_reduction(op, long[-1], fill, ranges, its))  # (each checked again)
+
+
+def _permute_loops(op, order):
+    """`op` (a generic, no linalg.index) with its loops in `order` (old dim numbers, new
+    order): the maps read the same elements, the body is unchanged."""
+    import re
+    new = {f"d{old}": f"d{k}" for k, old in enumerate(order)}
+    maps = []
+    for m in ir.ArrayAttr(op.attributes["indexing_maps"]):
+        m = ir.AffineMapAttr(m).value
+        dims = ", ".join(f"d{k}" for k in range(m.n_dims))
+        res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: new[g.group(0)], str(e)) for e in m.results)
+        maps.append(f"affine_map<({dims}) -> ({res})>")
+    its = _iterators(op)
+    with op.context:
+        op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
+        op.attributes["iterator_types"] = ir.Attribute.parse(
+            "[" + ", ".join(f"#linalg.iterator_type<{its[old]}>" for old in order) + "]")
+    return op
+
+
+SERIAL_REDUCTION = 4096  # elements one thread may reduce serially (see _split_long_reductions)
+
+
+def _split_reduction(op, r, fill, ranges, its):
+    """Replace reduction `op` by a generic reducing its dim `r` (to partials over all the
+    other dims) and one reducing the rest of the partials; returns both."""
+    from mlir.dialects import linalg as L
+    n = len(its)
+    keep = [d for d in range(n) if d != r]
+    dims = ", ".join(f"d{i}" for i in range(n))
+    n_in = len(op.operands) - 1
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    out_t = ir.RankedTensorType(op.results[0].type)
+    part_t = ir.RankedTensorType.get([ranges[d] for d in keep], out_t.element_type)
+    block = op.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    acc = list(block.arguments)[n_in]
+    combiner = defining_op(ops[-1].operands[0])
+    with op.context, op.location, ir.InsertionPoint(op):
+        init = fill.clone()
+        init.operands[1] = ir.Operation.create("tensor.empty", results=[part_t]).results[0]
+        init.results[0].set_type(part_t)
+        part = op.clone()
+        part.operands[n_in] = init.results[0]
+        part.results[0].set_type(part_t)
+        keep_map = ir.Attribute.parse(f"affine_map<({dims}) -> ({', '.join(f'd{d}' for d in keep)})>")
+        part.attributes["indexing_maps"] = ir.ArrayAttr.get(maps[:n_in] + [keep_map])
+        part.attributes["iterator_types"] = ir.Attribute.parse(
+            "[" + ", ".join("#linalg.iterator_type<reduction>" if d == r else "#linalg.iterator_type<parallel>"
+                            for d in range(n)) + "]")
+        # the rest: the partials (d_r dropped, the dims after it renumbered) into the output
+        rename = {f"d{d}": f"d{k}" for k, d in enumerate(keep)}
+        rdims = ", ".join(f"d{k}" for k in range(n - 1))
+        out_map = ir.AffineMapAttr(maps[n_in]).value
+        out_res = ", ".join(rename[str(e)] for e in out_map.results)
+        rest = ir.Operation.create(
+            "linalg.generic", results=[out_t], operands=[part.results[0], op.operands[n_in]],
+            attributes={"indexing_maps": ir.Attribute.parse(
+                            f"[affine_map<({rdims}) -> ({rdims})>, affine_map<({rdims}) -> ({out_res})>]"),
+                        "iterator_types": ir.Attribute.parse(
+                            "[" + ", ".join(f"#linalg.iterator_type<{its[d]}>" for d in keep) + "]"),
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])},
+            regions=1)
+        et = out_t.element_type
+        b = rest.regions[0].blocks.append(et, et)
+    with op.context, op.location, ir.InsertionPoint(b):
+        operands = [b.arguments[1] if v == acc else b.arguments[0] for v in combiner.operands]
+        c = ir.Operation.create(combiner.name, results=[et], operands=operands,
+                                attributes={k: combiner.attributes[k] for k in combiner.attributes})
+        L.YieldOp([c.results[0]])
+    op.results[0].replace_all_uses_with(rest.results[0])
+    op.erase()
+    return [part, rest]
+
+
 def _pad_matmuls(func_op):
     """A matmul whose M, N or K is not a multiple of the tile is computed on operands
     zero-padded to the tile (tensor.pad, exact: the padding adds zeros to every dot
@@ -788,6 +899,7 @@ def map_function(func_op, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BU
     """Tile the linalg ops of one function for the GPU (in place); returns its kernels."""
     _drop_empty_loops(func_op)
     _full_reductions_as_one_row(func_op)
+    _split_long_reductions(func_op)
     _pad_matmuls(func_op)
     kernels = plan(func_op, threads, subgroup, max_buffers)
     if not kernels:

@@ -152,3 +152,28 @@ func.func @row_buffers(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>, %c: tensor<8x
   %6 = "mirax.subtract"(%a, %5) : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
   return %6 : tensor<8x64xf32>
 }
+
+// -----
+
+// Reductions a thread would loop over serially for long (more than 4,096 elements per
+// output: several reduction dims, or one before a parallel dim) become row kernels: the
+// loops reordered so that the reduction dims come last, then the innermost reduction
+// dim reduced first into partials (a row kernel) and the partials by the combiner alone.
+// Serially, `sum(axis=(1, 2))` of 2x300x300 looped 90,000 times on each of two threads
+// (slow anywhere, and wrong on lavapipe: its shaders stop a loop after 65,535 iterations).
+// CHECK-LABEL: func.func @long_serial_sums
+// CHECK: scf.forall ({{.+}}) in (2, 300)
+// CHECK: linalg.reduce
+// CHECK: mirax.gpu_kernel = 2
+// CHECK: scf.forall ({{.+}}) in (2)
+// CHECK: linalg.reduce
+// CHECK: mirax.gpu_kernel = 1
+// CHECK: scf.forall ({{.+}}) in (2)
+// CHECK: linalg.reduce
+// CHECK: mirax.gpu_kernel = 0
+// CHECK-NOT: scf.for %
+func.func @long_serial_sums(%arg0: tensor<2x300x300xf32>, %arg1: tensor<70000x2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %0 = "mirax.sum"(%arg0) {axes = array<i64: 1, 2>, keepdims = false} : (tensor<2x300x300xf32>) -> tensor<2xf32>
+  %1 = "mirax.sum"(%arg1) {axes = array<i64: 0>, keepdims = false} : (tensor<70000x2xf32>) -> tensor<2xf32>
+  return %0, %1 : tensor<2xf32>, tensor<2xf32>
+}
