@@ -25,6 +25,7 @@ its `gpu.launch_func`s in order), which runtime/vulkan.py executes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -499,11 +500,19 @@ def check_target(target: Target):
         names = {}  # type -> its element type and that type's name (a program has few types)
         for gm in walk_ops(module, lambda n: n == "gpu.module"):
             for g in walk_ops(gm, lambda n: n == "gpu.func"):
-                n = sum(1 for a in g.regions[0].blocks[0].arguments if isa(ir.MemRefType, a.type))
-                if n > target.max_buffers:  # (what fusion bounds: a kernel made otherwise)
-                    raise PassError(g, f"a GPU kernel here binds {n} buffers; the device binds at most "
-                                       f"{target.max_buffers} per kernel (split the computation, or run it "
-                                       f"on mr.cpu)")
+                buffers = [ir.MemRefType(a.type) for a in g.regions[0].blocks[0].arguments
+                           if isa(ir.MemRefType, a.type)]
+                if len(buffers) > target.max_buffers:  # (what fusion bounds: a kernel made otherwise)
+                    raise PassError(g, f"a GPU kernel here binds {len(buffers)} buffers; the device binds at "
+                                       f"most {target.max_buffers} per kernel (split the computation, or run "
+                                       f"it on mr.cpu)")
+                for t in buffers:
+                    # (SPIR-V kernels index with 32 bits: past 2^31 elements the offsets wrap,
+                    # writes land outside the buffer and the driver crashes)
+                    if t.has_static_shape and math.prod(t.shape) >= 2 ** 31:
+                        raise PassError(g, f"a GPU kernel here reads or writes {math.prod(t.shape)} elements of "
+                                           f"one array ({t}); GPU kernels index with 32 bits, at most 2^31 - 1 "
+                                           f"elements an array (split the array, or run this on mr.cpu)")
             for op in walk_ops(gm, lambda n: True):
                 for v in list(op.operands) + list(op.results):
                     t = v.type

@@ -625,3 +625,31 @@ def test_a_deep_chain_into_a_row_kernel_is_planned():
         m = ir.Module.parse("\n".join(lines))
         kernels = gpu_map.plan(m.body.operations[0].operation)
     assert kernels[0].strategy == "row" and len(kernels[0].fused) >= n
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 300, 300), (1, 2)), ((65, 65, 2, 65), (0, 1, 3)), ((70000, 2), (0,))])
+def test_long_reductions_are_not_serial(shape, axes):
+    """Reductions that would be a serial loop of more than 4,096 elements per thread (two
+    threads here) run as row kernels: they were wrong on lavapipe beyond 65,535
+    iterations (its loop limit; MLX's test_axis_permutation_sums found it)."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with mr.stream(mr.gpu):
+        got = [np.asarray(f(mr.array(x), axis=axes)) for f in (mr.sum, mr.max, mr.mean)]
+    for g, want in zip(got, (x.sum(axis=axes, dtype=np.float64), x.max(axis=axes), x.mean(axis=axes, dtype=np.float64))):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-3)
+
+
+def test_arrays_past_32_bit_indices_are_refused():
+    """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
+    indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
+    lavapipe with wrapped offsets."""
+    from mlir import ir
+    from mirax.lowering import gpu_pipeline
+    from mirax.runtime.context import new_context
+    t, b = "tensor<1000x2147484xi8>", "tensor<2147484xi8>"
+    text = (f'func.func @main(%a: {t}, %b: {b}) -> {t} {{\n'
+            f'  %0 = "mirax.broadcast_to"(%b) {{shape = array<i64: 1000, 2147484>}} : ({b}) -> {t}\n'
+            f'  %1 = "mirax.add"(%a, %0) : ({t}, {t}) -> {t}\n  return %1 : {t}\n}}')
+    with new_context(), ir.Location.unknown():
+        with pytest.raises(mr.MiraxError, match="2147484000 elements of one array .* at most 2\\^31 - 1"):
+            gpu_pipeline.lower_to_spirv(ir.Module.parse(text))
