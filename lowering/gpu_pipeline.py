@@ -81,6 +81,10 @@ class Target:
     # buffers one kernel may bind (Vulkan's maxPerStageDescriptorStorageBuffers; by default
     # Metal's argument table, 31): fusion stays within it, and a kernel beyond it is refused
     max_buffers: int = MAX_BUFFERS
+    # loop iterations one thread may run (0: no limit). lavapipe's shaders (llvmpipe's
+    # gallivm) stop every loop of an invocation after 65,535 iterations in all: past it,
+    # results are silently wrong, so such a kernel is refused there
+    max_loop_iterations: int = 0
 
     def attach_options(self) -> str:
         caps = ["Shader"]
@@ -104,7 +108,8 @@ class Target:
         return f"ver=v1.3 caps={','.join(caps)} exts={','.join(exts)} client_api=Vulkan"
 
     def key(self):
-        return self.attach_options() + f" threads={self.max_threads} subgroup={self.subgroup} buffers={self.max_buffers}"
+        return self.attach_options() + (f" threads={self.max_threads} subgroup={self.subgroup} buffers={self.max_buffers}"
+                                        f" loops={self.max_loop_iterations}")
 
 
 DEFAULT_TARGET = Target()
@@ -535,6 +540,47 @@ def check_target(target: Target):
     return run
 
 
+def check_loops(target: Target):
+    """A pass (before lower-affine: the tiles' bounds are affine.min ops still) that
+    refuses a kernel whose threads would loop more than `target.max_loop_iterations`."""
+    def run(module, *_):
+        if not target.max_loop_iterations:
+            return
+        for g in walk_ops(module, lambda n: n == "gpu.func"):
+            loops = _loop_iterations(g)
+            if loops > target.max_loop_iterations:
+                raise PassError(g, f"a GPU kernel here loops {loops} times a thread; this device (lavapipe) "
+                                   f"stops a kernel's loops after {target.max_loop_iterations} iterations, "
+                                   f"which would give wrong results (run this on mr.cpu)")
+    return run
+
+
+def _loop_iterations(kernel) -> int:
+    """The iterations a thread of `kernel` (a gpu.func) runs at most in all its scf.for
+    loops, by their bounds' constant upper bounds (`_upper_bound`; a loop without one
+    counts as one iteration)."""
+    total = 0
+    for loop in walk_ops(kernel, lambda n: n == "scf.for"):
+        n = 1
+        x = loop
+        while x is not None and x.name != "gpu.func":
+            if x.name == "scf.for":
+                n *= _trip_count(x)
+            x = x.parent
+        total += n
+    return total
+
+
+def _trip_count(loop) -> int:
+    lb, ub, step = list(loop.operands)[:3]
+    d = defining_op(lb)
+    lb = ir.IntegerAttr(d.attributes["value"]).value if d is not None and d.name == "arith.constant" else 0
+    ub, step = _upper_bound(ub), _upper_bound(step)
+    if ub is None or not step:
+        return 1
+    return max(0, -(-(ub - lb) // step))
+
+
 def _expand_f64_fma(module, *_):
     """float64 math.fma (arange's index arithmetic) as a multiply and an add: GLSL.std.450's
     Fma is 16/32-bit only."""
@@ -582,6 +628,7 @@ def _expand_atan2(module, *_):
 
 
 def add_spirv_passes(pm, target: Target):
+    pm.add(check_loops(target), name="mirax-gpu-check-loops")
     pm.add("lower-affine")
     pm.add(_expand_atan2, name="mirax-gpu-expand-atan2")
     pm.add(_expand_f64_fma, name="mirax-gpu-expand-f64-fma")

@@ -178,6 +178,9 @@ class VulkanDevice(Backend):
         self.max_threads = int(lim.maxComputeWorkGroupInvocations)
         self.max_shared = int(lim.maxComputeSharedMemorySize)
         # (all of a kernel's buffers are storage buffers of one descriptor set)
+        # llvmpipe (lavapipe) stops a shader invocation's loops after 65,535 iterations in
+        # all (gallivm's loop limiter): the pipeline refuses kernels that would loop more
+        self.loop_limit = 65535 if "llvmpipe" in self.name.lower() else 0
         self.max_buffers = int(min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers,
                                    lim.maxPerStageResources))
         self.timestamp_period = float(lim.timestampPeriod)
@@ -610,7 +613,7 @@ def target():
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
                   max_threads=threads, subgroup=min(dev.subgroup or SUBGROUP, threads),
-                  max_buffers=min(dev.max_buffers, 1024))
+                  max_buffers=min(dev.max_buffers, 1024), max_loop_iterations=dev.loop_limit)
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):

@@ -653,3 +653,21 @@ def test_arrays_past_32_bit_indices_are_refused():
     with new_context(), ir.Location.unknown():
         with pytest.raises(mr.MiraxError, match="2147484000 elements of one array .* at most 2\\^31 - 1"):
             gpu_pipeline.lower_to_spirv(ir.Module.parse(text))
+
+
+def test_kernels_looping_past_the_device_limit_are_refused():
+    """lavapipe stops a kernel's loops after 65,535 iterations (its Target says so): a
+    kernel that would loop more is refused by name, never run to a wrong result. Here a
+    limit of 100 and rows of 70,000 (274 iterations a thread)."""
+    from mlir import ir
+    from mirax.lowering import gpu_pipeline
+    from mirax.runtime.context import new_context
+    if "llvmpipe" in vulkan.VulkanDevice.get().name.lower():
+        assert vulkan.target().max_loop_iterations == 65535
+    text = ('func.func @main(%a: tensor<2x70000xf32>) -> tensor<2xf32> {\n'
+            '  %0 = "mirax.sum"(%a) {axes = array<i64: 1>, keepdims = false} : (tensor<2x70000xf32>) -> tensor<2xf32>\n'
+            '  return %0 : tensor<2xf32>\n}')
+    with new_context(), ir.Location.unknown():
+        gpu_pipeline.lower_to_spirv(ir.Module.parse(text), target=gpu_pipeline.Target(max_loop_iterations=300))
+        with pytest.raises(mr.MiraxError, match="loops 27[0-9] times a thread; .* after 100 iterations"):
+            gpu_pipeline.lower_to_spirv(ir.Module.parse(text), target=gpu_pipeline.Target(max_loop_iterations=100))
