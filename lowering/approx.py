@@ -320,6 +320,8 @@ def powf(b, x, y, target="any"):
     this polynomial 0.76-1.19x, but back to back the library won (2.98 vs 3.15 ms for 4M),
     so the tuner races the two (tuning.py `math`); without a library it is 2.9x faster
     than libm a lane."""
+    if target == "gpu":
+        return _powf_target(b, x, y)
     f64, i64 = "f64", "i64"
     c = lambda v: b.const(v, f64)  # noqa: E731
     ci = lambda v: b.const(v, i64)  # noqa: E731
@@ -351,14 +353,44 @@ def powf(b, x, y, target="any"):
     e = b.op(f"arith.shli {b.op(f'arith.addi {ni}, {ci(1023)} : i64')}, {ci(52)} : i64")
     yd2 = b.op(f"arith.mulf {p}, {b.op(f'arith.bitcast {e} : i64 to f64')} : f64")
     res = b.op(f"arith.truncf {yd2} : f64 to f32")
-    # C99's cases
+    return _c99_pow_cases(b, x, y, ax, res)
+
+
+def _powf_target(b, x, y):
+    """x^y in f32 on a GPU: the target's own pow (GLSL.std.450 Pow, Metal's pow, NVVM's
+    powf) of |x|, where GLSL and Metal define it (their pow is undefined for x < 0 and
+    for x = 0 with y <= 0: lavapipe gave 0 for 0^0, 0^-1 and (-2)^0.5), as products for
+    y = 1, 2, 3 and -1 (Pow is exp2(y log2 x) there: 3^1 came out 3.0000002), 0 or inf for
+    x = 0, NaN for a NaN operand, then C99's cases as on the CPU."""
+    ax = b.op(f"math.absf {x} : f32")
+    res = b.op(f"math.powf {ax}, {y} : f32")
+    y1 = b.op(f"arith.cmpf oeq, {y}, {_c(b, 1.0)} : f32")
+    res = b.op(f"arith.select {y1}, {ax}, {res} : f32")
+    sq = b.op(f"arith.mulf {ax}, {ax} : f32")
+    for k, exact in ((2.0, sq), (3.0, b.op(f"arith.mulf {sq}, {ax} : f32")),
+                     (-1.0, b.op(f"arith.divf {_c(b, 1.0)}, {ax} : f32"))):
+        yk = b.op(f"arith.cmpf oeq, {y}, {_c(b, k)} : f32")
+        res = b.op(f"arith.select {yk}, {exact}, {res} : f32")
+    zero = b.op(f"arith.cmpf oeq, {ax}, {_c(b, 0.0)} : f32")
+    ypos = b.op(f"arith.cmpf ogt, {y}, {_c(b, 0.0)} : f32")
+    at0 = b.op(f"arith.select {ypos}, {_c(b, 0.0)}, {_c(b, float('inf'))} : f32")
+    res = b.op(f"arith.select {zero}, {at0}, {res} : f32")
+    nan = b.op(f"arith.cmpf uno, {x}, {y} : f32")  # (lavapipe's Pow gave 0 for NaN^3)
+    res = b.op(f"arith.select {nan}, {_c(b, float('nan'))}, {res} : f32")
+    return _c99_pow_cases(b, x, y, ax, res)
+
+
+def _c99_pow_cases(b, x, y, ax, res):
+    """`res` (|x|^y) with C99's cases: |x| = 1 gives 1, a negative x (its sign bit) and an
+    odd integer y negate, a finite x < 0 and a y that is not an integer give NaN, y = 0
+    gives 1. (Integers by floor, not trunc: the same test, and SPIR-V has no trunc.)"""
     one = _c(b, 1.0)
     unit = b.op(f"arith.cmpf oeq, {ax}, {one} : f32")
     res = b.op(f"arith.select {unit}, {one}, {res} : f32")
-    ty = b.op(f"math.trunc {y} : f32")
+    ty = b.op(f"math.floor {y} : f32")
     integer = b.op(f"arith.cmpf oeq, {y}, {ty} : f32")
     half = b.op(f"arith.mulf {y}, {_c(b, 0.5)} : f32")
-    frac = b.op(f"arith.cmpf one, {half}, {b.op(f'math.trunc {half} : f32')} : f32")
+    frac = b.op(f"arith.cmpf one, {half}, {b.op(f'math.floor {half} : f32')} : f32")
     odd = b.op(f"arith.andi {integer}, {frac} : i1")
     neg = b.op(f"arith.cmpi slt, {b.op(f'arith.bitcast {x} : f32 to i32')}, {_i(b, 0)} : i32")
     flip = b.op(f"arith.andi {neg}, {odd} : i1")
@@ -488,7 +520,8 @@ class MathApprox(MiraxPass):
     summary = "Rewrite f32 math.exp/log/erf/tanh/powf into vectorizable polynomial arithmetic"
     after = ["inline", "symbol-dce"]
     options = {"target": ("any", "cpu: exp rounds with 1.5 * 2^23 (LLVM's CPU code generation keeps the adds); "
-                                 "any: floor and a conversion (GPU compilers may reassociate)"),
+                                 "any: floor and a conversion (GPU compilers may reassociate); gpu: as any, and "
+                                 "powf (constant exponents too) is the target's pow with C99's cases"),
                "ops": ("", "comma-separated math ops to rewrite (default: all, " + ",".join(APPROX) + ")")}
 
     def __init__(self, **options):
@@ -502,6 +535,7 @@ class MathApprox(MiraxPass):
     def run(self, module: ir.Operation):
         ops = self.ops
         targets = []
+        gpu_pow = str(self.opts["target"]) == "gpu"
 
         def visit(op):
             for region in op.regions:
@@ -512,8 +546,10 @@ class MathApprox(MiraxPass):
                         if nm.startswith("math.") and nm[5:] in ops and len(child.results) == 1 and (
                                 str(child.results[0].type) == "f32"
                                 or (nm[5:] in F64_OPS and str(child.results[0].type) == "f64")) \
-                                and not (nm[5:] in BINARY and _const_f32(child.operands[1]) is not None):
-                            # (a constant exponent stays: LLVM makes x^2 a multiply, x^0.5 a sqrt)
+                                and not (nm[5:] in BINARY and _const_f32(child.operands[1]) is not None
+                                         and gpu_pow is False):
+                            # (a constant exponent stays: LLVM makes x^2 a multiply, x^0.5 a sqrt;
+                            # on a GPU the cases are needed all the same, and fold)
                             targets.append(child)
                         visit(child)
         visit(module)

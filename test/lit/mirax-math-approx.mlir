@@ -151,7 +151,7 @@ func.func @small_x(%x: f32, %y: f64) -> (f32, f32, f64) {
 // CPU: arith.bitcast %{{.+}} : f64 to i64
 // CPU: math.fma %{{.+}} : f64
 // CPU: arith.truncf %{{.+}} : f64 to f32
-// CPU: math.trunc %{{.+}} : f32
+// CPU: math.floor %{{.+}} : f32
 // CPU: arith.select
 // CPU: math.powf %arg0, %{{.+}} : f32
 // CPU: return
