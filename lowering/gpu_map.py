@@ -747,10 +747,9 @@ def _split_long_reductions(func_op, limit=None):
         if not red or ranges is None or math.prod(ranges[d] for d in red) <= limit or not _plain_combiner(op):
             continue
         par = [d for d in range(len(its)) if d not in red]
-        out_map = [str(e) for e in ir.AffineMapAttr(list(ir.ArrayAttr(op.attributes["indexing_maps"]))[-1]).value.results]
-        if par + red != list(range(len(its))) or out_map != [f"d{d}" for d in range(len(par))]:
-            # the reduction dims last and the output's dims first: the same loops in an
-            # order the row strategy (and the split below) takes
+        if par + red != list(range(len(its))):
+            # the reduction dims last: the same loops in an order the row strategy (and
+            # the split below) takes (once: then they are in order)
             if not walk_ops_named(op, "linalg.index"):
                 todo.append(_permute_loops(op, par + red))
             continue
@@ -764,7 +763,6 @@ def _split_long_reductions(func_op, limit=None):
 def _permute_loops(op, order):
     """`op` (a generic, no linalg.index) with its loops in `order` (old dim numbers, new
     order): the maps read the same elements, the body is unchanged."""
-    import re
     new = {f"d{old}": f"d{k}" for k, old in enumerate(order)}
     maps = []
     for m in ir.ArrayAttr(op.attributes["indexing_maps"]):

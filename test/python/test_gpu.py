@@ -700,3 +700,31 @@ def test_integer_abs_of_every_width():
         v = np.array([-3, 4, 0, np.iinfo(dtype).min, np.iinfo(dtype).max], dtype)
         with mr.stream(mr.gpu):
             np.testing.assert_array_equal(np.asarray(mr.abs(mr.array(v))), np.abs(v))
+
+
+def test_a_long_reduction_into_a_transposed_output_is_split():
+    """The loops of a long reduction are reordered once (reduction dims last), also when
+    its output is written transposed; then split as any other."""
+    from mlir import ir
+    from mirax.lowering import gpu_map
+    from mirax.runtime.context import new_context
+    text = """
+func.func @f(%x: tensor<5000x4x3xf32>) -> tensor<3x4xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<3x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>],
+                       iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%x : tensor<5000x4x3xf32>) outs(%f : tensor<3x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<3x4xf32>
+  return %r : tensor<3x4xf32>
+}"""
+    with new_context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        f = m.body.operations[0].operation
+        gpu_map._split_long_reductions(f)
+        its = [op.attributes["iterator_types"] for op in gpu_map.walk_ops_named(f, "linalg.generic")]
+        assert len(its) == 1 and "reduction>]" in str(its[0]) and str(its[0]).count("reduction") == 1
