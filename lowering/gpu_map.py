@@ -755,7 +755,9 @@ def _split_long_reductions(func_op, limit=None):
             continue
         fill = defining_op(op.operands[len(op.operands) - 1])
         long = [d for d in red if ranges[d] > 1]
-        if fill is None or fill.name != "linalg.fill" or len(long) < 2:
+        out_map = ir.AffineMapAttr(list(ir.ArrayAttr(op.attributes["indexing_maps"]))[-1]).value
+        if fill is None or fill.name != "linalg.fill" or len(long) < 2 or not all(
+                isa(ir.AffineDimExpr, e) for e in out_map.results):  # (the rest renames its dims)
             continue
         todo.extend(_split_reduction(op, long[-1], fill, ranges, its))  # (each checked again)
 

@@ -188,7 +188,7 @@ def gpu_launch(module):
     its transforms for all of a class at once: a match walks the whole function, so one
     per op cost (ops x function) — 8 s of an 8-layer transformer step's GPU lowering."""
     from .gpu_map import _l, _block_mapping, _thread_mapping
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = ir.IntegerType.get_signless(64, module.context)
     for f in walk_ops(module, lambda n: n == "func.func"):
         if not f.regions[0].blocks:
             continue
