@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-from .pass_base import MiraxPass, PassError, defining_op, isa, op_id, run_transform, transform_script, user_op
+from .pass_base import (MiraxPass, PassError, defining_op, isa, iterator_kinds, iterator_types_attr, op_id,
+                        run_transform, transform_script, user_op)
 from .scratch import Scratch
 
 NAME = "mirax-gpu-map"
@@ -61,13 +62,11 @@ def _is_linalg(op):
     return op.name.startswith("linalg.") and op.name != "linalg.yield" and op.name != "linalg.index"
 
 
-_ITERATOR = re.compile(r"iterator_type<(\w+)>")
-
-
 def _iterators(op):
-    """The iterator types of a structured op as 'parallel'/'reduction' strings."""
-    if "iterator_types" in op.attributes:  # (the array printed once: each element's str() cost as much)
-        return _ITERATOR.findall(str(op.attributes["iterator_types"]))
+    """The iterator types of a structured op as 'parallel'/'reduction' strings (named ops
+    without the attribute too)."""
+    if "iterator_types" in op.attributes:
+        return iterator_kinds(op)
     if op.name in ("linalg.matmul",):
         return ["parallel", "parallel", "reduction"]
     if op.name == "linalg.batch_matmul":
@@ -701,8 +700,7 @@ def _full_reductions_as_one_row(func_op):
                 init = tensor.ExpandShapeOp(t1, op.operands[-1], ir.ArrayAttr.get([]), [], [1]).result
             op.operands[len(op.operands) - 1] = init
             op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
-            op.attributes["iterator_types"] = ir.Attribute.parse(
-                "[" + ", ".join(["#linalg.iterator_type<parallel>"] + [f"#linalg.iterator_type<{t}>" for t in its]) + "]")
+            op.attributes["iterator_types"] = iterator_types_attr(["parallel"] + its)
             r = op.results[0]
             r.set_type(t1)
             with ir.InsertionPoint.after(op):
@@ -775,8 +773,7 @@ def _permute_loops(op, order):
     its = _iterators(op)
     with op.context:
         op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
-        op.attributes["iterator_types"] = ir.Attribute.parse(
-            "[" + ", ".join(f"#linalg.iterator_type<{its[old]}>" for old in order) + "]")
+        op.attributes["iterator_types"] = iterator_types_attr([its[old] for old in order])
     return op
 
 
@@ -807,9 +804,8 @@ def _split_reduction(op, r, fill, ranges, its):
         part.results[0].set_type(part_t)
         keep_map = ir.Attribute.parse(f"affine_map<({dims}) -> ({', '.join(f'd{d}' for d in keep)})>")
         part.attributes["indexing_maps"] = ir.ArrayAttr.get(maps[:n_in] + [keep_map])
-        part.attributes["iterator_types"] = ir.Attribute.parse(
-            "[" + ", ".join("#linalg.iterator_type<reduction>" if d == r else "#linalg.iterator_type<parallel>"
-                            for d in range(n)) + "]")
+        part.attributes["iterator_types"] = iterator_types_attr(["reduction" if d == r else "parallel"
+                                                                 for d in range(n)])
         # the rest: the partials (d_r dropped, the dims after it renumbered) into the output
         rename = {f"d{d}": f"d{k}" for k, d in enumerate(keep)}
         rdims = ", ".join(f"d{k}" for k in range(n - 1))
@@ -819,8 +815,7 @@ def _split_reduction(op, r, fill, ranges, its):
             "linalg.generic", results=[out_t], operands=[part.results[0], op.operands[n_in]],
             attributes={"indexing_maps": ir.Attribute.parse(
                             f"[affine_map<({rdims}) -> ({rdims})>, affine_map<({rdims}) -> ({out_res})>]"),
-                        "iterator_types": ir.Attribute.parse(
-                            "[" + ", ".join(f"#linalg.iterator_type<{its[d]}>" for d in keep) + "]"),
+                        "iterator_types": iterator_types_attr([its[d] for d in keep]),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])},
             regions=1)
         et = out_t.element_type

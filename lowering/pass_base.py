@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 
 from mlir import ir
@@ -345,9 +346,19 @@ def within(op, ancestor) -> bool:
     return False
 
 
+_ITERATOR = re.compile(r"iterator_type<(\w+)>")
+
+
 def iterator_kinds(op):
-    """A linalg op's iterator types as strings: ["parallel", "reduction"] for a row sum."""
-    return ["reduction" if "reduction" in str(a) else "parallel" for a in op.attributes["iterator_types"]]
+    """A linalg op's iterator types as strings: ["parallel", "reduction"] for a row sum.
+    (The array printed once: printing each element cost as much.)"""
+    return _ITERATOR.findall(str(op.attributes["iterator_types"]))
+
+
+def iterator_types_attr(kinds):
+    """The `iterator_types` attribute of a linalg.generic: ["parallel", "reduction"] ->
+    [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>]."""
+    return ir.Attribute.parse("[" + ", ".join(f"#linalg.iterator_type<{k}>" for k in kinds) + "]")
 
 
 def indexing_maps(op):
