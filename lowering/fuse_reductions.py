@@ -78,7 +78,6 @@ interpreter; a schedule that does not apply leaves the module as it was.
 """
 from __future__ import annotations
 
-import io
 import math
 import os
 import warnings
@@ -87,9 +86,9 @@ from mlir import ir
 
 from . import host_cpu, tuning
 from .approx import reduced_exps, scale_with_ldexp, split_exp_range
-from .pass_base import (MiraxPass, address_of, block_position, body_ops, constant_int, defining_op, enclosing, op_id,
-                        indexing_maps, isa, iterator_kinds, reassociation,
-                        reassociation_attr, run_transform, strip_locations, user_op, walk_ops, within)
+from .pass_base import (MiraxPass, address_of, block_position, body_ops, constant_int, defining_op, enclosing,
+                        function_key, indexing_maps, isa, iterator_kinds, op_id, reassociation, reassociation_attr,
+                        run_transform, user_op, walk_ops, within)
 from .scratch import Scratch
 from .stable_shift import SHIFT, shift_rows
 
@@ -589,25 +588,23 @@ class _Scratch(Scratch):
         (another layer's layer norm): its function's bytecode without locations, its
         constants in a canonical order, the group's marks numbered from its own id, and
         `params` (its tiles and plan, numbered alike)."""
-        holder = ir.Module.create()
-        fn = self.entry.owner.operation.clone(ir.InsertionPoint(holder.body))
-        # the constants and empty tensors copied in, first in a canonical order (they come
-        # in the order of the group's first uses, which the groups' surroundings decide)
-        entry = fn.regions[0].blocks[0]
-        leaves = sorted(((str(o).split(" = ", 1)[-1], o.operation) for o in entry.operations  # (no SSA name)
-                         if not len(o.operation.operands) and not len(o.operation.regions)), key=lambda t: t[0])
-        for _, o in reversed(leaves):
-            o.move_before(entry.operations[0].operation)
-        i64 = ir.IntegerType.get_signless(64)
-        for op in walk_ops(fn, lambda n: n.startswith("linalg.")):
-            for a in (ROOT, PROD, RED):
-                if a in op.attributes:
-                    op.attributes[a] = ir.IntegerAttr.get(i64, ir.IntegerAttr(op.attributes[a]).value - (
-                        gid if a == ROOT else 1000 * gid))
-        strip_locations(fn)
-        out = io.BytesIO()
-        holder.operation.write_bytecode(out)
-        return out.getvalue() + repr(params).encode()
+        def canonical(fn):
+            # the constants and empty tensors copied in, first in a canonical order (they
+            # come in the order of the group's first uses, which the groups' surroundings
+            # decide)
+            entry = fn.regions[0].blocks[0]
+            leaves = sorted(((str(o).split(" = ", 1)[-1], o.operation) for o in entry.operations  # (no SSA name)
+                             if not len(o.operation.operands) and not len(o.operation.regions)),
+                            key=lambda t: t[0])
+            for _, o in reversed(leaves):
+                o.move_before(entry.operations[0].operation)
+            i64 = ir.IntegerType.get_signless(64)
+            for op in walk_ops(fn, lambda n: n.startswith("linalg.")):
+                for a in (ROOT, PROD, RED):
+                    if a in op.attributes:
+                        op.attributes[a] = ir.IntegerAttr.get(i64, ir.IntegerAttr(op.attributes[a]).value - (
+                            gid if a == ROOT else 1000 * gid))
+        return function_key(self.entry.owner.operation, canonical) + repr(params).encode()
 
 
 def _clear(root):

@@ -48,7 +48,6 @@ off), so the tuner and the tests check and time the code a compile makes:
 from __future__ import annotations
 
 import contextlib
-import io
 import math
 import os
 import warnings
@@ -60,7 +59,7 @@ from . import matmul_epilogue as epilogue
 from . import tuning
 from .parallelize import PARALLEL
 from .pass_base import (apply_transform, body_ops, clone_mapped, defining_op, enclosing, inline_body, is_transpose_2d,
-                        outside_values, strip_locations, transform_script, walk_ops, within)
+                        function_key, outside_values, relocate, transform_script, walk_ops, within)
 
 # Tile sizes come from lowering/tuning.py (`matmul_config`): derived from the host's
 # vector registers and caches, or the tuner's measured choice for the op's shape class.
@@ -1285,13 +1284,7 @@ def _kernel_key(f, p):
     product's B panels: not shared)."""
     if not all(isinstance(v, (int, float, str, bool, tuple, list, dict, type(None))) for v in p.values()):
         return None
-    holder = ir.Module.create()
-    g = f.clone(ir.InsertionPoint(holder.body))
-    g.attributes["sym_name"] = ir.StringAttr.get("k")
-    strip_locations(g)
-    out = io.BytesIO()
-    holder.operation.write_bytecode(out)
-    return out.getvalue() + repr(sorted(p.items())).encode()
+    return function_key(f) + repr(sorted(p.items())).encode()
 
 
 def _identical_kernels(items, kernels) -> dict:
@@ -1324,9 +1317,7 @@ def _share_tiling(kernels, shared) -> None:
         new = kernels[i][1].clone(ir.InsertionPoint(f))
         new.attributes["sym_name"] = f.attributes["sym_name"]
         f.erase()
-        new.location = loc = call.location
-        for o in walk_ops(new, lambda n: True):
-            o.location = loc
+        relocate(new, call.location)
         kernels[j] = (call, new)
 
 

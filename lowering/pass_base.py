@@ -7,6 +7,7 @@ complete it (`after`).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import threading
@@ -242,6 +243,29 @@ def strip_locations(fn) -> None:
     pm = PassManager("func.func", context=fn.context)
     pm.add("strip-debuginfo")
     pm.run(fn)
+
+
+def function_key(fn, edit=None) -> bytes:
+    """The bytecode of a copy of function `fn` under a fixed name and without locations,
+    after `edit(copy)` (what else must not tell copies apart): the same for the same IR
+    from different places (a network's layers), for sharing the work done on one."""
+    holder = ir.Module.create()
+    g = fn.clone(ir.InsertionPoint(holder.body))
+    g.attributes["sym_name"] = ir.StringAttr.get("f")
+    if edit is not None:
+        edit(g)
+    strip_locations(g)
+    out = io.BytesIO()
+    holder.operation.write_bytecode(out)
+    return out.getvalue()
+
+
+def relocate(op, loc) -> None:
+    """`op` and every op nested in it at `loc` (a copy of another place's work, located
+    at its own place)."""
+    op.location = loc
+    for o in walk_ops(op, lambda n: True):
+        o.location = loc
 
 
 def user_op(use):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .pass_base import block_position, clone_mapped, defining_op, inline_body, op_id, outside_values, user_op, walk_ops
+from .pass_base import block_position, clone_mapped, defining_op, inline_body, op_id, outside_values, relocate, user_op
 
 
 class Scratch:
@@ -72,9 +72,7 @@ class Scratch:
         ip = ir.InsertionPoint(self.entry)
         for op in src.operations:
             clone_mapped(op.operation, mapping, ip)
-        loc = self.root.location
-        for op in walk_ops(self.entry.owner.operation, lambda n: True):
-            op.location = loc
+        relocate(self.entry.owner.operation, self.root.location)
 
     def put_back(self):
         """Move the scheduled ops before the original root, hand the returned values to
