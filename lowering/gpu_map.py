@@ -687,12 +687,8 @@ def _full_reductions_as_one_row(func_op):
         if not its or "parallel" in its or walk_ops_named(op, "linalg.index"):
             continue
         n = len(its)
-        dims = ", ".join(f"d{i}" for i in range(n + 1))
-        maps = []
-        for m in _result_maps(op):
-            res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: f"d{int(g.group(1)) + 1}", str(e)) for e in m.results)
-            maps.append(f"affine_map<({dims}) -> ({res})>")
-        maps[-1] = f"affine_map<({dims}) -> (d0)>"
+        maps = [_renamed(m, lambda d: d + 1, n + 1) for m in _result_maps(op)]
+        maps[-1] = f"affine_map<({', '.join(f'd{i}' for i in range(n + 1))}) -> (d0)>"
         t0 = ir.RankedTensorType(op.results[0].type)
         t1 = ir.RankedTensorType.get([1], t0.element_type)
         with op.context, op.location:
@@ -760,16 +756,16 @@ def _split_long_reductions(func_op, limit=None):
         todo.extend(_split_reduction(op, long[-1], fill, ranges, its))  # (each checked again)
 
 
+def _renamed(m, dim, n_dims) -> str:
+    """The text of affine map `m` over `n_dims` dims, its dim d_i read as d_dim(i)."""
+    res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: f"d{dim(int(g.group(1)))}", str(e)) for e in m.results)
+    return f"affine_map<({', '.join(f'd{k}' for k in range(n_dims))}) -> ({res})>"
+
+
 def _permute_loops(op, order):
     """`op` (a generic, no linalg.index) with its loops in `order` (old dim numbers, new
     order): the maps read the same elements, the body is unchanged."""
-    new = {f"d{old}": f"d{k}" for k, old in enumerate(order)}
-    maps = []
-    for m in ir.ArrayAttr(op.attributes["indexing_maps"]):
-        m = ir.AffineMapAttr(m).value
-        dims = ", ".join(f"d{k}" for k in range(m.n_dims))
-        res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: new[g.group(0)], str(e)) for e in m.results)
-        maps.append(f"affine_map<({dims}) -> ({res})>")
+    maps = [_renamed(m, order.index, len(order)) for m in _result_maps(op)]
     its = _iterators(op)
     with op.context:
         op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
@@ -807,14 +803,11 @@ def _split_reduction(op, r, fill, ranges, its):
         part.attributes["iterator_types"] = iterator_types_attr(["reduction" if d == r else "parallel"
                                                                  for d in range(n)])
         # the rest: the partials (d_r dropped, the dims after it renumbered) into the output
-        rename = {f"d{d}": f"d{k}" for k, d in enumerate(keep)}
         rdims = ", ".join(f"d{k}" for k in range(n - 1))
-        out_map = ir.AffineMapAttr(maps[n_in]).value
-        out_res = ", ".join(rename[str(e)] for e in out_map.results)
+        out_map = _renamed(ir.AffineMapAttr(maps[n_in]).value, keep.index, n - 1)
         rest = ir.Operation.create(
             "linalg.generic", results=[out_t], operands=[part.results[0], op.operands[n_in]],
-            attributes={"indexing_maps": ir.Attribute.parse(
-                            f"[affine_map<({rdims}) -> ({rdims})>, affine_map<({rdims}) -> ({out_res})>]"),
+            attributes={"indexing_maps": ir.Attribute.parse(f"[affine_map<({rdims}) -> ({rdims})>, {out_map}]"),
                         "iterator_types": iterator_types_attr([its[d] for d in keep]),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])},
             regions=1)
