@@ -364,10 +364,8 @@ def _powf_target(b, x, y):
     x = 0, NaN for a NaN operand, then C99's cases as on the CPU."""
     ax = b.op(f"math.absf {x} : f32")
     res = b.op(f"math.powf {ax}, {y} : f32")
-    y1 = b.op(f"arith.cmpf oeq, {y}, {_c(b, 1.0)} : f32")
-    res = b.op(f"arith.select {y1}, {ax}, {res} : f32")
     sq = b.op(f"arith.mulf {ax}, {ax} : f32")
-    for k, exact in ((2.0, sq), (3.0, b.op(f"arith.mulf {sq}, {ax} : f32")),
+    for k, exact in ((1.0, ax), (2.0, sq), (3.0, b.op(f"arith.mulf {sq}, {ax} : f32")),
                      (-1.0, b.op(f"arith.divf {_c(b, 1.0)}, {ax} : f32"))):
         yk = b.op(f"arith.cmpf oeq, {y}, {_c(b, k)} : f32")
         res = b.op(f"arith.select {yk}, {exact}, {res} : f32")
@@ -547,7 +545,7 @@ class MathApprox(MiraxPass):
                                 str(child.results[0].type) == "f32"
                                 or (nm[5:] in F64_OPS and str(child.results[0].type) == "f64")) \
                                 and not (nm[5:] in BINARY and _const_f32(child.operands[1]) is not None
-                                         and gpu_pow is False):
+                                         and not gpu_pow):
                             # (a constant exponent stays: LLVM makes x^2 a multiply, x^0.5 a sqrt;
                             # on a GPU the cases are needed all the same, and fold)
                             targets.append(child)
