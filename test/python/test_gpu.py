@@ -639,6 +639,25 @@ def test_long_reductions_are_not_serial(shape, axes):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("case,shape,axis", [(0, (70000, 3), 0), (1, (2, 4097, 3), 1), (2, (5, 200), 1), (3, (64, 2), 0)])
+def test_long_scans_are_blocked(case, shape, axis):
+    """A scan along a long axis runs in blocks of 64 (a masked reduction each), the blocks'
+    totals scanned the same way: a cumsum over 70,000 rows failed in mirax-gpu-launch
+    (one masked reduction of 70,000 positions per element). Every kind in every direction
+    over the four cases, lengths that are and are not a multiple of the block."""
+    rng = np.random.default_rng(0)
+    ints = mr.array(rng.integers(-9, 9, shape).astype(np.int32))  # exact in any order
+    # products of powers of two (mostly 1) are exact in any order too
+    floats = mr.array(rng.choice(np.float32([0.5, 1, 2]), shape, p=[0.002, 0.996, 0.002]))
+    modes = [(False, True), (True, False), (False, False), (True, True)]
+    for k, (f, x) in enumerate(((mr.cumsum, ints), (mr.cumprod, floats), (mr.cummax, floats), (mr.cummin, ints))):
+        reverse, inclusive = modes[(k + case) % 4]
+        want = _on_cpu(lambda x: f(x, axis=axis, reverse=reverse, inclusive=inclusive), x)
+        with mr.stream(mr.gpu):
+            got = np.asarray(f(x, axis=axis, reverse=reverse, inclusive=inclusive))
+        np.testing.assert_array_equal(got, want, err_msg=f"{f.__name__} reverse={reverse} inclusive={inclusive}")
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
