@@ -468,26 +468,37 @@ def _plan_parallel(op, index, threads):
 
 def parallel_tiles(ranges, pdims, threads, n):
     """How n loops with extents `ranges` spread over the GPU along their parallel dims
-    `pdims` (innermost last): threads over up to three innermost dims (powers of two,
-    `threads` in all), the grid over at most three dims (outer ones beyond loop inside each
-    thread), each within MAX_GRID blocks. Returns (block tile sizes, threads per dim,
-    workgroup size (x, y, z)); a 0 tile leaves the dim untiled."""
+    `pdims` (innermost last): threads over up to three innermost dims of more than one
+    element (powers of two, `threads` in all), the grid over at most three dims: the
+    thread dims whose extent needs more than one block, then the outer dims with the
+    most blocks; any other dim loops inside each thread. Each grid dim within MAX_GRID
+    blocks. Returns (block tile sizes, threads per dim, workgroup size (x, y, z)); a 0
+    tile leaves the dim untiled.
+
+    Unit dims take no thread dim (a reduction's kept unit dims took all three: 4 threads
+    for 256 outputs), and outer dims beyond the thread dims get the grid slots the
+    thread dims do not need (a 9-d sum over 5 axes looped 87,380 times a thread)."""
     tiles, thr, block = [0] * n, [0] * n, []
+    wide = [d for d in pdims if ranges[d] > 1] or pdims[-1:]
     left = threads
-    for d in reversed(pdims):
+    for d in reversed(wide):
         if left <= 1 or len(block) == 3:
-            tiles[d] = 1
-            continue
+            break
         t = 1
         while t * 2 <= left and t < ranges[d]:
             t *= 2
-        tiles[d] = thr[d] = t
+        thr[d] = t
         block.append(t)
         left //= t
-    for d in pdims[:-3]:
-        tiles[d] = 0
-    for d in pdims[-3:]:  # give each block more work than the grid allows blocks
-        while -(-ranges[d] // tiles[d]) > MAX_GRID:
+    blocks = {d: -(-ranges[d] // (thr[d] or 1)) for d in wide}
+    grid = [d for d in wide if thr[d] and blocks[d] > 1]
+    outer = sorted((d for d in wide if not thr[d] and blocks[d] > 1), key=lambda d: -blocks[d])
+    grid += outer[:3 - len(grid)]
+    if not grid:  # one block: its innermost dim is the grid's one (of one block)
+        grid = [d for d in wide if thr[d]][-1:]
+    for d in grid:
+        tiles[d] = thr[d] or 1
+        while -(-ranges[d] // tiles[d]) > MAX_GRID:  # give each block more work than the grid allows blocks
             tiles[d] *= 2
     return tiles, thr, tuple(block + [1] * (3 - len(block)))
 

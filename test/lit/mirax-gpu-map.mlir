@@ -177,3 +177,21 @@ func.func @long_serial_sums(%arg0: tensor<2x300x300xf32>, %arg1: tensor<70000x2x
   %1 = "mirax.sum"(%arg1) {axes = array<i64: 0>, keepdims = false} : (tensor<70000x2xf32>) -> tensor<2xf32>
   return %0, %1 : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// A sum over alternating axes keeps unit dims in its output (and mirax-fuse's reshape
+// propagation adds more): they take no thread dims. The three innermost dims of 4 get the
+// threads (4x4x4), the fourth dim of 4 the grid; each thread reduces its 1,024 elements
+// and loops over nothing else (it took 4 threads looping 87,380 times each, past
+// lavapipe's loop limit).
+// CHECK-LABEL: func.func @alternating_axes
+// CHECK: scf.forall (%{{.+}}) in (4) shared_outs
+// CHECK: scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (4, 4, 4) shared_outs
+// CHECK: linalg.generic
+// CHECK: {mapping = [#gpu.thread<z>, #gpu.thread<y>, #gpu.thread<x>]}
+// CHECK: {mapping = [#gpu.block<linear_dim_0>], mirax.gpu_block = array<i64: 4, 4, 4>, mirax.gpu_kernel = 0 : i64}
+func.func @alternating_axes(%a: tensor<4x4x4x4x4x4x4x4x4xi32>) -> tensor<1x4x1x4x1x4x1x4x1xi32> {
+  %0 = "mirax.sum"(%a) {axes = array<i64: 0, 2, 4, 6, 8>, keepdims = true} : (tensor<4x4x4x4x4x4x4x4x4xi32>) -> tensor<1x4x1x4x1x4x1x4x1xi32>
+  return %0 : tensor<1x4x1x4x1x4x1x4x1xi32>
+}

@@ -658,6 +658,21 @@ def test_long_scans_are_blocked(case, shape, axis):
         np.testing.assert_array_equal(got, want, err_msg=f"{f.__name__} reverse={reverse} inclusive={inclusive}")
 
 
+@pytest.mark.parametrize("shape,axes", [((4,) * 9, (0, 2, 4, 6, 8)), ((4,) * 9 + (128,), (1, 3, 5, 7, 9)),
+                                        ((3, 1, 5, 1, 7, 2, 3), (1, 3, 5))])
+def test_reductions_over_many_axes(shape, axes):
+    """High-rank reductions keep their work on the grid: unit dims take no thread dim and
+    outer parallel dims take the grid slots the thread dims leave (MLX's
+    test_many_reduction_axes was refused: 4 threads would loop 87,380 times each)."""
+    x = np.random.default_rng(0).integers(0, 10, shape).astype(np.int32)
+    with mr.stream(mr.gpu):
+        got = [np.asarray(mr.sum(mr.array(x), axis=axes, keepdims=k)) for k in (True, False)]
+        moved = np.asarray(mr.exp(mr.array(x.astype(np.float32) / 10)))  # all-parallel, the same dims
+    np.testing.assert_array_equal(got[0], x.sum(axis=axes, keepdims=True))
+    np.testing.assert_array_equal(got[1], x.sum(axis=axes))
+    np.testing.assert_allclose(moved, np.exp(x.astype(np.float32) / 10), rtol=1e-6)
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
