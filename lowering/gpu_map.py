@@ -685,6 +685,35 @@ def _drop_empty_loops(func_op):
         op.erase()
 
 
+_DIM = re.compile(r"\bd(\d+)\b")
+
+
+def _drop_unit_reductions(func_op):
+    """Reduction dims of extent 1 leave the iteration space (their index 0 in the maps): a
+    row reduction has one reduction dim, and reshape propagation leaves unit ones beside
+    it (a (1, 70000) @ (70000, 1) product reduced over (70000, 1): a thread looping 70,000
+    times, past lavapipe's loop limit)."""
+    for op in walk_ops_named(func_op, "linalg.generic"):
+        its, ranges = _iterators(op), _loop_ranges(op)
+        if not its or ranges is None or walk_ops_named(op, "linalg.index"):
+            continue
+        unit = [d for d, t in enumerate(its) if t == "reduction" and ranges[d] == 1]
+        if not unit or len(unit) == its.count("reduction"):
+            continue
+        keep = [d for d in range(len(its)) if d not in unit]
+        n = len(keep)
+
+        def dim(g):
+            d = int(g.group(1))
+            return "0" if d in unit else f"d{keep.index(d)}"
+        dims = ", ".join(f"d{k}" for k in range(n))
+        maps = [f"affine_map<({dims}) -> ({', '.join(_DIM.sub(dim, str(e)) for e in m.results)})>"
+                for m in _result_maps(op)]
+        with op.context:
+            op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
+            op.attributes["iterator_types"] = iterator_types_attr([its[d] for d in keep])
+
+
 def _full_reductions_as_one_row(func_op):
     """A reduction to a 0-d result gets a unit parallel dim in front (its init expanded to
     tensor<1xT>, the result collapsed back): one row, so the row strategy reduces it with a
@@ -887,6 +916,39 @@ def _pad_matmuls(func_op):
         op.erase()
 
 
+def _long_matmuls_as_rows(func_op, limit=None):
+    """A matmul the tiled strategy does not take (M, N or K off the tile, too small to pad)
+    runs a thread per output looping over K; past `limit` (SERIAL_REDUCTION) it becomes a
+    linalg.generic instead (upstream's generalization), a row reduction: a workgroup per
+    output, K split over its threads. (4, 70000) @ (70000, 4) looped 70,000 times a thread:
+    refused on lavapipe (its loop limit), slow on any GPU."""
+    limit = SERIAL_REDUCTION if limit is None else limit
+    tm, tn, tk = MM_TILE
+    body = func_op.regions[0].blocks[0]
+    found = False
+    with func_op.context:
+        for op in [o.operation for o in body.operations]:
+            if op.name not in ("linalg.matmul", "linalg.batch_matmul"):
+                continue
+            a, out = _static_shape(op.operands[0]), _static_shape(op.results[0])
+            if a is None or out is None or not _plain_matmul(op):
+                continue
+            m, n, k = out[-2], out[-1], a[-1]
+            if k > limit and (m % tm or n % tn or k % tk):
+                op.attributes[_GENERALIZE] = ir.UnitAttr.get()
+                found = True
+    if found:
+        run_transform(func_op, ir.Module.parse(transform_script([
+            f"%m = transform.structured.match attributes{{{_GENERALIZE}}} in %root : ({_ANY}) -> {_ANY}",
+            f"%g = transform.structured.generalize %m : ({_ANY}) -> {_ANY}"])))
+        for op in walk_ops_named(func_op, "linalg.generic"):
+            if _GENERALIZE in op.attributes:
+                del op.attributes[_GENERALIZE]
+
+
+_GENERALIZE = "mirax.gpu_generalize"
+
+
 def walk_ops_named(root, name):
     from .pass_base import walk_ops
     return walk_ops(root, lambda n: n == name)
@@ -897,9 +959,11 @@ def walk_ops_named(root, name):
 def map_function(func_op, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):
     """Tile the linalg ops of one function for the GPU (in place); returns its kernels."""
     _drop_empty_loops(func_op)
+    _drop_unit_reductions(func_op)
     _full_reductions_as_one_row(func_op)
     _split_long_reductions(func_op)
     _pad_matmuls(func_op)
+    _long_matmuls_as_rows(func_op)
     kernels = plan(func_op, threads, subgroup, max_buffers)
     if not kernels:
         return None

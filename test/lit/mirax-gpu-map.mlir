@@ -195,3 +195,37 @@ func.func @alternating_axes(%a: tensor<4x4x4x4x4x4x4x4x4xi32>) -> tensor<1x4x1x4
   %0 = "mirax.sum"(%a) {axes = array<i64: 0, 2, 4, 6, 8>, keepdims = true} : (tensor<4x4x4x4x4x4x4x4x4xi32>) -> tensor<1x4x1x4x1x4x1x4x1xi32>
   return %0 : tensor<1x4x1x4x1x4x1x4x1xi32>
 }
+
+// -----
+
+// A matmul off the tile with a long K (past 4,096) is generalized into a row reduction:
+// a workgroup per output, K split over 256 threads (not a thread looping 70,000 times).
+// CHECK-LABEL: func.func @long_k_matmul
+// CHECK-NOT: linalg.matmul
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (4, 4) shared_outs
+// CHECK: scf.forall (%{{.+}}) in (256)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: {mapping = [#gpu.thread<x>]}
+// CHECK: linalg.reduce
+// CHECK: mirax.gpu_block = array<i64: 256, 1, 1>
+func.func @long_k_matmul(%a: tensor<4x70000xf32>, %b: tensor<70000x4xf32>) -> tensor<4x4xf32> {
+  %0 = "mirax.matmul"(%a, %b) : (tensor<4x70000xf32>, tensor<70000x4xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// A dot product as a matmul: reshape propagation reduces it over (70000, 1); the unit
+// reduction dim leaves the loops, and the one left is a row reduction as above.
+// CHECK-LABEL: func.func @dot
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (1, 1) shared_outs
+// CHECK: scf.forall (%{{.+}}) in (256)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<1x1x?x1xf32>, tensor<?x1xf32>)
+// CHECK: linalg.reduce
+// CHECK: mirax.gpu_block = array<i64: 256, 1, 1>
+func.func @dot(%a: tensor<1x70000xf32>, %b: tensor<70000x1xf32>) -> tensor<1x1xf32> {
+  %0 = "mirax.matmul"(%a, %b) : (tensor<1x70000xf32>, tensor<70000x1xf32>) -> tensor<1x1xf32>
+  return %0 : tensor<1x1xf32>
+}

@@ -673,6 +673,19 @@ def test_reductions_over_many_axes(shape, axes):
     np.testing.assert_allclose(moved, np.exp(x.astype(np.float32) / 10), rtol=1e-6)
 
 
+@pytest.mark.parametrize("a,b", [((4, 70000), (70000, 4)), ((3, 2, 70000), (3, 70000, 5)), ((1, 70000), (70000,)),
+                                 ((33, 5000), (5000, 7))])
+def test_matmuls_with_a_long_k(a, b):
+    """Matmuls off the tile with K past 4,096 reduce K over a workgroup's threads (a row
+    reduction) instead of looping over it on one thread per output: 70,000 iterations
+    were refused on lavapipe (its loop limit). A dot product's unit reduction dim too."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(a).astype(np.float32), rng.standard_normal(b).astype(np.float32)
+    with mr.stream(mr.gpu):
+        got = np.asarray(mr.array(x) @ mr.array(y))
+    np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-4, atol=2e-3)
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
