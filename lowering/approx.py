@@ -402,9 +402,129 @@ def _c99_pow_cases(b, x, y, ax, res):
     return b.op(f"arith.select {y0}, {one}, {res} : f32")
 
 
+# 2/pi in 32-bit words, most significant first (2/pi = 0.A2F9836E 4E441529 ...): 192 bits
+# cover every f32 (exponent <= 127) with the 64 bits kept after its binary point
+TWO_OVER_PI_WORDS = (0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0, 0xDB629599, 0x3C439041)
+# sin r = r + r^3 P(r^2), cos r = 1 - r^2 / 2 + r^4 Q(r^2) on [-pi/4, pi/4] (Cephes' sinf/cosf: ~1 ulp)
+SIN_P = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
+COS_Q = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
+
+
+def _u32(b, v):
+    return _i(b, v - (1 << 32) if v >= 1 << 31 else v)
+
+
+def _funnel(b, lo, hi, s):
+    """The 32 bits of the 64-bit (hi:lo) starting at bit s (0..31): (lo >> s) | (hi << (32
+    - s)), that shift written as two (1, then 31 - s) so that s = 0 shifts by no more than 31."""
+    low = b.op(f"arith.shrui {lo}, {s} : i32")
+    up = b.op(f"arith.shli {b.op(f'arith.shli {hi}, {_i(b, 1)} : i32')}, "
+              f"{b.op(f'arith.subi {_i(b, 31)}, {s} : i32')} : i32")
+    return b.op(f"arith.ori {low}, {up} : i32")
+
+
+def _pick(b, w, words):
+    """words[w - 1] for a runtime w in 1..len(words) (selects)."""
+    out = words[0]
+    for k, v in enumerate(words[1:], start=2):
+        out = b.op(f"arith.select {b.op(f'arith.cmpi eq, {w}, {_i(b, k)} : i32')}, {v}, {out} : i32")
+    return out
+
+
+def _reduce_pio2(b, ax):
+    """(q, r) with |x| = q pi/2 + r, |r| <= pi/4 (q an i32, its low two bits exact) for |x|
+    = `ax` finite, by Payne-Hanek's reduction in integers: |x|'s 24-bit mantissa
+    (left-justified) times the 192 bits of 2/pi in 32-bit words (`arith.mului_extended`,
+    the carries added), and the 64 bits around the product's binary point read at an offset
+    set by |x|'s exponent: two integer bits (q) and 62 of fraction, rounded to the nearest
+    quadrant. Below 0.5, r = |x|. (Cody-Waite's x - q C1 - q C2 - ... is no use on a GPU:
+    lavapipe reassociated it into x - q (C1 + C2 + ...), sin(4762.65) off by 3e-4.)"""
+    # Payne-Hanek: R = M * W (M = mantissa << 8, W the 192-bit 2/pi) in seven words r[0..6]
+    bits = b.op(f"arith.bitcast {ax} : f32 to i32")
+    e = b.op(f"arith.shrui {bits}, {_i(b, 23)} : i32")
+    m = b.op(f"arith.ori {b.op(f'arith.shli {bits}, {_i(b, 8)} : i32')}, {_u32(b, 0x80000000)} : i32")
+    r, carry = [], None
+    prev_hi = None
+    for word in reversed(TWO_OVER_PI_WORDS):  # least significant first
+        prod = b.fresh("mul")
+        b.line(f"{prod}:2 = arith.mului_extended {m}, {_u32(b, word)} : i32")
+        lo, hi = f"{prod}#0", f"{prod}#1"
+        if prev_hi is None:
+            r.append(lo)
+        else:
+            t = b.op(f"arith.addi {lo}, {prev_hi} : i32")
+            c1 = b.op(f"arith.cmpi ult, {t}, {lo} : i32")
+            if carry is not None:
+                t2 = b.op(f"arith.addi {t}, {carry} : i32")
+                c2 = b.op(f"arith.cmpi ult, {t2}, {t} : i32")
+                c1, t = b.op(f"arith.ori {c1}, {c2} : i1"), t2
+            r.append(t)
+            carry = b.op(f"arith.extui {c1} : i1 to i32")
+        prev_hi = hi
+    r.append(b.op(f"arith.addi {prev_hi}, {carry} : i32"))  # (no carry out: R < 2^224)
+    r.append(_i(b, 0))  # r[7]: the window of |x| < 1 reaches past R
+    # x 2/pi = R 2^(e - 350): the window [base, base + 64) of R, base = 288 - e, has the
+    # binary point 62 bits up (w = base / 32 in 1..5 for e in 126..254)
+    base = b.op(f"arith.subi {_i(b, 288)}, {e} : i32")
+    w = b.op(f"arith.shrui {base}, {_i(b, 5)} : i32")
+    sh = b.op(f"arith.andi {base}, {_i(b, 31)} : i32")
+    r0, r1, r2 = (_pick(b, w, r[k:k + 5]) for k in (1, 2, 3))  # r[w], r[w + 1], r[w + 2]
+    lo, hi = _funnel(b, r0, r1, sh), _funnel(b, r1, r2, sh)
+    q_slow = b.op(f"arith.shrui {b.op(f'arith.addi {hi}, {_i(b, 1 << 29)} : i32')}, {_i(b, 30)} : i32")
+    frac = b.op(f"arith.sitofp {b.op(f'arith.shli {hi}, {_i(b, 2)} : i32')} : i32 to f32")
+    frac = _fma(b, b.op(f"arith.uitofp {lo} : i32 to f32"), _c(b, 2.0 ** -30), frac)
+    r_big = b.op(f"arith.mulf {frac}, {_c(b, math.pi / 2 * 2.0 ** -32)} : f32")
+    big = b.op(f"arith.cmpi uge, {e}, {_i(b, 126)} : i32")  # |x| >= 0.5
+    return (b.op(f"arith.select {big}, {q_slow}, {_i(b, 0)} : i32"),
+            b.op(f"arith.select {big}, {r_big}, {ax} : f32"))
+
+
+def _trig(b, x, fn):
+    """sin, cos or tan of f32 x for targets whose own are inexact far from 0 (a GPU's Sin
+    and Cos: lavapipe gave sin(1e10) = -1.05 and cos(1e30) = 2.1): x reduced to r in
+    [-pi/4, pi/4] (`_reduce_pio2`, exact to ~1 ulp for every f32), Cephes' polynomials,
+    the quadrant's sign and swap. Infinities and NaN give NaN."""
+    ax = b.op(f"math.absf {x} : f32")
+    q, r = _reduce_pio2(b, ax)
+    z = b.op(f"arith.mulf {r}, {r} : f32")
+    sin_r = _fma(b, b.op(f"arith.mulf {r}, {z} : f32"), _horner(b, z, SIN_P), r)
+    cos_r = _fma(b, b.op(f"arith.mulf {z}, {z} : f32"), _horner(b, z, COS_Q), _fma(b, z, _c(b, -0.5), _c(b, 1.0)))
+    odd = b.op(f"arith.cmpi ne, {b.op(f'arith.andi {q}, {_i(b, 1)} : i32')}, {_i(b, 0)} : i32")
+    if fn == "tan":
+        num = b.op(f"arith.select {odd}, {b.op(f'arith.negf {cos_r} : f32')}, {sin_r} : f32")
+        den = b.op(f"arith.select {odd}, {sin_r}, {cos_r} : f32")
+        y = b.op(f"arith.divf {num}, {den} : f32")
+    else:
+        if fn == "cos":
+            q = b.op(f"arith.addi {q}, {_i(b, 1)} : i32")
+            odd = b.op(f"arith.xori {odd}, {b.const(1, 'i1')} : i1")
+        y = b.op(f"arith.select {odd}, {cos_r}, {sin_r} : f32")
+        neg = b.op(f"arith.cmpi ne, {b.op(f'arith.andi {q}, {_i(b, 2)} : i32')}, {_i(b, 0)} : i32")
+        y = b.op(f"arith.select {neg}, {b.op(f'arith.negf {y} : f32')}, {y} : f32")
+    if fn != "cos":  # odd functions: x's sign (its bit: -0 gives -0)
+        negative = b.op(f"arith.cmpi slt, {b.op(f'arith.bitcast {x} : f32 to i32')}, {_i(b, 0)} : i32")
+        y = b.op(f"arith.select {negative}, {b.op(f'arith.negf {y} : f32')}, {y} : f32")
+    finite = b.op(f"arith.cmpf olt, {ax}, {_c(b, float('inf'))} : f32")  # (false for NaN)
+    return b.op(f"arith.select {finite}, {y}, {_c(b, float('nan'))} : f32")
+
+
+def sin(b, x, target="any"):
+    return _trig(b, x, "sin")
+
+
+def cos(b, x, target="any"):
+    return _trig(b, x, "cos")
+
+
+def tan(b, x, target="any"):
+    return _trig(b, x, "tan")
+
+
 APPROX = {"exp": exp, "log": log, "erf": erf, "tanh": tanh, "expm1": expm1, "log1p": log1p}
 BINARY = {"powf": powf}  # (two operands: math.powf x, y)
-MATH_OPS = tuple(APPROX) + tuple(BINARY)  # the `math` ops the pass rewrites
+MATH_OPS = tuple(APPROX) + tuple(BINARY)  # the `math` ops the pass rewrites by default
+# ...and on request (the GPU's): the CPU's libm is exact at any argument
+TRIG = {"sin": sin, "cos": cos, "tan": tan}
 F64_OPS = ("expm1", "log1p")  # ...also in f64 (with libm's exp and log: MLIR's forms lose x)
 
 
@@ -425,7 +545,8 @@ def function_text(name: str, fname: str, target: str = "any", t: str = "f32", **
     if name in BINARY:
         z = BINARY[name](b, "%x", "%y", target)
         return f"func.func private @{fname}(%x: {t}, %y: {t}) -> {t} {{\n{b.text()}\n  return {z} : {t}\n}}"
-    y = APPROX[name](b, "%x", target, **affine) if t == "f32" else APPROX[name](b, "%x", target, t=t)
+    fn = APPROX.get(name) or TRIG[name]
+    y = fn(b, "%x", target, **affine) if t == "f32" else fn(b, "%x", target, t=t)
     return f"func.func private @{fname}(%x: {t}) -> {t} {{\n{b.text()}\n  return {y} : {t}\n}}"
 
 
@@ -520,15 +641,16 @@ class MathApprox(MiraxPass):
     options = {"target": ("any", "cpu: exp rounds with 1.5 * 2^23 (LLVM's CPU code generation keeps the adds); "
                                  "any: floor and a conversion (GPU compilers may reassociate); gpu: as any, and "
                                  "powf (constant exponents too) is the target's pow with C99's cases"),
-               "ops": ("", "comma-separated math ops to rewrite (default: all, " + ",".join(APPROX) + ")")}
+               "ops": ("", "comma-separated math ops to rewrite (default: " + ",".join(MATH_OPS) + "; also "
+                           + ",".join(TRIG) + ": reduced exactly at any argument, for GPUs)")}
 
     def __init__(self, **options):
         super().__init__(**options)
         self.ops = [o.strip() for o in str(self.opts["ops"]).split(",") if o.strip()] or list(MATH_OPS)
-        unknown = [o for o in self.ops if o not in MATH_OPS]
+        unknown = [o for o in self.ops if o not in MATH_OPS + tuple(TRIG)]
         if unknown:
             raise ValueError(f"pass '{self.name}': no approximation of {', '.join(unknown)} "
-                             f"(it has {', '.join(MATH_OPS)})")
+                             f"(it has {', '.join(MATH_OPS + tuple(TRIG))})")
 
     def run(self, module: ir.Operation):
         ops = self.ops

@@ -127,7 +127,9 @@ def tensor_passes(pm, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFER
     # again (softmax(tanh(x)), tanh(x) - max(tanh(x))) gave wrong values on lavapipe
     # (errors up to 3.0 on 4x8; the gpu-dialect IR and the MSL read right, the cause is
     # not found), and the same kernel with the target's tanh is right
-    MathApprox(target="gpu", ops="exp,log,erf,powf").add_to(pm)  # (powf: the target's, with C99's cases)
+    # (powf: the target's, with C99's cases; sin/cos/tan: the argument reduced exactly, as
+    # the targets' own do not far from 0)
+    MathApprox(target="gpu", ops="exp,log,erf,powf,sin,cos,tan").add_to(pm)
     MiraxGpuMap(threads=threads, subgroup=subgroup, **{"max-buffers": max_buffers}).add_to(pm)
 
 

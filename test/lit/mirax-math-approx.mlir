@@ -1,8 +1,9 @@
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx | FileCheck %s
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,log,erf" | FileCheck %s --check-prefix=OPS
-// RUN: not %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,sin" 2>&1 | FileCheck %s --check-prefix=BADOPS
-// BADOPS: no approximation of sin (it has exp, log, erf, tanh, expm1, log1p, powf)
+// RUN: %mirax-opt %s -split-input-file --mirax-math-approx="target=gpu ops=sin,cos,tan" | FileCheck %s --check-prefix=TRIG
+// RUN: not %mirax-opt %s -split-input-file --mirax-math-approx="ops=exp,asin" 2>&1 | FileCheck %s --check-prefix=BADOPS
+// BADOPS: no approximation of asin (it has exp, log, erf, tanh, expm1, log1p, powf, sin, cos, tan)
 
 // f32 exp becomes arithmetic: range reduction with floor and fmas, a polynomial, and
 // the 2^m scaling built in the exponent bits; no math.exp (a libm call per lane) is left.
@@ -162,4 +163,32 @@ func.func @pow_f32(%x: f32, %y: f32) -> (f32, f32) {
   %c2 = arith.constant 2.0 : f32
   %1 = math.powf %x, %c2 : f32
   return %0, %1 : f32, f32
+}
+
+// -----
+
+// sin, cos and tan are rewritten only when named (the GPU pipeline names them: the
+// targets' own are inexact far from 0; the CPU's libm is exact): the argument reduced by
+// Payne-Hanek's method in 32-bit integers (the mantissa times six words of 2/pi, from the
+// least significant, the carries added), the quadrant's polynomial selected.
+// CHECK-LABEL: func.func @trig
+// CHECK: math.sin
+// CHECK: math.cos
+// CHECK: math.tan
+// TRIG-LABEL: func.func @trig
+// TRIG-NOT: math.sin
+// TRIG: %[[AX:.+]] = math.absf %arg0 : f32
+// TRIG: %[[BITS:.+]] = arith.bitcast %[[AX]] : f32 to i32
+// TRIG: %[[M:.+]] = arith.ori
+// TRIG: arith.mului_extended %[[M]], %c1011060801_i32 : i32
+// TRIG-COUNT-5: arith.mului_extended %[[M]], %{{.+}} : i32
+// TRIG-NOT: math.sin
+// TRIG-NOT: math.cos
+// TRIG-NOT: math.tan
+// TRIG: return
+func.func @trig(%x: f32) -> (f32, f32, f32) {
+  %0 = math.sin %x : f32
+  %1 = math.cos %x : f32
+  %2 = math.tan %x : f32
+  return %0, %1, %2 : f32, f32, f32
 }

@@ -1,6 +1,7 @@
 // RUN: %mirax-translate --mirax-to-msl --func=scale %s | FileCheck %s --check-prefix=ELEM
 // RUN: %mirax-translate --mirax-to-msl --func=rowsum %s | FileCheck %s --check-prefix=ROW
 // RUN: %mirax-translate --mirax-to-msl --func=matmul %s | FileCheck %s --check-prefix=MM
+// RUN: %mirax-translate --mirax-to-msl --func=sine %s | FileCheck %s --check-prefix=SIN
 
 // Metal Shading Language through SPIRV-Cross, with what the runtime needs beside the
 // source: the entry, the threadgroup size (MSL has no LocalSize) and the buffer map.
@@ -39,4 +40,14 @@ func.func @rowsum(%x: tensor<4x1000xf32>) -> tensor<4xf32> {
 func.func @matmul(%a: tensor<64x32xf32>, %b: tensor<32x96xf32>) -> tensor<64x96xf32> {
   %0 = "mirax.matmul"(%a, %b) : (tensor<64x32xf32>, tensor<32x96xf32>) -> tensor<64x96xf32>
   return %0 : tensor<64x96xf32>
+}
+
+// sin with its argument reduced in 32-bit integers: SPIR-V's UMulExtended is Metal's
+// mulhi beside the plain product (Metal's own sin is not called).
+// SIN: kernel void sine_kernel(
+// SIN-COUNT-6: mulhi(
+// SIN-NOT: sin(
+func.func @sine(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %0 = "mirax.sin"(%x) : (tensor<64xf32>) -> tensor<64xf32>
+  return %0 : tensor<64xf32>
 }

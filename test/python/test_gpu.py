@@ -686,6 +686,33 @@ def test_matmuls_with_a_long_k(a, b):
     np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-4, atol=2e-3)
 
 
+def test_trig_is_exact_far_from_zero():
+    """sin, cos and tan on the GPU reduce their argument exactly (Payne-Hanek in 32-bit
+    integers): the targets' own are inexact far from 0 (lavapipe gave sin(1e10) = -1.05,
+    cos(1e30) = 2.1; MLX's test_sin), and Cody-Waite's reduction was reassociated there
+    (sin(4762.65) off by 3e-4). Within 3 ulp of float64 numpy at every exponent, near
+    multiples of pi/2 too; -0, inf and NaN as numpy."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 0x7F800000, 20000, dtype=np.int64).astype(np.uint32).view(np.float32)
+    x = x * np.where(rng.random(x.size) < 0.5, -1, 1).astype(np.float32)
+    near = (rng.integers(1, 2 ** 20, 2000) * (np.pi / 2)).astype(np.float32)
+    big = np.float32([1e8, 1e9, 1e10, 1e20, 1e30, 3.4e38, 4762.6543, 16384.0, 0.5, 0.49999997, 0.7853982])
+    x = np.concatenate([x, near, big, rng.uniform(-10, 10, 5000).astype(np.float32)])
+    for name, ref, ulps in (("sin", np.sin, 3), ("cos", np.cos, 3), ("tan", np.tan, 4.5)):
+        with mr.stream(mr.gpu):
+            got = np.asarray(getattr(mr, name)(mr.array(x)))
+        want = ref(x.astype(np.float64))
+        err = np.abs(got - want) / np.spacing(np.abs(want).astype(np.float32))
+        assert err.max() <= ulps, (name, x[np.argmax(err)], err.max())
+        special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])
+        with mr.stream(mr.gpu):
+            got = np.asarray(getattr(mr, name)(mr.array(special)))
+        with np.errstate(invalid="ignore"):
+            want = ref(special)
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got[1]) == np.signbit(want[1]), name
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
