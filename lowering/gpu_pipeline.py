@@ -26,6 +26,7 @@ its `gpu.launch_func`s in order), which runtime/vulkan.py executes.
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -85,6 +86,12 @@ class Target:
     # gallivm) stop every loop of an invocation after 65,535 iterations in all: past it,
     # results are silently wrong, so such a kernel is refused there
     max_loop_iterations: int = 0
+    # every float op decorated NoContraction (and a*b + c written as fma first): Mesa's
+    # Vulkan drivers (lavapipe: NIR, then LLVM) otherwise reassociate float arithmetic,
+    # which undoes the error terms of our approximations (exp's x - m ln2_hi - m ln2_lo:
+    # 4e-6 relative error). Not for Metal: SPIRV-Cross writes each such op as a call to an
+    # optnone helper there, and the runtime compiles MSL without fast math anyway
+    exact_floats: bool = False
 
     def attach_options(self) -> str:
         caps = ["Shader"]
@@ -109,7 +116,7 @@ class Target:
 
     def key(self):
         return self.attach_options() + (f" threads={self.max_threads} subgroup={self.subgroup} buffers={self.max_buffers}"
-                                        f" loops={self.max_loop_iterations}")
+                                        f" loops={self.max_loop_iterations} exact={int(self.exact_floats)}")
 
 
 DEFAULT_TARGET = Target()
@@ -126,10 +133,11 @@ def tensor_passes(pm, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BUFFER
     # tanh, NVVM's): with the polynomial, a row kernel that reduces tanh(x) and reads it
     # again (softmax(tanh(x)), tanh(x) - max(tanh(x))) gave wrong values on lavapipe
     # (errors up to 3.0 on 4x8; the gpu-dialect IR and the MSL read right, the cause is
-    # not found), and the same kernel with the target's tanh is right
-    # (powf: the target's, with C99's cases; sin/cos/tan: the argument reduced exactly, as
-    # the targets' own do not far from 0)
-    MathApprox(target="gpu", ops="exp,log,erf,powf,sin,cos,tan").add_to(pm)
+    # not found; not the driver's reassociation, which Target.exact_floats now stops), and
+    # the same kernel with the target's tanh is right. powf: the target's, with C99's
+    # cases; sin/cos/tan: the argument reduced exactly (the targets' are inexact far from
+    # 0); expm1/log1p: the targets' have none (exp(x) - 1 lost x near 0: 2e-4 relative)
+    MathApprox(target="gpu", ops="exp,log,erf,powf,sin,cos,tan,expm1,log1p").add_to(pm)
     MiraxGpuMap(threads=threads, subgroup=subgroup, **{"max-buffers": max_buffers}).add_to(pm)
 
 
@@ -455,10 +463,14 @@ class MiraxGpuPipeline(MiraxPass):
     options = {"stage": ("spirv", "stop after: gpu | spirv"),
                "threads": (THREADS, "threads per workgroup"),
                "subgroup": (SUBGROUP, "the device's subgroup size: a row workgroup's fewest threads"),
-               "max-buffers": (MAX_BUFFERS, "buffers one kernel may bind (the device's limit)")}
+               "max-buffers": (MAX_BUFFERS, "buffers one kernel may bind (the device's limit)"),
+               "exact-floats": (0, "1: every float op NoContraction, a * b + c as fma first (Vulkan's "
+                                   "Mesa drivers reassociate otherwise; mirax's Vulkan runtime sets it)")}
 
     def add_to(self, pm, target: Target | None = None):
         target = target or DEFAULT_TARGET
+        if int(self.opts["exact-floats"]) and not target.exact_floats:
+            target = dataclasses.replace(target, exact_floats=True)
         tensor_passes(pm, int(self.opts["threads"]), int(self.opts["subgroup"]), int(self.opts["max-buffers"]))
         add_gpu_passes(pm)
         if self.opts["stage"] != "gpu":
@@ -636,10 +648,56 @@ def add_spirv_passes(pm, target: Target):
     pm.add(_expand_f64_fma, name="mirax-gpu-expand-f64-fma")
     pm.add("gpu.module(gpu.func(arith-expand))")  # floordivsi, ceildivsi, ... have no SPIR-V op
     pm.add(check_target(target), name="mirax-gpu-check-target")
+    if target.exact_floats:
+        pm.add(_contract_fmas, name="mirax-gpu-contract-fmas")
     pm.add(f"spirv-attach-target{{{target.attach_options()}}}")
     pm.add("gpu.module(convert-math-to-spirv)")
     pm.add("convert-gpu-to-spirv")
     pm.add("spirv.module(spirv-lower-abi-attrs, spirv-update-vce)")
+    if target.exact_floats:
+        pm.add(_no_contraction, name="mirax-gpu-no-contraction")
+
+
+_FLOAT_TYPES = ("f16", "f32")  # (f64 fma is expanded before: mirax-gpu-expand-f64-fma)
+
+
+def _contract_fmas(module, *_):
+    """In kernels, `a * b + c` (the product used once) becomes `math.fma a, b, c`: what a
+    driver may contract stays contracted once every float op is exact (`_no_contraction`)."""
+    with module.context:
+        for add in walk_ops(module, lambda n: n in ("arith.addf", "arith.subf")):
+            if str(add.results[0].type) not in _FLOAT_TYPES:
+                continue
+            for i, v in enumerate(add.operands):
+                mul = defining_op(v)
+                if mul is None or mul.name != "arith.mulf" or len(list(v.uses)) != 1:
+                    continue
+                a, b = mul.operands
+                c = add.operands[1 - i]
+                with add.location, ir.InsertionPoint(add):
+                    if add.name == "arith.subf":  # a*b - c, or c - a*b = (-a)*b + c
+                        if i == 0:
+                            c = ir.Operation.create("arith.negf", results=[c.type], operands=[c]).results[0]
+                        else:
+                            a = ir.Operation.create("arith.negf", results=[a.type], operands=[a]).results[0]
+                    fma = ir.Operation.create("math.fma", results=[add.results[0].type], operands=[a, b, c])
+                add.results[0].replace_all_uses_with(fma.results[0])
+                add.erase()
+                mul.erase()
+                break
+
+
+_FLOAT_ARITH = ("spirv.FAdd", "spirv.FSub", "spirv.FMul", "spirv.FDiv", "spirv.FRem", "spirv.FMod",
+                "spirv.FNegate", "spirv.GL.Fma")
+
+
+def _no_contraction(module, *_):
+    """Decorate every float arithmetic op of the SPIR-V kernels NoContraction: the driver
+    keeps IEEE order (no reassociation, no factoring; see Target.exact_floats)."""
+    with module.context:
+        unit = ir.UnitAttr.get()
+        for op in walk_ops(module, lambda n: n in _FLOAT_ARITH):
+            op.attributes["no_contraction"] = unit
 
 
 # ---- the program: SPIR-V kernels and the launch plan ----------------------------------------

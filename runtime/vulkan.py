@@ -613,7 +613,7 @@ def target():
     return Target(float64=f["float64"], int64=f["int64"], int16=f["int16"], int8=f["int8"],
                   float16=f["float16"], storage8=f["storage8"], storage16=f["storage16"],
                   max_threads=threads, subgroup=min(dev.subgroup or SUBGROUP, threads),
-                  max_buffers=min(dev.max_buffers, 1024), max_loop_iterations=dev.loop_limit)
+                  max_buffers=min(dev.max_buffers, 1024), max_loop_iterations=dev.loop_limit, exact_floats=True)
 
 
 def compile_program(text: str, name: str = "main", prepare=None, stages=None):
