@@ -542,9 +542,9 @@ def check_target(target: Target):
                     if s.startswith("complex"):
                         raise PassError(op, f"{_dtype_name(et)} cannot run on the GPU: SPIR-V has no complex "
                                             f"type (run this op on mr.cpu)")
-                    if s == "bf16":  # would be stored as 32-bit floats and read back as garbage
-                        raise PassError(op, "bfloat16 cannot run on the GPU yet: its storage is not converted "
-                                            "for SPIR-V (use float16 or float32, or run on mr.cpu)")
+                    if s == "bf16":  # (mirax-gpu-bf16-as-i16 leaves none: SPIR-V would store it as f32)
+                        raise PassError(op, f"a bfloat16 value is left in a GPU kernel after its conversion "
+                                            f"to 16-bit integers ({op.name}; run this on mr.cpu)")
                     if missing.get(s):
                         raise PassError(op, f"{_dtype_name(et)} cannot run on this GPU: the device does not "
                                             f"report {_dtype_name(et)} support (run this op on mr.cpu)")
@@ -593,6 +593,98 @@ def _trip_count(loop) -> int:
     if ub is None or not step:
         return 1
     return max(0, -(-(ub - lb) // step))
+
+
+def _bf16_as_i16(module, *_):
+    """bfloat16 buffers as 16-bit integers (SPIR-V has no bfloat16 type): every memref of
+    bf16 (arguments, allocations, views, globals) holds i16, a load is bitcast to bf16
+    after it and a store's value before it; `BF16_ARITH` then computes in f32 and turns
+    the conversions into integer ops, so no bf16 value is left. The bits are the same:
+    the runtime's buffers do not change."""
+    import numpy as np
+    ctx = module.context
+    with ctx, ir.Location.unknown():
+        bf16, i16 = ir.BF16Type.get(), ir.IntegerType.get_signless(16)
+
+        def as_i16(t):
+            if not isa(ir.MemRefType, t):
+                return None
+            m = ir.MemRefType(t)
+            if m.element_type != bf16:
+                return None
+            return ir.MemRefType.get(m.shape, i16, m.layout, m.memory_space)
+
+        def retype_function(f):
+            ft = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+            ins = [as_i16(t) or t for t in ft.inputs]
+            outs = [as_i16(t) or t for t in ft.results]
+            if ins != list(ft.inputs) or outs != list(ft.results):
+                f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs))
+
+        for op in walk_ops(module, lambda n: True):
+            if op.name in ("func.func", "gpu.func"):
+                retype_function(op)
+            if op.name == "memref.global":
+                t = as_i16(ir.TypeAttr(op.attributes["type"]).value)
+                if t is not None:
+                    attr = ir.DenseElementsAttr(op.attributes["initial_value"])
+                    vals = ([attr.get_splat_value()] if attr.is_splat else [attr[i] for i in range(len(attr))])
+                    f32 = np.array([ir.FloatAttr(v).value for v in vals], np.float32)
+                    bits = (f32.view(np.uint32) >> 16).astype(np.uint16).view(np.int16)  # (bf16 values: exact)
+                    bits = np.full(t.shape, bits[0], np.int16) if attr.is_splat else bits.reshape(t.shape)
+                    op.attributes["type"] = ir.TypeAttr.get(t)
+                    op.attributes["initial_value"] = ir.DenseElementsAttr.get(
+                        bits, type=ir.RankedTensorType.get(t.shape, i16))
+            for region in op.regions:
+                for block in region.blocks:
+                    for a in block.arguments:
+                        t = as_i16(a.type)
+                        if t is not None:
+                            a.set_type(t)
+            for r in op.results:
+                t = as_i16(r.type)
+                if t is not None:
+                    r.set_type(t)
+            if op.name == "memref.load" and op.results[0].type == bf16:
+                r = op.results[0]
+                r.set_type(i16)
+                with op.location, ir.InsertionPoint.after(op):
+                    cast = ir.Operation.create("arith.bitcast", results=[bf16], operands=[r])
+                for u in list(r.uses):
+                    owner = user_op(u)
+                    if owner != cast:
+                        owner.operands[u.operand_number] = cast.results[0]
+            elif op.name == "memref.store" and op.operands[0].type == bf16:
+                with op.location, ir.InsertionPoint(op):
+                    cast = ir.Operation.create("arith.bitcast", results=[i16], operands=[op.operands[0]])
+                op.operands[0] = cast.results[0]
+
+
+def _bf16_values_as_i16(module, *_):
+    """After BF16_ARITH: the bf16 values left only move (selects, loop-carried values, the
+    bitcasts around loads and stores, constants): they become i16 of the same bits (the
+    bitcasts then fold away)."""
+    import numpy as np
+    with module.context, ir.Location.unknown():
+        bf16, i16 = ir.BF16Type.get(), ir.IntegerType.get_signless(16)
+        for g in walk_ops(module, lambda n: n == "gpu.func"):
+            for op in walk_ops(g, lambda n: True):
+                if op.name == "arith.constant" and op.results[0].type == bf16:
+                    bits = int(np.float32(ir.FloatAttr(op.attributes["value"]).value).view(np.uint32) >> 16)
+                    op.attributes["value"] = ir.IntegerAttr.get(i16, bits - (1 << 16) if bits >= 1 << 15 else bits)
+                for region in op.regions:
+                    for block in region.blocks:
+                        for a in block.arguments:
+                            if a.type == bf16:
+                                a.set_type(i16)
+                for r in op.results:
+                    if r.type == bf16:
+                        r.set_type(i16)
+
+
+# bf16 arithmetic in f32 (what LLVM does on the CPU), then its conversions as integer ops
+BF16_ARITH = ("gpu.module(gpu.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}, "
+              "arith-expand{include-bf16=true}, canonicalize))")
 
 
 def _expand_f64_fma(module, *_):
@@ -647,6 +739,10 @@ def add_spirv_passes(pm, target: Target):
     pm.add(_expand_atan2, name="mirax-gpu-expand-atan2")
     pm.add(_expand_f64_fma, name="mirax-gpu-expand-f64-fma")
     pm.add("gpu.module(gpu.func(arith-expand))")  # floordivsi, ceildivsi, ... have no SPIR-V op
+    pm.add(_bf16_as_i16, name="mirax-gpu-bf16-as-i16")
+    pm.add(BF16_ARITH)
+    pm.add(_bf16_values_as_i16, name="mirax-gpu-bf16-values-as-i16")
+    pm.add("gpu.module(gpu.func(canonicalize))")
     pm.add(check_target(target), name="mirax-gpu-check-target")
     if target.exact_floats:
         pm.add(_contract_fmas, name="mirax-gpu-contract-fmas")
