@@ -262,29 +262,59 @@ def _row_shape(op):
 def _collect_group(root, claimed, row_shape):
     """Producers of `root` to fuse into a row kernel: row reductions over the same rows
     (`row_shape`), elementwise generics and fills, transitively; in topological order.
-    A reduction over other rows (x.sum(1) feeding a full sum) is a kernel of its own.
-    (A depth-first walk with its own stack: a chain of thousands of ops is deeper than
-    Python's recursion allows.)"""
+    A reduction over other rows (x.sum(1) feeding a full sum) is a kernel of its own, and
+    so is one the kernel would need more than its own row of: sort's ranks, read along
+    the placing reduction (each of 300 workgroups computed all 300 ranks of its row).
+    Which loop dims of each op one workgroup fixes (`_fixed_dims`) follows the maps from
+    the root, whose row dims are fixed. (A depth-first walk with its own stack: a chain of
+    thousands of ops is deeper than Python's recursion allows.)"""
     seen, order = set(), []
+    fixed = {op_id(root): set(range(len(row_shape)))}
 
-    def fused(p):
-        return p.name == "linalg.fill" or (_is_row_reduction(p) and _row_shape(p) == row_shape) or (
-            p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"]))
-    stack = [(root, iter(list(root.operands)))]
+    def fused(p, fixed_p):
+        if p.name == "linalg.fill" or (p.name == "linalg.generic" and "reduction" not in (_iterators(p) or ["reduction"])):
+            return True
+        return (_is_row_reduction(p) and _row_shape(p) == row_shape
+                and set(range(len(row_shape))) <= fixed_p)  # one row of it per workgroup
+    stack = [(root, iter(list(enumerate(root.operands))))]
     while stack:
         op, operands = stack[-1]
-        for v in operands:
+        for i, v in operands:
             p = defining_op(v)
-            if p is None or op_id(p) in seen or op_id(p) in claimed or not _is_linalg(p) or not fused(p):
+            if p is None or op_id(p) in seen or op_id(p) in claimed or not _is_linalg(p):
+                continue
+            fixed_p = _fixed_dims(op, i, fixed.get(op_id(op), set()), p)
+            if not fused(p, fixed_p):
                 continue
             seen.add(op_id(p))
-            stack.append((p, iter(list(p.operands))))
+            fixed[op_id(p)] = fixed_p
+            stack.append((p, iter(list(enumerate(p.operands)))))
             break
         else:  # every operand seen: the op after its producers
             stack.pop()
             if stack:
                 order.append(op)
     return order
+
+
+def _fixed_dims(op, i, fixed_op, p) -> set:
+    """The loop dims of producer `p` that a workgroup fixes, given those of `op` (which
+    reads p's result as its operand `i`): a result dim of p is fixed where op's map for
+    the operand reads it by a fixed dim (or a constant); a loop dim of p where p's output
+    map writes it to a fixed result dim."""
+    maps, pmaps = _result_maps(op), _result_maps(p)
+    rank = ir.ShapedType(op.operands[i].type).rank
+    if maps is None:  # (named ops: identity maps)
+        out_fixed = {j for j in range(rank) if j in fixed_op}
+    else:
+        out_fixed = set()
+        for j, e in enumerate(maps[i].results):
+            if isa(ir.AffineConstantExpr, e) or (isa(ir.AffineDimExpr, e) and ir.AffineDimExpr(e).position in fixed_op):
+                out_fixed.add(j)
+    if pmaps is None:
+        return out_fixed
+    return {ir.AffineDimExpr(e).position for j, e in enumerate(pmaps[-1].results)
+            if j in out_fixed and isa(ir.AffineDimExpr, e)}
 
 
 def _plan_row(op, index, claimed, threads, rows, subgroup=SUBGROUP, max_buffers=MAX_BUFFERS):

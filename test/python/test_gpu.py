@@ -758,6 +758,21 @@ def test_transcendentals_are_exact_on_vulkan(name):
     assert err.max() <= (6 if name == "erf" else 3), (name, x[ok][np.argmax(err)], err.max())  # (erf's: 6e-7)
 
 
+@pytest.mark.parametrize("shape", [(6, 300), (100, 64), (3, 1000)])
+def test_sorts_of_moderate_rows(shape):
+    """sort, argsort and topk of rows of 64-1000: the placing reduction read all of its
+    row's ranks, and the rank reduction was fused into it (each workgroup computed every
+    rank of its row: refused on lavapipe, 78,603 loop iterations a thread; 300x the work
+    on any GPU). Now the ranks are a kernel of their own."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with mr.stream(mr.gpu):
+        s, a = np.asarray(mr.sort(mr.array(x), axis=1)), np.asarray(mr.argsort(mr.array(x), axis=1))
+        t = np.asarray(mr.topk(mr.array(x), 5, axis=1))
+    np.testing.assert_array_equal(s, np.sort(x, axis=1))
+    np.testing.assert_array_equal(a, np.argsort(x, axis=1, kind="stable"))
+    np.testing.assert_array_equal(np.sort(t, axis=1), np.sort(x, axis=1)[:, -5:])
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
