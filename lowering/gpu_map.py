@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-from .pass_base import (MiraxPass, PassError, defining_op, isa, iterator_kinds, iterator_types_attr, op_id,
-                        run_transform, transform_script, user_op)
+from .pass_base import (MiraxPass, PassError, defining_op, inline_body, isa, iterator_kinds, iterator_types_attr,
+                        op_id, run_transform, transform_script, user_op)
 from .scratch import Scratch
 
 NAME = "mirax-gpu-map"
@@ -946,6 +946,78 @@ def _pad_matmuls(func_op):
         op.erase()
 
 
+SPLIT_K = 512  # the most of K one tiled matmul kernel walks (32 steps of MM_TILE's 16)
+
+
+def _split_k(func_op, most=None):
+    """A tiled matmul (M, N, K multiples of the tile) whose K is past `most` (SPLIT_K)
+    becomes a batch of S products over K's pieces (A's pieces moved next to the batch by
+    a transpose, B's a reshape), then a sum over the S partial products added to C's init:
+    (64, 4096) @ (4096, 64) was 4 workgroups each walking all of K (a GPU mostly idle, and
+    292,626 loop iterations a thread: refused on lavapipe); now 32, each walking 512."""
+    most = SPLIT_K if most is None else most
+    tm, tn, tk = MM_TILE
+    body = func_op.regions[0].blocks[0]
+    for op in [o.operation for o in body.operations]:
+        if op.name not in ("linalg.matmul", "linalg.batch_matmul") or not _plain_matmul(op):
+            continue
+        a, b, c = (_static_shape(v) for v in list(op.operands)[:3])
+        if None in (a, b, c):
+            continue
+        m, k, n = a[-2], a[-1], b[-1]
+        et = str(ir.RankedTensorType(op.results[0].type).element_type)
+        if m % tm or n % tn or k % tk or k <= most or et not in ("f32", "f16") or any(
+                str(ir.RankedTensorType(v.type).element_type) != et for v in list(op.operands)[:3]):
+            continue
+        steps = k // tk
+        d = max(x for x in range(1, most // tk + 1) if steps % x == 0)  # K steps a piece
+        ks, sp = d * tk, steps // d
+        batch = a[:-2]
+        nb = math.prod(batch) if batch else 1
+        t = lambda shape: f"tensor<{'x'.join(map(str, shape))}x{et}>"  # noqa: E731
+        bd = len(batch)
+        lead = "[" + ", ".join(f"[{i}]" for i in range(bd)) + (", " if bd else "")
+        # A (.., M, K) -> (.., M, S, ks) -> (.., S, M, ks) -> (nb S, M, ks); B (.., K, N) -> (nb S, ks, N)
+        perm = list(range(bd)) + [bd + 1, bd, bd + 2]
+        group_b = "[" + ", ".join(map(str, range(bd + 1))) + "]"
+        text = f"""func.func @split(%a: {t(a)}, %b: {t(b)}, %c: {t(c)}) -> {t(c)} {{
+  %ae = tensor.expand_shape %a {lead}[{bd}], [{bd + 1}, {bd + 2}]] output_shape [{', '.join(map(str, batch + [m, sp, ks]))}] : {t(a)} into {t(batch + [m, sp, ks])}
+  %e0 = tensor.empty() : {t(batch + [sp, m, ks])}
+  %at = linalg.transpose ins(%ae : {t(batch + [m, sp, ks])}) outs(%e0 : {t(batch + [sp, m, ks])}) permutation = {perm}
+  %ac = tensor.collapse_shape %at [{group_b}, [{bd + 1}], [{bd + 2}]] : {t(batch + [sp, m, ks])} into {t([nb * sp, m, ks])}
+  %bc = tensor.expand_shape %b {lead}[{bd}, {bd + 1}], [{bd + 2}]] output_shape [{', '.join(map(str, batch + [sp, ks, n]))}] : {t(b)} into {t(batch + [sp, ks, n])}
+  %bb = tensor.collapse_shape %bc [{group_b}, [{bd + 1}], [{bd + 2}]] : {t(batch + [sp, ks, n])} into {t([nb * sp, ks, n])}
+  %z = arith.constant 0.0 : {et}
+  %e1 = tensor.empty() : {t([nb * sp, m, n])}
+  %f = linalg.fill ins(%z : {et}) outs(%e1 : {t([nb * sp, m, n])}) -> {t([nb * sp, m, n])}
+  %p = linalg.batch_matmul ins(%ac, %bb : {t([nb * sp, m, ks])}, {t([nb * sp, ks, n])}) outs(%f : {t([nb * sp, m, n])}) -> {t([nb * sp, m, n])}
+  %pe = tensor.expand_shape %p [[0, 1], [2], [3]] output_shape [{nb}, {sp}, {m}, {n}] : {t([nb * sp, m, n])} into {t([nb, sp, m, n])}
+  %cc = tensor.expand_shape %c [[0, 1], [2], [3]] output_shape [{nb}, 1, {m}, {n}] : {t([nb, m, n])} into {t([nb, 1, m, n])}
+  %cr = tensor.collapse_shape %cc [[0, 1], [2], [3]] : {t([nb, 1, m, n])} into {t([nb, m, n])}
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}} ins(%pe : {t([nb, sp, m, n])}) outs(%cr : {t([nb, m, n])}) {{
+  ^bb0(%x: {et}, %acc: {et}):
+    %s = arith.addf %x, %acc : {et}
+    linalg.yield %s : {et}
+  }} -> {t([nb, m, n])}
+  return %r : {t([nb, m, n])}
+}}"""
+        if not batch:  # (unbatched: C and the result are (M, N))
+            text = (text.replace(f"%cc = tensor.expand_shape %c [[0, 1], [2], [3]] output_shape [{nb}, 1, {m}, {n}] : "
+                                 f"{t([nb, m, n])} into {t([nb, 1, m, n])}\n", "")
+                        .replace(f"  %cr = tensor.collapse_shape %cc [[0, 1], [2], [3]] : {t([nb, 1, m, n])} into "
+                                 f"{t([nb, m, n])}\n", f"  %cr = tensor.expand_shape %c [[0, 1], [2]] output_shape "
+                                 f"[1, {m}, {n}] : {t(c)} into {t([1, m, n])}\n")
+                        .replace(f"  return %r : {t([nb, m, n])}",
+                                 f"  %rr = tensor.collapse_shape %r [[0, 1], [2]] : {t([1, m, n])} into {t(c)}\n"
+                                 f"  return %rr : {t(c)}"))
+        elif len(batch) != 1:
+            continue  # (one batch dim: batch_matmul's)
+        with op.context, op.location:
+            parsed = ir.Module.parse(text)  # (held until inlined)
+        inline_body(parsed.body.operations[0].regions[0].blocks[0], list(op.operands)[:3], op, list(op.results))
+        op.erase()
+
+
 def _long_matmuls_as_rows(func_op, limit=None):
     """A matmul the tiled strategy does not take (M, N or K off the tile, too small to pad)
     runs a thread per output looping over K; past `limit` (SERIAL_REDUCTION) it becomes a
@@ -993,6 +1065,7 @@ def map_function(func_op, threads=THREADS, subgroup=SUBGROUP, max_buffers=MAX_BU
     _full_reductions_as_one_row(func_op)
     _split_long_reductions(func_op)
     _pad_matmuls(func_op)
+    _split_k(func_op)
     _long_matmuls_as_rows(func_op)
     kernels = plan(func_op, threads, subgroup, max_buffers)
     if not kernels:

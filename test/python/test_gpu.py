@@ -773,6 +773,20 @@ def test_sorts_of_moderate_rows(shape):
     np.testing.assert_array_equal(np.sort(t, axis=1), np.sort(x, axis=1)[:, -5:])
 
 
+@pytest.mark.parametrize("a,b,dtype", [((64, 4096), (4096, 64), np.float32), ((2, 64, 1024), (2, 1024, 96), np.float32),
+                                       ((64, 2064), (2064, 32), np.float32), ((1, 64, 4096), (1, 4096, 64), np.float16)])
+def test_tiled_matmuls_split_k(a, b, dtype):
+    """Tiled matmuls with K past 512 sum a batch of products over K's pieces: (64, 4096)
+    @ (4096, 64) was 4 workgroups each walking all of K (refused on lavapipe: 292,626 loop
+    iterations a thread; MLX's test_matmul_shapes). K of 2,064 in pieces of 688."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(a).astype(dtype), rng.standard_normal(b).astype(dtype)
+    with mr.stream(mr.gpu):
+        got = np.asarray(mr.array(x) @ mr.array(y)).astype(np.float64)
+    want = x.astype(np.float64) @ y.astype(np.float64)
+    assert np.abs(got - want).max() <= (1e-6 if dtype == np.float32 else 2e-2) * np.abs(want).max()
+
+
 def test_arrays_past_32_bit_indices_are_refused():
     """An array of 2^31 elements or more cannot be indexed by a GPU kernel (32-bit SPIR-V
     indices): refused by name. MLX's test_large_binary (1000 x 2147484 int8) crashed
