@@ -774,11 +774,13 @@ def test_sorts_of_moderate_rows(shape):
 
 
 @pytest.mark.parametrize("a,b,dtype", [((64, 4096), (4096, 64), np.float32), ((2, 64, 1024), (2, 1024, 96), np.float32),
-                                       ((64, 2064), (2064, 32), np.float32), ((1, 64, 4096), (1, 4096, 64), np.float16)])
+                                       ((64, 2064), (2064, 32), np.float32), ((1, 64, 4096), (1, 4096, 64), np.float16),
+                                       ((64, 64), (64, 64), np.float16)])
 def test_tiled_matmuls_split_k(a, b, dtype):
     """Tiled matmuls with K past 512 sum a batch of products over K's pieces: (64, 4096)
     @ (4096, 64) was 4 workgroups each walking all of K (refused on lavapipe: 292,626 loop
-    iterations a thread; MLX's test_matmul_shapes). K of 2,064 in pieces of 688."""
+    iterations a thread; MLX's test_matmul_shapes). K of 2,064 in pieces of 688. (And a
+    float16 product, unsplit: exact floats once broke every one.)"""
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(a).astype(dtype), rng.standard_normal(b).astype(dtype)
     with mr.stream(mr.gpu):
