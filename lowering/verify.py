@@ -131,23 +131,35 @@ class MiraxVerify(MiraxPass):
 # ---- before parsing ----------------------------------------------------------------------
 
 _DENSE_ARRAY = None
+_LINALG_ARRAY = None  # linalg.transpose's `permutation = [...]`, linalg.broadcast's and reduce's `dimensions = [...]`
 
 
 def check_parsable(text: str):
     """(line, column, message) of the first construct that would abort MLIR's parser
     (the wheels are built with assertions) instead of failing with a diagnostic, or None.
 
-    Known: a dense array of a type that has no bit width, `array<index: 1>`."""
-    global _DENSE_ARRAY
+    Known: a dense array of a type that has no bit width, `array<index: 1>`; a malformed
+    list after linalg.transpose's `permutation =` or linalg.broadcast's and linalg.reduce's
+    `dimensions =` (`permutation = 2, 1]`, `[0, 2 1]`: their parsers set a null attribute)."""
+    global _DENSE_ARRAY, _LINALG_ARRAY
     import re
     if _DENSE_ARRAY is None:
         _DENSE_ARRAY = re.compile(r"array<\s*([^\s:>]+)")
+        _LINALG_ARRAY = re.compile(r"\b(permutation|dimensions)\s*=\s*")
     ok = re.compile(r"(?:[su]?i\d+|bf16|tf32|f\d+\w*)")
+    int_list = re.compile(r"\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]")
     for n, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("//") or "array<" not in line:
+        if line.lstrip().startswith("//"):
             continue
-        for m in _DENSE_ARRAY.finditer(line):
-            if not ok.fullmatch(m.group(1)):
-                return (n, m.start() + 1, f"dense array element type must be an integer or float type, "
-                                          f"got '{m.group(1)}'")
+        if "array<" in line:
+            for m in _DENSE_ARRAY.finditer(line):
+                if not ok.fullmatch(m.group(1)):
+                    return (n, m.start() + 1, f"dense array element type must be an integer or float type, "
+                                              f"got '{m.group(1)}'")
+        if "linalg." in line:
+            for m in _LINALG_ARRAY.finditer(line):
+                rest = line[m.end():]
+                if rest.startswith("array<") or int_list.match(rest):
+                    continue
+                return (n, m.end() + 1, f"expected a list of integers in brackets after '{m.group(0).strip()}'")
     return None

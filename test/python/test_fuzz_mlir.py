@@ -32,3 +32,18 @@ def test_translate_refuses_what_would_abort_the_parser(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mirax.translate", "--mirax-to-spirv", str(f)],
                        capture_output=True, text=True)
     assert r.returncode == 1 and f"{f}:2:" in r.stderr and "integer or float type, got 'index'" in r.stderr
+
+
+def test_opt_refuses_malformed_linalg_lists(tmp_path):
+    """Found by the fuzzer: a malformed list after linalg.transpose's `permutation =` (or
+    linalg.broadcast's and linalg.reduce's `dimensions =`) aborts MLIR's parser (it sets a
+    null attribute); mirax-opt reports it with its location instead."""
+    import subprocess
+    import sys
+    f = tmp_path / "bad.mlir"
+    for attr in ("permutation =  2, 1]", "permutation = [0, 2 1]"):
+        f.write_text('func.func @t(%a: tensor<4x6x8xf32>, %e: tensor<4x8x6xf32>) -> tensor<4x8x6xf32> {\n'
+                     '  %t = linalg.transpose ins(%a : tensor<4x6x8xf32>) outs(%e : tensor<4x8x6xf32>) '
+                     f'{attr}\n  return %t : tensor<4x8x6xf32>\n}}\n')
+        r = subprocess.run([sys.executable, "-m", "mirax.opt", str(f)], capture_output=True, text=True)
+        assert r.returncode == 1 and f"{f}:2:" in r.stderr and "expected a list of integers" in r.stderr, r.stderr
