@@ -893,6 +893,18 @@ def _split_reduction(op, r, fill, ranges, its):
     return [part, rest]
 
 
+def _plain_matmuls(func_op):
+    """(op, (A's, B's, C's shapes)) for the function's matmuls and batch matmuls without
+    transposed operands and of static shapes (a list: callers rewrite them)."""
+    out = []
+    for op in [o.operation for o in func_op.regions[0].blocks[0].operations]:
+        if op.name in ("linalg.matmul", "linalg.batch_matmul") and _plain_matmul(op):
+            shapes = tuple(_static_shape(v) for v in list(op.operands)[:3])
+            if None not in shapes:
+                out.append((op, shapes))
+    return out
+
+
 def _pad_matmuls(func_op):
     """A matmul whose M, N or K is not a multiple of the tile is computed on operands
     zero-padded to the tile (tensor.pad, exact: the padding adds zeros to every dot
@@ -901,13 +913,7 @@ def _pad_matmuls(func_op):
     matmuls (any of M, N < 32 or K < 16) keep the simple strategy."""
     from mlir.dialects import arith, tensor
     tm, tn, tk = MM_TILE
-    body = func_op.regions[0].blocks[0]
-    for op in [o.operation for o in body.operations]:
-        if op.name not in ("linalg.matmul", "linalg.batch_matmul") or not _plain_matmul(op):
-            continue
-        a, b, c = (_static_shape(v) for v in list(op.operands)[:3])
-        if None in (a, b, c):
-            continue
+    for op, (a, b, c) in _plain_matmuls(func_op):
         m, k, n = a[-2], a[-1], b[-1]
         if not (m % tm or n % tn or k % tk) or m < tm or n < tn or k < tk or m * n * k < MM_PAD_MIN_WORK:
             continue
@@ -957,13 +963,7 @@ def _split_k(func_op, most=None):
     292,626 loop iterations a thread: refused on lavapipe); now 32, each walking 512."""
     most = SPLIT_K if most is None else most
     tm, tn, tk = MM_TILE
-    body = func_op.regions[0].blocks[0]
-    for op in [o.operation for o in body.operations]:
-        if op.name not in ("linalg.matmul", "linalg.batch_matmul") or not _plain_matmul(op):
-            continue
-        a, b, c = (_static_shape(v) for v in list(op.operands)[:3])
-        if None in (a, b, c):
-            continue
+    for op, (a, b, c) in _plain_matmuls(func_op):
         m, k, n = a[-2], a[-1], b[-1]
         et = str(ir.RankedTensorType(op.results[0].type).element_type)
         if m % tm or n % tn or k % tk or k <= most or et not in ("f32", "f16") or any(
@@ -1026,15 +1026,9 @@ def _long_matmuls_as_rows(func_op, limit=None):
     refused on lavapipe (its loop limit), slow on any GPU."""
     limit = SERIAL_REDUCTION if limit is None else limit
     tm, tn, tk = MM_TILE
-    body = func_op.regions[0].blocks[0]
     found = False
     with func_op.context:
-        for op in [o.operation for o in body.operations]:
-            if op.name not in ("linalg.matmul", "linalg.batch_matmul"):
-                continue
-            a, out = _static_shape(op.operands[0]), _static_shape(op.results[0])
-            if a is None or out is None or not _plain_matmul(op):
-                continue
+        for op, (a, _, out) in _plain_matmuls(func_op):
             m, n, k = out[-2], out[-1], a[-1]
             if k > limit and (m % tm or n % tn or k % tk):
                 op.attributes[_GENERALIZE] = ir.UnitAttr.get()
