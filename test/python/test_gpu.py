@@ -682,7 +682,7 @@ def test_long_scans_are_blocked(case, shape, axis):
         np.testing.assert_array_equal(got, want, err_msg=f"{f.__name__} reverse={reverse} inclusive={inclusive}")
 
 
-@pytest.mark.parametrize("shape,axes", [((4,) * 9, (0, 2, 4, 6, 8)), ((4,) * 9 + (128,), (1, 3, 5, 7, 9)),
+@pytest.mark.parametrize("shape,axes", [((4,) * 9, (0, 2, 4, 6, 8)), ((4,) * 9 + (8,), (1, 3, 5, 7, 9)),
                                         ((3, 1, 5, 1, 7, 2, 3), (1, 3, 5))])
 def test_reductions_over_many_axes(shape, axes):
     """High-rank reductions keep their work on the grid: unit dims take no thread dim and
