@@ -229,3 +229,23 @@ func.func @dot(%a: tensor<1x70000xf32>, %b: tensor<70000x1xf32>) -> tensor<1x1xf
   %0 = "mirax.matmul"(%a, %b) : (tensor<1x70000xf32>, tensor<70000x1xf32>) -> tensor<1x1xf32>
   return %0 : tensor<1x1xf32>
 }
+
+// -----
+
+// A reduction over leading dims (the parallel strategy: a thread per output looping over
+// the reduced dim) fills its own init: each thread zeroes the outputs it then reduces
+// into (the fill tiled over the same threads), no fill kernel before it.
+// CHECK-LABEL: func.func @column_sums
+// CHECK: scf.forall (%{{.+}}) in (1) shared_outs
+// CHECK: scf.forall (%{{.+}}) in (64) shared_outs
+// CHECK: linalg.fill
+// CHECK: {mapping = [#gpu.thread<x>]}
+// CHECK: scf.forall (%{{.+}}) in (64) shared_outs
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK: {mapping = [#gpu.thread<x>]}
+// CHECK: mirax.gpu_kernel = 0 : i64}
+// CHECK-NOT: mirax.gpu_kernel = 1
+func.func @column_sums(%x: tensor<300x64xf32>) -> tensor<64xf32> {
+  %0 = "mirax.sum"(%x) {axes = array<i64: 0>, keepdims = false} : (tensor<300x64xf32>) -> tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
