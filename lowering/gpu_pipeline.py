@@ -599,12 +599,21 @@ def _bf16_as_i16(module, *_):
     """bfloat16 buffers as 16-bit integers (SPIR-V has no bfloat16 type): every memref of
     bf16 (arguments, allocations, views, globals) holds i16, a load is bitcast to bf16
     after it and a store's value before it; `BF16_ARITH` then computes in f32 and turns
-    the conversions into integer ops, so no bf16 value is left. The bits are the same:
-    the runtime's buffers do not change."""
+    the conversions into integer ops, and the moving bf16 values left become i16
+    (`_bf16_values_as_i16`), so no bf16 value is left. The bits are the same: the
+    runtime's buffers do not change."""
     import numpy as np
     ctx = module.context
     with ctx, ir.Location.unknown():
         bf16, i16 = ir.BF16Type.get(), ir.IntegerType.get_signless(16)
+        # (where bf16 buffers come from: without one, nothing to do — the walk below and
+        # the passes after it were 13% of a transformer step's GPU compile)
+        sources = walk_ops(module, lambda n: n in ("func.func", "gpu.func", "memref.alloc", "memref.alloca",
+                                                      "memref.global"))
+        if not any("bf16" in str(ir.TypeAttr(o.attributes["function_type" if "func" in o.name else "type"]).value)
+                   if o.name in ("func.func", "gpu.func", "memref.global") else "bf16" in str(o.results[0].type)
+                   for o in sources):
+            return
 
         def as_i16(t):
             if not isa(ir.MemRefType, t):
@@ -658,9 +667,13 @@ def _bf16_as_i16(module, *_):
                 with op.location, ir.InsertionPoint(op):
                     cast = ir.Operation.create("arith.bitcast", results=[i16], operands=[op.operands[0]])
                 op.operands[0] = cast.results[0]
+    from mlir.passmanager import PassManager
+    PassManager.parse(f"builtin.module({BF16_ARITH})", context=ctx).run(module)
+    _bf16_values_as_i16(module)
+    PassManager.parse("builtin.module(gpu.module(gpu.func(canonicalize)))", context=ctx).run(module)
 
 
-def _bf16_values_as_i16(module, *_):
+def _bf16_values_as_i16(module):
     """After BF16_ARITH: the bf16 values left only move (selects, loop-carried values, the
     bitcasts around loads and stores, constants): they become i16 of the same bits (the
     bitcasts then fold away)."""
@@ -740,9 +753,6 @@ def add_spirv_passes(pm, target: Target):
     pm.add(_expand_f64_fma, name="mirax-gpu-expand-f64-fma")
     pm.add("gpu.module(gpu.func(arith-expand))")  # floordivsi, ceildivsi, ... have no SPIR-V op
     pm.add(_bf16_as_i16, name="mirax-gpu-bf16-as-i16")
-    pm.add(BF16_ARITH)
-    pm.add(_bf16_values_as_i16, name="mirax-gpu-bf16-values-as-i16")
-    pm.add("gpu.module(gpu.func(canonicalize))")
     pm.add(check_target(target), name="mirax-gpu-check-target")
     if target.exact_floats:
         pm.add(_contract_fmas, name="mirax-gpu-contract-fmas")
