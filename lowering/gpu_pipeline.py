@@ -595,6 +595,12 @@ def _trip_count(loop) -> int:
     return max(0, -(-(ub - lb) // step))
 
 
+# ops a bf16 buffer or value can start from (a kernel may hold bf16 values between f32
+# buffers: `x.astype(bfloat16) * 3` read back as float32)
+_BF16_SOURCES = ("func.func", "gpu.func", "memref.alloc", "memref.alloca", "memref.global", "arith.truncf",
+                 "arith.constant", "arith.sitofp", "arith.uitofp", "arith.bitcast")
+
+
 def _bf16_as_i16(module, *_):
     """bfloat16 buffers as 16-bit integers (SPIR-V has no bfloat16 type): every memref of
     bf16 (arguments, allocations, views, globals) holds i16, a load is bitcast to bf16
@@ -606,13 +612,12 @@ def _bf16_as_i16(module, *_):
     ctx = module.context
     with ctx, ir.Location.unknown():
         bf16, i16 = ir.BF16Type.get(), ir.IntegerType.get_signless(16)
-        # (where bf16 buffers come from: without one, nothing to do — the walk below and
-        # the passes after it were 13% of a transformer step's GPU compile)
-        sources = walk_ops(module, lambda n: n in ("func.func", "gpu.func", "memref.alloc", "memref.alloca",
-                                                      "memref.global"))
+        # (where bf16 buffers and values come from: without one, nothing to do — the walk
+        # below and the passes after it were 13% of a transformer step's GPU compile)
+        sources = walk_ops(module, lambda n: n in _BF16_SOURCES)
         if not any("bf16" in str(ir.TypeAttr(o.attributes["function_type" if "func" in o.name else "type"]).value)
-                   if o.name in ("func.func", "gpu.func", "memref.global") else "bf16" in str(o.results[0].type)
-                   for o in sources):
+                   if o.name in ("func.func", "gpu.func", "memref.global") else o.results[0].type == bf16
+                   or "bf16" in str(o.results[0].type) for o in sources):
             return
 
         def as_i16(t):

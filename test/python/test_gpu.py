@@ -536,6 +536,18 @@ def test_bfloat16_on_the_gpu(name):
         np.testing.assert_array_equal(to_np(got), to_np(want))
 
 
+def test_bfloat16_values_between_float32_buffers():
+    """A kernel may hold bfloat16 values with no bfloat16 buffer (float32 in and out, a
+    rounding through bfloat16 inside): converted too (the conversion's check for bf16
+    once looked at buffers only, and the kernel was refused)."""
+    x = mr.array(np.linspace(-3, 3, 64).astype(np.float32))
+    for f in (mr.compile(lambda t: (t.astype(mr.bfloat16) * 3).astype(mr.float32)),
+              mr.compile(lambda t: (t.astype(mr.int32).astype(mr.bfloat16) + 1).astype(mr.float32))):
+        want = _on_cpu(f, x)
+        with mr.stream(mr.gpu):
+            np.testing.assert_array_equal(np.asarray(f(x)), want)
+
+
 def test_program_reloaded_from_the_disk_cache_runs():
     """A GpuProgram read back from its JSON entry (kernel entry names, constants) runs."""
     f = lambda x: mr.cumsum(x, axis=1) + mr.array(np.arange(7, dtype=np.float32))  # noqa: E731
