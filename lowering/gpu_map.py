@@ -759,14 +759,7 @@ def _drop_unit_reductions(func_op):
         if not unit or len(unit) == its.count("reduction"):
             continue
         keep = [d for d in range(len(its)) if d not in unit]
-        n = len(keep)
-
-        def dim(g):
-            d = int(g.group(1))
-            return "0" if d in unit else f"d{keep.index(d)}"
-        dims = ", ".join(f"d{k}" for k in range(n))
-        maps = [f"affine_map<({dims}) -> ({', '.join(_DIM.sub(dim, str(e)) for e in m.results)})>"
-                for m in _result_maps(op)]
+        maps = [_renamed(m, lambda d: None if d in unit else keep.index(d), len(keep)) for m in _result_maps(op)]
         with op.context:
             op.attributes["indexing_maps"] = ir.Attribute.parse(f"[{', '.join(maps)}]")
             op.attributes["iterator_types"] = iterator_types_attr([its[d] for d in keep])
@@ -855,8 +848,12 @@ def _split_long_reductions(func_op, limit=None):
 
 
 def _renamed(m, dim, n_dims) -> str:
-    """The text of affine map `m` over `n_dims` dims, its dim d_i read as d_dim(i)."""
-    res = ", ".join(re.sub(r"\bd(\d+)\b", lambda g: f"d{dim(int(g.group(1)))}", str(e)) for e in m.results)
+    """The text of affine map `m` over `n_dims` dims, its dim d_i read as d_dim(i) (as 0
+    where dim(i) is None: a dim dropped from the loops)."""
+    def sub(g):
+        d = dim(int(g.group(1)))
+        return "0" if d is None else f"d{d}"
+    res = ", ".join(_DIM.sub(sub, str(e)) for e in m.results)
     return f"affine_map<({', '.join(f'd{k}' for k in range(n_dims))}) -> ({res})>"
 
 
@@ -1000,14 +997,20 @@ def _split_k(func_op, most=None):
         steps = k // tk
         d = max(x for x in range(1, most // tk + 1) if steps % x == 0)  # K steps a piece
         ks, sp = d * tk, steps // d
-        batch = a[:-2]
-        nb = math.prod(batch) if batch else 1
+        batch = a[:-2]  # () or (nb,): matmul's or batch_matmul's
+        nb = batch[0] if batch else 1
         t = lambda shape: f"tensor<{'x'.join(map(str, shape))}x{et}>"  # noqa: E731
         bd = len(batch)
         lead = "[" + ", ".join(f"[{i}]" for i in range(bd)) + (", " if bd else "")
         # A (.., M, K) -> (.., M, S, ks) -> (.., S, M, ks) -> (nb S, M, ks); B (.., K, N) -> (nb S, ks, N)
         perm = list(range(bd)) + [bd + 1, bd, bd + 2]
         group_b = "[" + ", ".join(map(str, range(bd + 1))) + "]"
+        # C and the result as (nb, M, N): batch_matmul's already, matmul's with a unit batch
+        c3 = "%c" if bd else "%c3"
+        unbatch = (f"  %c3 = tensor.expand_shape %c [[0, 1], [2]] output_shape [1, {m}, {n}] : {t(c)} into "
+                   f"{t([1, m, n])}\n") if not bd else ""
+        ret = ("  return %r : " + t(c)) if bd else (f"  %r2 = tensor.collapse_shape %r [[0, 1], [2]] : {t([1, m, n])} "
+                                                  f"into {t(c)}\n  return %r2 : {t(c)}")
         text = f"""func.func @split(%a: {t(a)}, %b: {t(b)}, %c: {t(c)}) -> {t(c)} {{
   %ae = tensor.expand_shape %a {lead}[{bd}], [{bd + 1}, {bd + 2}]] output_shape [{', '.join(map(str, batch + [m, sp, ks]))}] : {t(a)} into {t(batch + [m, sp, ks])}
   %e0 = tensor.empty() : {t(batch + [sp, m, ks])}
@@ -1020,26 +1023,13 @@ def _split_k(func_op, most=None):
   %f = linalg.fill ins(%z : {et}) outs(%e1 : {t([nb * sp, m, n])}) -> {t([nb * sp, m, n])}
   %p = linalg.batch_matmul ins(%ac, %bb : {t([nb * sp, m, ks])}, {t([nb * sp, ks, n])}) outs(%f : {t([nb * sp, m, n])}) -> {t([nb * sp, m, n])}
   %pe = tensor.expand_shape %p [[0, 1], [2], [3]] output_shape [{nb}, {sp}, {m}, {n}] : {t([nb * sp, m, n])} into {t([nb, sp, m, n])}
-  %cc = tensor.expand_shape %c [[0, 1], [2], [3]] output_shape [{nb}, 1, {m}, {n}] : {t([nb, m, n])} into {t([nb, 1, m, n])}
-  %cr = tensor.collapse_shape %cc [[0, 1], [2], [3]] : {t([nb, 1, m, n])} into {t([nb, m, n])}
-  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}} ins(%pe : {t([nb, sp, m, n])}) outs(%cr : {t([nb, m, n])}) {{
+{unbatch}  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}} ins(%pe : {t([nb, sp, m, n])}) outs({c3} : {t([nb, m, n])}) {{
   ^bb0(%x: {et}, %acc: {et}):
     %s = arith.addf %x, %acc : {et}
     linalg.yield %s : {et}
   }} -> {t([nb, m, n])}
-  return %r : {t([nb, m, n])}
+{ret}
 }}"""
-        if not batch:  # (unbatched: C and the result are (M, N))
-            text = (text.replace(f"%cc = tensor.expand_shape %c [[0, 1], [2], [3]] output_shape [{nb}, 1, {m}, {n}] : "
-                                 f"{t([nb, m, n])} into {t([nb, 1, m, n])}\n", "")
-                        .replace(f"  %cr = tensor.collapse_shape %cc [[0, 1], [2], [3]] : {t([nb, 1, m, n])} into "
-                                 f"{t([nb, m, n])}\n", f"  %cr = tensor.expand_shape %c [[0, 1], [2]] output_shape "
-                                 f"[1, {m}, {n}] : {t(c)} into {t([1, m, n])}\n")
-                        .replace(f"  return %r : {t([nb, m, n])}",
-                                 f"  %rr = tensor.collapse_shape %r [[0, 1], [2]] : {t([1, m, n])} into {t(c)}\n"
-                                 f"  return %rr : {t(c)}"))
-        elif len(batch) != 1:
-            continue  # (one batch dim: batch_matmul's)
         with op.context, op.location:
             parsed = ir.Module.parse(text)  # (held until inlined)
         inline_body(parsed.body.operations[0].regions[0].blocks[0], list(op.operands)[:3], op, list(op.results))

@@ -643,8 +643,7 @@ def _bf16_as_i16(module, *_):
                 if t is not None:
                     attr = ir.DenseElementsAttr(op.attributes["initial_value"])
                     vals = ([attr.get_splat_value()] if attr.is_splat else [attr[i] for i in range(len(attr))])
-                    f32 = np.array([ir.FloatAttr(v).value for v in vals], np.float32)
-                    bits = (f32.view(np.uint32) >> 16).astype(np.uint16).view(np.int16)  # (bf16 values: exact)
+                    bits = _bf16_bits([ir.FloatAttr(v).value for v in vals])
                     bits = np.full(t.shape, bits[0], np.int16) if attr.is_splat else bits.reshape(t.shape)
                     op.attributes["type"] = ir.TypeAttr.get(t)
                     op.attributes["initial_value"] = ir.DenseElementsAttr.get(
@@ -678,18 +677,24 @@ def _bf16_as_i16(module, *_):
     PassManager.parse("builtin.module(gpu.module(gpu.func(canonicalize)))", context=ctx).run(module)
 
 
+def _bf16_bits(values):
+    """The bfloat16 bits of float values that are bfloat16 values (exact: the top half of
+    their float32 bits), as int16 (i16's signless storage)."""
+    import numpy as np
+    return (np.array(values, np.float32).view(np.uint32) >> 16).astype(np.uint16).view(np.int16)
+
+
 def _bf16_values_as_i16(module):
     """After BF16_ARITH: the bf16 values left only move (selects, loop-carried values, the
     bitcasts around loads and stores, constants): they become i16 of the same bits (the
     bitcasts then fold away)."""
-    import numpy as np
     with module.context, ir.Location.unknown():
         bf16, i16 = ir.BF16Type.get(), ir.IntegerType.get_signless(16)
         for g in walk_ops(module, lambda n: n == "gpu.func"):
             for op in walk_ops(g, lambda n: True):
                 if op.name == "arith.constant" and op.results[0].type == bf16:
-                    bits = int(np.float32(ir.FloatAttr(op.attributes["value"]).value).view(np.uint32) >> 16)
-                    op.attributes["value"] = ir.IntegerAttr.get(i16, bits - (1 << 16) if bits >= 1 << 15 else bits)
+                    bits = _bf16_bits([ir.FloatAttr(op.attributes["value"]).value])[0]
+                    op.attributes["value"] = ir.IntegerAttr.get(i16, int(bits))
                 for region in op.regions:
                     for block in region.blocks:
                         for a in block.arguments:
